@@ -19,8 +19,14 @@ squall the failure carries its cause, from where it happened to the spout:
   reason of the store's, not the tuple's: a Redis server that does not answer, is loading or out
   of memory; a disk that is full, read-only or gone; a batch that could not be committed.
 
-The first two are caused by the record (`FailureCause.record_caused`): the connectors charge only
-those to a record's retry budget. A store that is down is not the record's doing: charged, an
+- `WORKER_DIED`: a bolt task was executing the tuple when its worker process died on its own
+  (it ended without the worker choosing to: ``os._exit`` in a library, a segfault, the kernel's
+  OOM killer), as that worker's host read after the death (`squall.engine.executing`).
+
+`EXPLICIT`, `EXCEPTION` and `WORKER_DIED` are caused by the record (`FailureCause.record_caused`):
+the connectors charge only those to a record's retry budget. The other tuples lost with a dead
+worker fail as `WORKER_LOST`, uncharged: so a record that kills a worker each time it is
+executed reaches its dead letters after ``max_retries``, where it used to be replayed for ever. A store that is down is not the record's doing: charged, an
 outage of a few seconds used up the budgets of every record that reached the sink meanwhile,
 retried milliseconds apart, and sent good records to the dead letters. A rollback is not either: it fails every tuple a state took since its
 last commit, whatever caused it, so charging it let one bad record (or a worker that died a few
@@ -41,7 +47,10 @@ TIMEOUT = "timeout"
 WORKER_LOST = "worker-lost"
 ROLLED_BACK = "rollback"
 UNAVAILABLE = "unavailable"
-KINDS = (EXPLICIT, EXCEPTION, TIMEOUT, WORKER_LOST, ROLLED_BACK, UNAVAILABLE)
+WORKER_DIED = "worker-died"
+KINDS = (EXPLICIT, EXCEPTION, TIMEOUT, WORKER_LOST, ROLLED_BACK, UNAVAILABLE, WORKER_DIED)
+
+_RECORD_CAUSED = frozenset((EXPLICIT, EXCEPTION, WORKER_DIED))
 
 # an exception's message travels with the failure up to this many characters (a message that
 # quotes a whole record must not make every acker message of its tree that large)
@@ -56,14 +65,15 @@ class FailureCause(NamedTuple):
     """Why a spout tuple failed (see the module docstring).
 
     ``kind`` is one of `EXPLICIT`, `EXCEPTION`, `TIMEOUT`, `WORKER_LOST`, `ROLLED_BACK`,
-    `UNAVAILABLE`. For the
+    `UNAVAILABLE` or `WORKER_DIED`. For the
     first two, ``component`` and ``task`` name the bolt task that failed the tuple, and ``error``
     and ``message`` the exception's type name and message (for `EXPLICIT`, those of the
     `FailedException` a `BasicBolt` raised, if it did; else empty). A `WORKER_LOST` made by
     `lost_in` names the bolt task whose process died with the tuple in it, and why. For
     `ROLLED_BACK`, they name the task whose state rolled back, and ``message`` says why; for
     `UNAVAILABLE`, the bolt task whose store did not take the tuple, and ``message`` the store
-    and its error.
+    and its error. For `WORKER_DIED`, the bolt task that was executing the tuple when its worker
+    died, and ``message`` how the worker ended (``exit status 7``, ``killed by SIGSEGV``).
     """
 
     kind: str
@@ -74,16 +84,20 @@ class FailureCause(NamedTuple):
 
     @property
     def record_caused(self) -> bool:
-        """Whether the record itself caused the failure (an explicit fail or an exception while
-        processing it), not a worker that died, a timeout, a state's rollback or a store that was
-        down under it: what a retry budget counts."""
-        return self.kind in (EXPLICIT, EXCEPTION)
+        """Whether the record itself caused the failure (an explicit fail, an exception while
+        processing it, or its worker's death while a bolt executed it), not a worker that died
+        with it in flight, a timeout, a state's rollback or a store that was down under it: what a
+        retry budget counts."""
+        return self.kind in _RECORD_CAUSED
 
     def describe(self) -> str:
         """One line for a log or a dead-letter entry, e.g. ``exception in [parse] task 3:
         JSONDecodeError: Expecting value: line 1 column 1 (char 0)``."""
         if self.kind == TIMEOUT:
             return "timed out (topology.message.timeout.secs)"
+        if self.kind == WORKER_DIED:
+            return (f"its worker died while [{self.component}] task {self.task} executed it"
+                    + (f": {self.message}" if self.message else ""))
         if self.kind == WORKER_LOST:
             if not self.component:
                 return "a worker it was in died"

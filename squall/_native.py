@@ -26,6 +26,9 @@ of each class):
 - `execute_run`: a bolt executor's inner loop over its plain (not sampled) inputs (an exception
   that ``execute`` raises goes to its ``on_error`` when one is given).
 - `drain_inbox`: a bolt task's inputs, plain runs and sampled ones (timed), as its executor drains them.
+- `ExecutingEntry`: a bolt executor's line on its worker's board of the inputs being executed, where
+  `execute_run` and `drain_inbox` keep the root of each input while it is executed
+  (`squall.engine.executing`).
 - `KeyStatsBase`: the figures of `squall.engine.stats.KeyStats`; compiled, C numbers.
 - `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`;
   compiled, an ack is handled in C, its statistics counted exactly).
@@ -336,19 +339,20 @@ class KeyStatsBase:
         self.latency_ms = self.execute_ms = 0.0
 
 
-def drain_inbox(execute: Any, pop: Any, n: int, stats: Any, sampled: Any, now: Any, on_error: Any = None) -> int:
+def drain_inbox(execute: Any, pop: Any, n: int, stats: Any, sampled: Any, now: Any, on_error: Any = None,
+                executing: Any = None) -> int:
     """A bolt task's ``n`` inputs from ``pop()``, with Storm's sampled statistics: runs of
     ``sampled.left - 1`` plain inputs (`execute_run`), then a sampled one, timed with ``now()``
     and opened as a sample for its ack to close (`squall.engine.stats.TaskStatistics`); its
     figures are added also when it raises. Returns ``n``; ``sampled.left`` is kept, on an
-    exception too (`squall.engine.bolt_executor.BoltExecutor.drain`). ``on_error``: as
-    `execute_run`'s."""
+    exception too (`squall.engine.bolt_executor.BoltExecutor.drain`). ``on_error``, ``executing``:
+    as `execute_run`'s."""
     left = sampled.left
     ran = 0
     try:
         while ran < n:
             run = left - 1 if left - 1 < n - ran else n - ran  # noqa: FURB136 (a compare, not a min() call, on the drain path)
-            ran += execute_run(execute, pop, run, stats, on_error)  # counted, on a crash too
+            ran += execute_run(execute, pop, run, stats, on_error, executing)  # counted, on a crash too
             left -= run
             if ran < n:
                 tup = pop()
@@ -356,7 +360,7 @@ def drain_inbox(execute: Any, pop: Any, n: int, stats: Any, sampled: Any, now: A
                 start = now()
                 sampled.open_sample(tup, start, ks)
                 try:
-                    _execute(execute, tup, on_error)
+                    _execute(execute, tup, on_error, executing)
                 finally:
                     ks.executed += sampled.freq
                     ks.execute_ms += 1000.0 * (now() - start)
@@ -369,26 +373,35 @@ def drain_inbox(execute: Any, pop: Any, n: int, stats: Any, sampled: Any, now: A
     return ran
 
 
-def _execute(execute: Any, tup: Any, on_error: Any) -> None:
-    """``execute(tup)``; an `Exception` it raises goes to ``on_error(tup, exception)`` when given."""
+def _execute(execute: Any, tup: Any, on_error: Any, executing: Any = None) -> None:
+    """``execute(tup)``; an `Exception` it raises goes to ``on_error(tup, exception)`` when given.
+    With ``executing`` (an `ExecutingEntry`), ``tup``'s root is on its line meanwhile."""
+    if executing is not None:
+        root = getattr(tup, "_root", 0)
+        executing.root = root if type(root) is int else 0
     try:
         execute(tup)
     except Exception as e:
         if on_error is None:
             raise
         on_error(tup, e)
+    finally:
+        if executing is not None:
+            executing.root = 0
 
 
-def execute_run(execute: Any, pop: Any, n: int, stats: Any, on_error: Any = None) -> int:
+def execute_run(execute: Any, pop: Any, n: int, stats: Any, on_error: Any = None, executing: Any = None) -> int:
     """``execute(pop())`` ``n`` times, adding the inputs executed to ``stats.executed`` (on an
     exception, those before the one that raised); returns ``n``. A bolt executor's plain inputs
     between two sampled ones (`squall.engine.bolt_executor.BoltExecutor.drain`). With
     ``on_error``, an `Exception` that ``execute`` raises goes to ``on_error(input, exception)``
-    and the run goes on (the input counts as executed); what ``on_error`` raises ends it."""
+    and the run goes on (the input counts as executed); what ``on_error`` raises ends it. With
+    ``executing`` (an `ExecutingEntry`), each input's root is on its line while it is executed
+    (`squall.engine.executing`)."""
     done = 0
     try:
         while done < n:
-            _execute(execute, pop(), on_error)
+            _execute(execute, pop(), on_error, executing)
             done += 1
     finally:
         stats.executed += done
@@ -797,7 +810,45 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
                    "drain_inbox": "drain_inbox", "KeyStatsBase": "KeyStatsBase",
                    "opaque_commit": "opaque_commit", "CountingEmit": "CountingEmit",
                    "pack_rows": "pack_rows", "TridentTupleBase": "TridentTupleBase", "view_of": "view_of",
-                   "combine_rows": "combine_rows", "Outbox": "Outbox"}
+                   "combine_rows": "combine_rows", "Outbox": "Outbox", "ExecutingEntry": "ExecutingEntry"}
+
+
+class ExecutingEntry:
+    """A bolt executor's line on its worker's board of the inputs being executed
+    (`squall.engine.executing`): 16 bytes at ``offset`` (a multiple of 8) in the writable buffer
+    ``memory``, ``root`` (the root of the input being executed, 0: none; an unsigned 64-bit int)
+    then ``task`` (a signed one), in this machine's byte order. `execute_run` and `drain_inbox`
+    store each input's root before its ``execute`` and 0 after it: compiled, two 64-bit stores."""
+
+    __slots__ = ("_line",)
+
+    def __init__(self, memory: Any, offset: int) -> None:
+        view = memoryview(memory).cast("B")
+        if view.readonly:
+            raise BufferError("Object is not writable.")   # as the compiled one's buffer request says
+        if offset < 0 or offset % 8 or offset > len(view) - 16:
+            raise ValueError(f"ExecutingEntry: offset {offset} is not an 8-byte aligned place for 16 bytes "
+                             f"in a buffer of {len(view)}")
+        self._line = view[offset:offset + 16].cast("Q")
+
+    @property
+    def root(self) -> int:
+        """The root of the input being executed (0: none)."""
+        return self._line[0]
+
+    @root.setter
+    def root(self, value: int) -> None:
+        self._line[0] = value
+
+    @property
+    def task(self) -> int:
+        """The task whose inputs are executed."""
+        task = self._line[1]
+        return task - (1 << 64) if task >= 1 << 63 else task
+
+    @task.setter
+    def task(self, value: int) -> None:
+        self._line[1] = value & 0xFFFFFFFFFFFFFFFF
 
 
 class StaleWatch:

@@ -101,12 +101,16 @@ class LogConfig:
 @dataclass(frozen=True)
 class WorkerLost:
     """A worker of the topology died (``HeartbeatReply.lost``): what was in it, or on its way to
-    its ``tasks``, may be lost; ``time`` is when the master learned it (its wall clock)."""
+    its ``tasks``, may be lost; ``time`` is when the master learned it (its wall clock).
+    ``executing``: ``(task, root)`` of each input its bolts were executing when it died, as its
+    host read it (`squall.engine.executing`), and ``how`` it ended (``exit status 7``)."""
 
     generation: int
     slot: str
     tasks: list[int]
     time: float
+    executing: tuple[tuple[int, int], ...] = ()
+    how: str = ""
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,9 @@ class WorkerExit:
     status: int      # its exit status (0: it was told to stop)
     started: bool    # False: it ended before it could start (EXIT_CANNOT_START)
     output: str = ""  # the last lines it wrote, often why it died
+    # (task, root) of each input its bolts were executing when it died without ending on its own
+    # (squall.engine.executing; a host that keeps no board says none)
+    executing: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ import json
 import logging
 import os
 import re
+import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -228,17 +229,25 @@ class _Topo:
             if launch is not None and launch > self.launch_floor:
                 self.launch_floor = launch
 
-    def note_lost(self, slot: str, now: float) -> None:
+    def note_lost(self, slot: str, now: float, executing: tuple[tuple[int, int], ...] = (), how: str = "") -> None:
         """``slot``'s current launch died (the master learned it at wall time ``now``): tell the other workers (`WorkerLost`), if it may have
         held tuples. One that died before it reported its data address was sent none (one that
         failed in ``prepare`` had reported it): a slot that keeps dying that early must not make
-        the spouts fail their whole pending set each time."""
+        the spouts fail their whole pending set each time. ``executing``: ``(task, root)`` of
+        the inputs its bolts were executing when it died (its host's word, from what the dead
+        worker wrote: only a root of 64 bits on a bolt task of the slot, one per bolt executor,
+        is passed on), ``how`` it ended."""
         idx = self.assignment.get(slot)
         if idx is None or self.slot(slot).held_launch != self.slot(slot).launch_id:
             return
         self.lost_generation += 1
         tasks = [t for i in idx for t in self.plan.executors[i].tasks]
-        self.lost.append(WorkerLost(self.lost_generation, slot, tasks, now))
+        bolt_ids = self.plan.topology.bolts
+        bolts = [self.plan.executors[i] for i in idx if self.plan.executors[i].component in bolt_ids]
+        bolt_tasks = {t for e in bolts for t in e.tasks}
+        named = tuple((t, r) for t, r in executing
+                      if type(t) is int and type(r) is int and t in bolt_tasks and 0 < r < 1 << 64)[:len(bolts)]
+        self.lost.append(WorkerLost(self.lost_generation, slot, tasks, now, named, how if named else ""))
         del self.lost[:-MAX_LOST]
 
     def retire(self, slot: str) -> None:
@@ -252,13 +261,15 @@ class _Topo:
         self.note_address(slot, None)
         self.addresses_version += 1  # the peers fetch the launch table again
 
-    def relaunch(self, slot: str, wall: float, mono: float, died: bool = True) -> None:
+    def relaunch(self, slot: str, wall: float, mono: float, died: bool = True,
+                 executing: tuple[tuple[int, int], ...] = (), how: str = "") -> None:
         """Give ``slot`` a new launch id, which its supervisor obeys by (re)starting its worker;
         peers tell the new launch's messages from the old one's by it. ``died``: the old launch
         is dead (not replaced on purpose), so the spouts are told what it may have held (at
-        wall time ``wall``); the new launch's start timeout runs from ``mono`` (`Master.mono`)."""
+        wall time ``wall``; ``executing`` and ``how``: `note_lost`'s); the new launch's start
+        timeout runs from ``mono`` (`Master.mono`)."""
         if died:
-            self.note_lost(slot, wall)
+            self.note_lost(slot, wall, executing, how)
         state = self.slot(slot)
         if died:
             state.restarts += 1
@@ -1290,7 +1301,7 @@ class Master:
         state = topo.slot(slot)
         current = slot in topo.assignment and launch == state.launch_id
         if current:
-            topo.relaunch(slot, wall, now)
+            topo.relaunch(slot, wall, now, executing=ex.executing, how=exit_text(ex.status))
         # started: its executors opened, as its own heartbeat said before any tuple ran (the
         # supervisor's word alone is not enough: a worker that dies before it reaches the
         # master, on a bad import or a bad configuration, exits like any crash)
@@ -1619,6 +1630,17 @@ def _worker_info(slot: str, state: SlotState, executors: list[ExecutorSpec]) -> 
             "restarts": state.restarts, "launch_id": state.launch_id, "alive": hb is None or not hb.starting,
             "pid": hb.pid if hb else None, "address": state.address,
             "transport": hb.transport if hb else None, "given_up": state.given_up}
+
+
+def exit_text(status: int) -> str:
+    """How a process with exit status ``status`` ended: ``exit status 7``, or, for a negative
+    status (Popen's), ``killed by SIGKILL``."""
+    if status >= 0:
+        return f"exit status {status}"
+    try:
+        return f"killed by {signal.Signals(-status).name}"
+    except ValueError:
+        return f"killed by signal {-status}"
 
 
 def _exit_error(slot: str, ex: WorkerExit, now: float, started: bool = False) -> ErrorRecord:

@@ -6,7 +6,9 @@ SIGKILLed supervisor leaves no orphan. Its stdout and stderr go through a pipe i
 It reads the cluster's configuration, secret included, from an owner-only ``conf.yaml``: the one
 launcher that writes the secret down, because its workers are processes that must read it. Each
 keeps a sealed copy of its assignment in ``assignment-<port>``, from which `ProcessLauncher.resume`
-starts it again while no master answers (`squall.cluster.local_assignment`).
+starts it again while no master answers (`squall.cluster.local_assignment`), and its board of the
+inputs its bolts are executing in ``executing-<port>``, read when it dies without ending on its
+own (`squall.engine.executing`): its exit names them for the master.
 """
 
 from __future__ import annotations
@@ -25,12 +27,17 @@ from .._config import Config, conf_value
 from .._errors import SquallError
 from .._private import private_dir, write_private
 from .._secret import load_or_create_secret
+from ..engine.executing import MAX_LINES, board_size, read_board
 from ..worker.agent import EXIT_CANNOT_START
 from .launcher import Launch, Launcher, WorkerExit
 from .local_assignment import AssignmentCopy, copy_path
 from .logs import OutputPump, RotatingLog, log_limits
 
 log = logging.getLogger("squall.supervisor")
+
+# the most of a board read (a worker's bolt executors, a line of 16 bytes each, far below it)
+BOARD_READ_LIMIT = board_size(MAX_LINES)
+
 
 def write_conf(path: Path, conf: dict[str, Any]) -> None:
     """Write ``conf`` as YAML readable by its owner only: it may hold ``squall.secret``."""
@@ -116,11 +123,12 @@ class ProcessLauncher(Launcher):
         cmd = [sys.executable, "-m", "squall.worker", "--master", f"{mhost}:{mport}",
                "--storm-id", launch.storm_id, "--slot", f"{self.host}:{port}",
                "--launch-id", str(launch.launch_id), "--conf", str(self.conf_file),
-               "--kept-assignment", str(copy_path(self.dir, port))]
+               "--kept-assignment", str(copy_path(self.dir, port)), "--executing", str(self._board(port))]
         if resumes:
             cmd += ["--resume", str(resumes)]
         if port not in self.logs:
             self.logs[port] = RotatingLog(self.dir / f"worker-{port}.log", *log_limits(self.conf))
+        self._board(port).unlink(missing_ok=True)  # an earlier worker's: never read for this one
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)  # noqa: PLW1509 (PDEATHSIG is set in the child or not at all)
         assert proc.stdout is not None  # stdout=PIPE
         self.procs[port] = _Process(launch, proc, OutputPump(proc.stdout, self.logs[port]))
@@ -145,5 +153,18 @@ class ProcessLauncher(Launcher):
             log.warning("worker %s:%s of %s exited with status %s", self.host, port, p.launch.storm_id, rc)
             p.output.join(1.0)  # what it wrote last, often why it died
             out.append(WorkerExit(p.launch.storm_id, f"{self.host}:{port}", p.launch.launch_id, rc,
-                                  rc != EXIT_CANNOT_START, p.output.tail()))
+                                  rc != EXIT_CANNOT_START, p.output.tail(), self._executing(port, p.launch)))
         return out
+
+    def _board(self, port: int) -> Path:
+        return self.dir / f"executing-{port}"
+
+    def _executing(self, port: int, launch: Launch) -> tuple[tuple[int, int], ...]:
+        """What ``port``'s dead worker of ``launch`` was executing, from its board (what a dead
+        worker left is read as hostile, at most `BOARD_READ_LIMIT` bytes: `read_board`)."""
+        try:
+            with open(self._board(port), "rb") as f:
+                data = f.read(BOARD_READ_LIMIT)
+        except OSError:
+            return ()  # it died before it made one
+        return tuple((e.task, e.root) for e in read_board(data, launch.storm_id, launch.launch_id))

@@ -22,7 +22,9 @@ from __future__ import annotations
 import argparse
 import atexit
 import faulthandler
+import functools
 import logging
+import mmap
 import os
 import signal
 import sys
@@ -64,7 +66,7 @@ def anchored(conf: dict[str, Any]) -> dict[str, Any]:
 
 def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any],
         stop: threading.Event | None = None, bind: str | None = None, cap_memory: bool = True,
-        kept: Path | None = None, resumes: int = 0) -> int:
+        kept: Path | None = None, resumes: int = 0, board: Path | None = None) -> int:
     """Run the worker until the master says stop, ``stop`` is set (SIGTERM from the supervisor)
     or user code crashes; return the exit status. The worker receives on ``bind`` (default
     the slot's own ``tcp://host:port``; port 0 picks a free one) and reports that address to
@@ -72,7 +74,9 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
     memory cap (`squall.worker.memory_cap`) to this process, which holds this worker alone.
     ``kept``: the file where it keeps a sealed copy of its assignment (`AssignmentCopy`);
     ``resumes`` above 0: it is that local restart of the launch, started from ``kept`` while no
-    master answers its supervisor (`squall.cluster.local_assignment`)."""
+    master answers its supervisor (`squall.cluster.local_assignment`). ``board``: the file where
+    it keeps which input each bolt executor is executing, which its supervisor reads if it dies
+    (`squall.engine.executing`)."""
     conf = anchored(conf)
     mhost, mport = master.rsplit(":", 1)
     secret = load_or_create_secret(conf)
@@ -93,7 +97,8 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
         return WorkerAgent(link, storm_id, slot, launch_id, conf, make_transport=make_transport, stop=stop,
                            state_home=home, transactional_link=tx_link, cap_memory=cap_memory,
                            kept=None if kept is None else AssignmentCopy(kept, secret), resumes=resumes,
-                           first_seq=resume_first_seq(resumes)).run()
+                           first_seq=resume_first_seq(resumes),
+                           board_memory=bytearray if board is None else functools.partial(mapped_file, board)).run()
     finally:
         tx_link.close()
 
@@ -108,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conf", help="cluster configuration as a YAML file", default=None)
     p.add_argument("--kept-assignment", default=None,
                    help="where to keep a sealed copy of the assignment (its supervisor's directory)")
+    p.add_argument("--executing", default=None,
+                   help="the file of the board of the inputs being executed (its supervisor's directory)")
     p.add_argument("--resume", type=int, default=0,
                    help="above 0: this local restart of the launch, started from --kept-assignment "
                         "while no master answers")
@@ -121,7 +128,20 @@ def main(argv: list[str] | None = None) -> int:
     # half the master's patience: the stacks are written before it restarts the worker
     watch_the_interpreter(float(conf_value(conf, Config.NIMBUS_TASK_TIMEOUT_SECS)) / 2)
     return run(args.master, args.storm_id, args.slot, args.launch_id, conf, stop,
-               kept=Path(args.kept_assignment) if args.kept_assignment else None, resumes=args.resume)
+               kept=Path(args.kept_assignment) if args.kept_assignment else None, resumes=args.resume,
+               board=Path(args.executing) if args.executing else None)
+
+
+def mapped_file(path: Path, size: int) -> mmap.mmap:
+    """``size`` zeroed bytes of a new file at ``path`` (owner-only; one there is replaced),
+    mapped shared: what the worker writes there is in the file when the process dies, however
+    it dies (the kernel keeps the pages), for its supervisor to read (`squall.engine.executing`)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.ftruncate(fd, max(size, 1))
+        return mmap.mmap(fd, max(size, 1))
+    finally:
+        os.close(fd)
 
 
 def exit_process(status: int) -> NoReturn:

@@ -71,6 +71,10 @@ class BoltExecutor(Executor):
         setting = conf.get(Config.TOPOLOGY_BOLT_FAIL_FAST)
         self.fail_fast: bool | None = None if setting is None else bool(setting)
         self.on_error = {t: functools.partial(self._input_raised, t) for t in self.task_ids}
+        # its line on the worker's board: the root of the input it executes, read if the worker
+        # dies (squall.engine.executing); an executor of several tasks names each as it drains it
+        self.executing = wiring.executing
+        self._executing_tasks = wiring.executing if len(self.task_ids) > 1 else None
 
     def open(self) -> None:
         freq = self.conf.get(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
@@ -110,8 +114,11 @@ class BoltExecutor(Executor):
             if n > limit:  # noqa: PLR1730 (a compare, not a min() call, on the drain path)
                 n = limit
             self.current_task = t
+            if self._executing_tasks is not None:
+                self._executing_tasks.task = t
             # Storm's sampled statistics: runs of plain inputs, then a sampled one (timed)
-            drain_inbox(self.execute[t], q.popleft, n, self.stats[t], self.sampled[t], now, self.on_error[t])
+            drain_inbox(self.execute[t], q.popleft, n, self.stats[t], self.sampled[t], now, self.on_error[t],
+                        self.executing)
             self.spill[t]()  # a BasicBolt's acks held in C, into self.acks: flushed below
             done += n
         if self.acks:
@@ -132,6 +139,8 @@ class BoltExecutor(Executor):
             if n > limit:  # noqa: PLR1730 (a compare, not a min() call, on the drain path)
                 n = limit
             self.current_task = t
+            if self._executing_tasks is not None:
+                self._executing_tasks.task = t
             left = n
             while left:
                 run = left
@@ -143,12 +152,13 @@ class BoltExecutor(Executor):
                     except RuntimeError:  # appended to meanwhile (a receiving thread): one at a time
                         run = 0 if q[0] is tick else 1
                 if run:
-                    drain_inbox(self.execute[t], q.popleft, run, self.stats[t], self.sampled[t], now, self.on_error[t])
+                    drain_inbox(self.execute[t], q.popleft, run, self.stats[t], self.sampled[t], now, self.on_error[t],
+                                self.executing)
                     left -= run
                 if left:  # the tick is next
                     queued[t] -= 1
                     drain_inbox(self.tick_execute[t], q.popleft, 1, self.tick_stats[t], self.sampled[t], now,
-                                self.on_error[t])
+                                self.on_error[t], self.executing)
                     left -= 1
             self.spill[t]()
             done += n

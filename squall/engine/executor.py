@@ -192,6 +192,7 @@ class Wiring:
     loads: LoadMapping | None = None  # every task's load, if this worker's shuffles are load-aware
     ackers: list[Callable[[Any], None]] = field(default_factory=list)
     tracker: Any = None             # this worker's WorkerCounts of a tracked topology (squall.engine.tracking), or None
+    executing: Any = None           # a bolt executor's line on the worker's board (squall.engine.executing), or None
 
     def __post_init__(self) -> None:
         self.ackers = [self.deliver[t] for t in self.plan.acker_tasks]

@@ -11,7 +11,9 @@ dropped), it calls `SpoutExecutor.notify_lost` with that worker's tasks. A spout
 reach any of them (downstream of it, or an acker) then fails at once, on its own loop, every
 pending tuple emitted until then, instead of waiting one to two message timeouts for them: its
 throughput comes back in seconds. Tuples that did complete are replayed too, which
-at-least-once allows.
+at-least-once allows. They fail as a lost worker, which no retry budget counts, except each one
+a bolt of the dead worker was executing when it died (its host read so:
+`squall.engine.executing`), which fails as ``worker-died``, caused by its record.
 
 Max spout pending (a number, null: a limit that follows the completion rate, or "auto": the
 tuner) is `squall.engine.pending_tuner.MaxPending`'s: the executor only checks ``in_flight``
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .._collectors import SpoutOutputCollector
@@ -60,7 +62,8 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         # tasks whose loss may lose this spout's tuples: its downstream and the ackers; and the
         # times (this worker's clock) until which `notify_lost` said items to them may be lost
         self._reaches = frozenset(wiring.plan.downstream_tasks(self.component) | set(wiring.plan.acker_tasks))
-        self._lost: deque[float] = deque()
+        # (and, by root, the causes of the tuples a bolt was executing when that worker died)
+        self._lost: deque[tuple[float, Mapping[int, FailureCause]]] = deque()
         self.timeout_secs = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
         self.timeouts_on = bool(self.acking and conf_value(conf, Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS))
         comps = wiring.plan.topology.components
@@ -215,21 +218,30 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         self.sampled[task].key("", stream, stream).failed += 1
 
     # --- lost workers ----------------------------------------------------------------------------------
-    def notify_lost(self, tasks: Iterable[int], until: float) -> bool:
+    def notify_lost(self, tasks: Iterable[int], until: float, died: Mapping[int, FailureCause] | None = None) -> bool:
         """Items sent to ``tasks`` (of another worker) until ``until`` (this worker's clock) may
         be lost. If this spout's tuples can reach any of them, its pending tuples emitted until
         then fail, on the spout's loop (see the module docstring); returns whether they will.
-        Any thread may call this."""
+        ``died``: root -> cause of the tuples a bolt was executing when that worker died (a
+        `WORKER_DIED`, charged to the record); the others fail as a lost worker. Any thread may
+        call this."""
         if self._reaches.isdisjoint(tasks):
             return False
-        self._lost.append(until)
+        self._lost.append((until, died or _NONE_DIED))
         if self.wiring.loop is not None:
             self.wiring.loop.wake()
         return True
 
     def _fail_lost(self) -> None:
-        until = max(self._lost.popleft() for _ in range(len(self._lost)))
+        notices = [self._lost.popleft() for _ in range(len(self._lost))]
+        until = max(when for when, _ in notices)
         lost = self.pending.remove_if(lambda _root, info: info[3] <= until)
+        died = {root: cause for _, causes in notices for root, cause in causes.items()}
+        if died:  # the tuples being executed when their worker died: each for its own cause
+            for root, info in lost:
+                if root in died:
+                    self._fail([(info[1], info[0], info[2])], died[root])
+            lost = [(root, info) for root, info in lost if root not in died]
         self._fail([(info[1], info[0], info[2]) for _root, info in lost], _WORKER_LOST)
 
     def emitted_by_stream(self, task):
@@ -260,6 +272,7 @@ def _counting(tracker: Any, emit: Callable[..., Any]) -> Callable[..., Any]:
 
 _TIMED_OUT = FailureCause(TIMEOUT)
 _WORKER_LOST = FailureCause(WORKER_LOST)
+_NONE_DIED: Mapping[int, FailureCause] = {}
 
 
 def _fail_hook(spout: Any) -> Callable[[Any, FailureCause], None]:

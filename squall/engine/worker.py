@@ -29,6 +29,7 @@ import cloudpickle
 from .._config import Config, conf_value
 from .._context import TopologyContext
 from .._errors import InvalidTopologyException
+from .._failure import WORKER_DIED, FailureCause
 from .._native import deliver_items
 from .._system import ACKER_COMPONENT
 from .._tuple import Tuple
@@ -36,6 +37,7 @@ from .._worker_resources import WorkerResources
 from . import code_pickler
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor
+from .executing import ExecutingBoard, ExecutingInput
 from .executor import ErrorRecord, Executor, Wiring, error_record, log, unshare_dict
 from .load_mapping import LoadMapping
 from .loop import Backpressure, ExecutorLoop, TopologyActivation
@@ -123,8 +125,11 @@ class Worker:
                  transport: Transport, clock: Any, state: TopologyActivation, backpressure: Backpressure,
                  report_error: Callable[[ErrorRecord], None],
                  on_crash: Callable[[Worker, ErrorRecord], None], seed: int, state_home: Any = None,
-                 transactional_home: Any = None, on_opened: Callable[[], None] | None = None,
-                 start_wait_secs: float = 5.0) -> None:
+                 transactional_home: Any = None,
+                 executing: Callable[[int], ExecutingBoard] | None = None,
+                 on_opened: Callable[[], None] | None = None, start_wait_secs: float = 5.0) -> None:
+        """``executing``: the host's board of the inputs being executed, made for so many bolt
+        executors (`squall.engine.executing`; None: none is kept)."""
         self.plan = plan
         self.port = port
         self.state_home = state_home  # the host's, for stateful bolts' state providers (squall.state)
@@ -198,11 +203,16 @@ class Worker:
         # every task's load: this worker's own, the others' as their workers tell it (`LoadLink`)
         self.load_mapping = LoadMapping(lambda t: self.task_load(t) if t in self.inboxes else None, clock,
                                         lambda t: self.task_fill(t) if t in self.inboxes else None)
+        bolts = [e for e in assignment if plan.topology.components.get(e.component) is not None
+                 and plan.topology.components[e.component].kind == "bolt"]
+        self.board = executing(len(bolts)) if executing is not None else None
+        lines = {e: self.board.entry(i, e.tasks[0]) for i, e in enumerate(bolts)} if self.board is not None else {}
         for e in assignment:
             lp = loop_of_exec[e]
             wiring = Wiring(plan, self._deliver_map(lp, transport), clock, state, backpressure,
                             report_error, port, self.tasks, seed, self.inboxes, loop=lp,
-                            loads=self.load_mapping if load_aware else None, tracker=self.tracker)
+                            loads=self.load_mapping if load_aware else None, tracker=self.tracker,
+                            executing=lines.get(e))
             ex = self._make_executor(e, wiring, blobs)
             ex.depth = depths.get(e.component, 0)  # type: ignore[attr-defined]
             lp.add(ex)
@@ -351,17 +361,22 @@ class Worker:
         for lp in self.loops:
             lp.wake()
 
-    def tasks_lost(self, tasks: Iterable[int], own: bool = False) -> int:
+    def tasks_lost(self, tasks: Iterable[int], own: bool = False, executing: Iterable[ExecutingInput] = (),
+                   how: str = "") -> int:
         """Items this worker sent to ``tasks`` (in another worker) until now may be lost: that
         worker died, or what was queued for it was dropped. Every local spout that reaches one
         of them fails its pending tuples emitted until now, on its own loop
         (`SpoutExecutor.notify_lost`). Returns how many spout executors will. ``own``: this
         worker's own tasks count too (a peer dropped items for them, which may have come from
         this worker's spouts: `squall.engine.dropped_items`); else they are left out (a notice
-        of an earlier launch of this worker's slot concerns tuples of that launch)."""
+        of an earlier launch of this worker's slot concerns tuples of that launch).
+        ``executing``: the inputs that worker's bolts were executing when it died, ``how`` (its
+        exit status): each of their tuples fails as `squall.FailureCause` ``worker-died``."""
         tasks = frozenset(tasks) if own else frozenset(tasks).difference(self.inboxes)
+        died = {e.root: FailureCause(WORKER_DIED, self.plan.task_to_component[e.task], e.task, "", how)
+                for e in executing if e.task in tasks and e.task in self.plan.task_to_component}
         now = self.clock.now()
-        return sum(ex.notify_lost(tasks, now) for ex in self.executors if isinstance(ex, SpoutExecutor))
+        return sum(ex.notify_lost(tasks, now, died) for ex in self.executors if isinstance(ex, SpoutExecutor))
 
     def _crash(self, loop: ExecutorLoop, executor: Executor | None, exc: BaseException) -> None:
         component = executor.component if executor is not None else "?"

@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from .._failure import WORKER_LOST, FailureCause
+from .._failure import WORKER_DIED, WORKER_LOST, FailureCause
 
 # Stale heap entries (of records removed or rescheduled) a schedule tolerates beyond as many as
 # it has live ones before it rebuilds its heap.
@@ -277,7 +277,10 @@ class AloneGate(Generic[M]):
     (`counting`), but the task still joins: its records count as in flight for the others'
     suspects, and wait while one goes alone. A spout that joins no gate (a plain user spout in
     the same worker) is not seen: a suspect may be in flight beside its records, and is charged
-    if one of them kills the worker.
+    if one of them kills the worker. One whose failure said that a bolt was executing it when
+    its (other) worker died (`WORKER_DIED`) is charged for it, as a failure it caused, and is a
+    suspect too: it goes out alone, so that what else dies with it next time is not in flight
+    beside it.
 
     The calls, on the spout's own thread: `hold` before each record (False lets it go: the
     record counts as in flight from then on), `goes_alone`, then `emitted` once it is out;
@@ -405,9 +408,10 @@ class AloneGate(Generic[M]):
 
     @staticmethod
     def lost_worker(cause: FailureCause) -> bool:
-        """Whether ``cause`` is a worker's death (not a process in one, a shell component's):
-        the record failed with it becomes a suspect."""
-        return cause.kind == WORKER_LOST and not cause.component
+        """Whether ``cause`` is a worker's death (not a process in one, a shell component's),
+        with the record in flight or, `WORKER_DIED`, being executed: the record failed with it
+        becomes a suspect."""
+        return cause.kind == WORKER_DIED or (cause.kind == WORKER_LOST and not cause.component)
 
     def death_reason(self, charge: Charge, delivered: int | None = None) -> tuple[str, FailureCause]:
         """The dead letter's reason and cause for a suspect found charged past ``max_retries``

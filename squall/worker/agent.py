@@ -40,6 +40,7 @@ from .._nimbus import Assignment, Heartbeat
 from .._transactional import MasterBackend, WorkerLaunch
 from ..engine.clock import Clock
 from ..engine.dropped_items import DroppedItemsLink
+from ..engine.executing import ExecutingBoard, ExecutingInput
 from ..engine.executor import ErrorRecord, add_error, error_record
 from ..engine.load_mapping import LoadLink, is_load_message
 from ..engine.loop import Backpressure, TopologyActivation
@@ -123,6 +124,9 @@ class WorkerAgent:
             master answers: the assignment is ``kept``'s, and the transport numbers its messages
             from ``first_seq`` (above every number an earlier process of this launch sent).
         first_seq: the first sequence number of this launch's messages (with ``resumes``).
+        board_memory: ``size -> writable buffer``, the memory of the worker's board of the inputs
+            its bolts are executing (`squall.engine.executing`): where the host reads it after
+            the worker died (a mapped file on the process host); default a ``bytearray``.
     """
 
     def __init__(self, master: MasterCalls, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any], *,
@@ -130,7 +134,8 @@ class WorkerAgent:
                  clock: Any = None, stop: threading.Event | None = None, peer_poll_secs: float = 0.2,
                  stop_loop_secs: float = 2.0, seed: int | None = None, state_home: Any = None,
                  transactional_link: MasterCalls | None = None, cap_memory: bool = False,
-                 kept: KeptAssignment | None = None, resumes: int = 0, first_seq: int = 0) -> None:
+                 kept: KeptAssignment | None = None, resumes: int = 0, first_seq: int = 0,
+                 board_memory: Callable[[int], Any] = bytearray) -> None:
         self.master = master
         self.nimbus = nimbus_of(master)  # the verbs, typed (records passed as they are to a master in this process)
         self.storm_id, self.slot, self.launch_id = storm_id, slot, launch_id
@@ -147,6 +152,7 @@ class WorkerAgent:
         self.cap_memory = cap_memory
         self.kept = kept
         self.resumes, self.first_seq = resumes, first_seq
+        self.board_memory = board_memory
         self._kept_copy: Assignment | None = None  # the assignment as ``kept`` holds it now
         self._memory_cap: MemoryCap | None = None
         # Trident's coordinators keep their state with the master's (squall.trident.txstate)
@@ -333,7 +339,9 @@ class WorkerAgent:
             self._wake.set()
         worker = Worker(plan, self.port, executors, blobs, transport, self.clock, self.state, bp,
                         lambda rec: self._errors.append(rec.as_dict()), crashed, self.seed, self.state_home,
-                        self.transactional_home, on_opened=self._wake.set, start_wait_secs=START_RECORD_SECS)
+                        self.transactional_home,
+                        lambda lines: ExecutingBoard(self.storm_id, self.launch_id, lines, self.board_memory),
+                        on_opened=self._wake.set, start_wait_secs=START_RECORD_SECS)
         early.hand_over(worker.receive)
         transport.set_receiver(worker.receive, worker.receive_batch, worker.receive_into)
         transport.on_arrival = worker.wake_loops
@@ -399,6 +407,10 @@ class WorkerAgent:
                 if self._told_stop:
                     return 0
         finally:
+            # ending on its own (a stop, a reported crash, its memory cap): nothing it was
+            # executing is to blame; only a death that skips this (os._exit, a signal) is read
+            if worker.board is not None:
+                worker.board.end()
             worker.stop(clean=status == 0, timeout=self.stop_loop_secs)
             with self._beat_lock:  # a host's own beat (advance_cluster_time) may be applying meanwhile
                 self.log_levels.close()
@@ -471,6 +483,14 @@ class WorkerAgent:
             self._told_stop = True
             self._wake.set()
             return
+        # the deaths before the peers' moves, whose drops fail the spouts' tuples as lost
+        # too: a tuple a dead worker's bolt was executing must fail for that first
+        for lost in reply.lost:
+            executing = [ExecutingInput(task, root) for task, root in lost.executing]
+            if worker.tasks_lost(lost.tasks, executing=executing, how=lost.how):
+                log.info("worker %s died %.1f s ago: failing the spouts' pending tuples that may "
+                         "have been in it%s", lost.slot, max(0.0, time.time() - lost.time),
+                         f" ({len(executing)} being executed when it died, {lost.how})" if executing else "")
         if reply.peers is not None:  # a peer restarted elsewhere: before spouts may (re)start
             moved = self._set_peers(reply.peers)
             if self._dropped is not None:
@@ -481,10 +501,6 @@ class WorkerAgent:
             # host it comes back at the same one)
             self._keep_changes(peers=dict(self._peers), launch_ids=dict(reply.launch_ids or {}),
                                launch_floor=reply.launch_floor or 0, addresses_version=self._addresses_version)
-        for lost in reply.lost:
-            if worker.tasks_lost(lost.tasks):
-                log.info("worker %s died %.1f s ago: failing the spouts' pending tuples that may "
-                         "have been in it", lost.slot, max(0.0, time.time() - lost.time))
         if reply.lost_generation is not None:
             self._lost_generation = reply.lost_generation
         if reply.epoch is not None:

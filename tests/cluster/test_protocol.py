@@ -5,7 +5,7 @@ error naming the verb and the field."""
 import cloudpickle
 import pytest
 
-from squall import TopologyBuilder
+from squall import Bolt, TopologyBuilder
 from squall._config import cluster_conf
 from squall._errors import RemoteError
 from squall._nimbus import (
@@ -40,6 +40,11 @@ def _topology():
     b = TopologyBuilder()
     b.set_spout("feed", FeederSpout(["x"]), 1)
     return cloudpickle.dumps(b.create_topology())
+
+
+class _Sink(Bolt):
+    def execute(self, tup):
+        pass
 
 
 def _direct(master):
@@ -130,7 +135,7 @@ def test_records_reach_the_master_as_the_maps_its_operations_read(master):
     ((op, args),) = sent
     assert op == "supervisor_sync" and decoded_request(op, args)[0].name == op
     assert args["exits"] == [{"storm_id": "x", "slot": "h:7000", "launch_id": 2, "status": 1, "started": False,
-                              "output": "boom"}]
+                              "output": "boom", "executing": ()}]
     assert args["running"] == [{"port": 7001, "storm_id": "y", "launch_id": 3}]
 
 
@@ -206,3 +211,29 @@ def test_a_reply_record_goes_on_the_wire_without_its_defaults_and_comes_back_who
     beat = Heartbeat("x", "h:1", 2, started=False)
     assert VERBS["heartbeat"].decode_request(VERBS["heartbeat"].encode_request(beat)) == {"beat": beat}
     assert VERBS["heartbeat"].decode_request({"beat": beat})["beat"] is beat  # in this process: as it is
+
+
+def test_what_a_dead_worker_was_executing_goes_to_the_spouts_checked_against_its_assignment(master):
+    """A supervisor's `WorkerExit` names ``(task, root)`` of the inputs its worker's bolts were
+    executing when it died, as the worker's board said: hostile bytes, so the master passes on,
+    in the `WorkerLost` the other workers hear of, only roots of 64 bits on bolt tasks of that
+    worker, one per bolt executor at most, with how it ended."""
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["x"]), 1)
+    b.set_bolt("check", _Sink(), 2).shuffle_grouping("feed")
+    nimbus = _direct(master)
+    storm_id = nimbus.submit("t", {"topology.workers": 1, "topology.acker.executors": 1},
+                             cloudpickle.dumps(b.create_topology()))
+    (launch,) = nimbus.supervisor_sync(SupervisorSync("s1", "127.0.0.1", [7000])).slots.values()
+    nimbus.get_assignment(storm_id, "127.0.0.1:7000", address="127.0.0.1:7100", launch_id=launch.launch_id)
+    topo = master.topologies["t"]
+    check, feed = topo.plan.component_tasks["check"], topo.plan.component_tasks["feed"]
+    executing = ((check[0], 5), (feed[0], 6), (check[1], 0), (check[1], 1 << 64), (999, 7), (check[1], 8),
+                 (check[0], 9))
+    nimbus.supervisor_sync(SupervisorSync(
+        "s1", "127.0.0.1", [7000], running=(),
+        exits=(WorkerExit(storm_id, "127.0.0.1:7000", launch.launch_id, -9, True, "", executing),)))
+    lost = topo.lost[-1]
+    assert lost.executing == ((check[0], 5), (check[1], 8)) and lost.how == "killed by SIGKILL"
+    # what a worker that knew of no death hears in its heartbeat's reply
+    assert topo.lost_since(0) == (lost,)

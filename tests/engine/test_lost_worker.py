@@ -3,9 +3,10 @@ have been in it; on a simulated clock, so that no message timeout can be what fa
 
 from squall import Bolt, Config, Fields, LocalCluster, Spout, TopologyBuilder
 from squall._config import topology_conf
-from squall._failure import TIMEOUT, WORKER_LOST
+from squall._failure import TIMEOUT, WORKER_DIED, WORKER_LOST, FailureCause
 from squall.engine.clock import SimulatedClock
 from squall.engine.dropped_items import DroppedItemsLink, dropped_message
+from squall.engine.executing import ExecutingInput
 from squall.engine.loop import Backpressure, TopologyActivation
 from squall.engine.plan import make_plan
 from squall.engine.remote_backpressure import BackpressureLink
@@ -94,6 +95,55 @@ def test_a_lost_acker_task_fails_the_pending_tuples():
         clock.advance(1)
         worker.tasks_lost([tasks["__acker"][1]])
         assert wait_until(lambda: tracker.is_failed("a"))
+    finally:
+        worker.stop(clean=False)
+
+
+class NotesCauses(FeederSpout):
+    """A feeder spout noting ``(msg_id, cause)`` of each failure in ``log``."""
+
+    def __init__(self, fields, log: SharedLog) -> None:
+        super().__init__(fields)
+        self.log = log
+
+    def fail_with(self, msg_id, cause):
+        self.log.append((msg_id, cause))
+
+
+def test_the_tuple_a_dead_worker_was_executing_fails_as_worker_died_and_the_others_as_lost():
+    """The host read, on the dead worker's board, that the second sink task was executing m2's
+    tree: m2 fails as ``worker-died`` (charged to its record), naming the task and how the
+    worker ended; the other tuples pending fail as a lost worker. A line naming a task that is
+    not the dead worker's, or a root not pending here, changes nothing."""
+    log = SharedLog()
+    feed = NotesCauses(Fields(["x"]), log)
+    b = TopologyBuilder()
+    b.set_spout("feed", feed)
+    b.set_bolt("sink", NeverAcks(), 2).shuffle_grouping("feed")
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_message_timeout_secs(30)
+    plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
+    tasks = plan.component_tasks
+    remote = {tasks["sink"][1]}
+    local = [e for e in plan.executors if not set(e.tasks) & remote]
+    worker = Worker(plan, 1, local, component_blobs(plan), void(remote), SimulatedClock(),
+                    TopologyActivation(active=True), Backpressure(1000), lambda rec: None, lambda w, rec: None, 7)
+    spout = next(ex for ex in worker.executors if ex.component == "feed")
+    worker.start()
+    try:
+        for i in range(4):
+            feed.feed([i], f"m{i}")
+        assert wait_until(lambda: spout.in_flight == 4)
+        root = {info[0]: r for bucket in spout.pending._buckets for r, info in bucket.items()}
+        executing = [ExecutingInput(tasks["sink"][1], root["m2"]),
+                     ExecutingInput(tasks["sink"][0], root["m1"]),   # a task of this worker: not the dead one's
+                     ExecutingInput(tasks["sink"][1], 12345)]        # a root not pending here
+        assert worker.tasks_lost(remote, executing=executing, how="killed by SIGSEGV") == 1
+        assert wait_until(lambda: len(log.items()) == 4)
+        causes = dict(log.items())
+        assert causes.pop("m2") == FailureCause(WORKER_DIED, "sink", tasks["sink"][1], "", "killed by SIGSEGV")
+        assert causes == {f"m{i}": FailureCause(WORKER_LOST) for i in (0, 1, 3)}
     finally:
         worker.stop(clean=False)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from squall._failure import WORKER_LOST, FailureCause
+from squall._failure import WORKER_DIED, WORKER_LOST, FailureCause
 from squall.engine.clock import SimulatedClock
 from squall.external.files import FileSpout, LineAt
 from squall.external.redis_streams import ExponentialBackoff, RedisStreamSpout
@@ -191,6 +191,11 @@ def test_alone_gate_holds_a_suspect_until_nothing_is_in_flight_and_everything_be
     assert not AloneGate(None).hold(True) and not AloneGate(None).goes_alone(True)   # no limit, no holding
     assert AloneGate.lost_worker(FailureCause(WORKER_LOST, "", -1, "", ""))
     assert not AloneGate.lost_worker(FailureCause(WORKER_LOST, "shell", 3, "", ""))   # a process in one
+    # a bolt was executing it when its worker died: charged (the record's doing) and a suspect
+    died = FailureCause(WORKER_DIED, "check", 4, "", "exit status 7")
+    assert AloneGate.lost_worker(died) and died.record_caused
+    assert died.describe() == "its worker died while [check] task 4 executed it: exit status 7"
+    assert FailureCause.from_wire(died.wire()) == died
     assert Charge.parse(str(Charge(2, 1).dying())) == Charge(3, 2) and Charge.parse(None) == Charge()
     for bad in ("x", "1 2", "-1 0", ""):
         with pytest.raises(ValueError):

@@ -193,6 +193,11 @@ class WorkerAgent:
     def run(self) -> int:
         """Run until the master says stop, `stop`, or user code crashes; the exit status."""
         deadline = time.monotonic() + float(conf_value(self.conf, Config.NIMBUS_TASK_LAUNCH_SECS))
+        # Storm's "Launching worker for ...": the slot's worker.log keeps every launch's lines, one
+        # after the other (a dead worker's last words above, its successor's below), and this
+        # line is where one launch's begin
+        log.info("launching worker %s of %s, launch %s%s, pid %d", self.slot, self.storm_id, self.launch_id,
+                 f" (local restart {self.resumes} without the master)" if self.resumes else "", os.getpid())
         if self.resumes:
             return self._resume()
         try:

@@ -13,8 +13,10 @@ from ..examples.conftest import clicks_per_window  # noqa: F401 - the example, a
 from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
 from ..process.test_exact_windows_sigkill import exact_after_a_kill
 from ..process.recovery_topology import RECOVERY_CONF, acked, kill_a_worker_without, recovery_topology, stop_and_wait
+from ..process.restart_log_topology import Logs, Ticker
 from ..process.semantics_topology import (FailsAll, ListSpout, records, task_counts, topology_conf, total,
                                           word_count)
+from ..process.worker_log_reading import kill_mid_stream_and_count
 from ..state.counting import check_counts, committed_counts, counting_topology
 from .conftest import Running, python_workers, spark_cluster_of
 
@@ -73,6 +75,32 @@ def test_a_killed_python_worker_is_restarted_and_its_tuples_fail_at_once_and_rep
         other = next(s for s in before if s != victim["slot"])
         untouched = {w["slot"]: w for w in c.get_topology_info("recover")["workers"]}[other]
         assert untouched["pid"] == before[other]["pid"], "the other worker was restarted too"
+
+
+def test_a_killed_python_workers_lines_stay_in_its_slots_log_above_the_next_launchs(spark_cluster, tmp_path):
+    """As on the process host (tests/process/test_worker_log_restart.py): the worker's Python
+    process SIGKILLed mid-stream, the master starts the slot again under a new launch, which
+    writes to the same ``<storm.log.dir>/workers-artifacts/<id>/<slot number>/worker.log`` (here
+    an absolute ``storm.local.dir``, so on every executor of this machine): every line the dead
+    worker wrote is there, 1..k, then the line of the new launch, then its own lines."""
+    b = TopologyBuilder()
+    b.set_spout("ticks", Ticker(0.002), 1)
+    b.set_bolt("logs", Logs(), 1).shuffle_grouping("ticks")
+    sc = spark_cluster.spark.sparkContext
+    with Running(spark_cluster, "worker-log", topology_conf(tmp_path, workers=1), b.create_topology()) as c:
+        storm_id = c.get_topology_info("worker-log")["id"]
+
+        def worker():
+            ws = c.get_topology_info("worker-log")["workers"]
+            return ws[0] if len(ws) == 1 and ws[0]["pid"] is not None and ws[0]["alive"] else None
+
+        def stop():
+            c.kill_topology("worker-log", wait_secs=0)
+            assert wait_until(lambda: not sc.statusTracker().getActiveJobsIds() and not python_workers(), 20)
+        kept, files, launch = kill_mid_stream_and_count(spark_cluster.conf, storm_id, worker, stop)
+    assert [p.name for p in files] == ["worker.log"]
+    print(f"\nSpark host, SIGKILL: {kept} lines of the dead worker at the kill, {kept} after the restart "
+          f"(1..{kept}), launch {launch} below them")
 
 
 def test_rebalance_moves_a_running_topology_to_one_task_and_loses_nothing(spark_cluster, tmp_path):

@@ -505,7 +505,7 @@ class RetryBook:
     def ack(self, offset: int) -> bool:
         """Forget the record; False if it was not in flight (a late or foreign ack)."""
         self._tries.pop(offset, None)
-        self._retry.remove(offset)
+        self._retry.done(offset)
         return self._values.pop(offset, None) is not None
 
     def fail(self, offset: int, cause: FailureCause = UNKNOWN, *, now: float) -> GiveUp | None:
@@ -529,7 +529,7 @@ class RetryBook:
         again; or None (a record ``may`` refuses stays scheduled)."""
         while (offset := self._retry.peek_ready(now)) is not None:
             if offset not in self._values:
-                self._retry.remove(offset)
+                self._retry.done(offset)
                 continue
             if not may(offset):
                 return None

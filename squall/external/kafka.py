@@ -164,6 +164,11 @@ class RetryService:
         """Unschedules ``msg_id`` (it is being emitted again); True if it was scheduled."""
         return self._schedule.remove(msg_id)
 
+    def done(self, msg_id: MessageId) -> None:
+        """``msg_id`` was acked or is gone: unscheduled, its uncharged failures forgotten
+        (`RetrySchedule.done`)."""
+        self._schedule.done(msg_id)
+
     def retain_all(self, partitions: Iterable[TopicPartition]) -> None:
         """Forgets the schedules of partitions not in ``partitions`` (after a rebalance)."""
         keep = set(partitions)
@@ -753,7 +758,7 @@ class KafkaSpout(Spout):
             if came is None or came <= s or tp not in self.managers:
                 continue
             for m in [m for m in self.fails if m.tp == tp and s <= m.offset < came]:
-                self.retry.remove(m)
+                self.retry.done(m)
                 del self.fails[m]
                 self.managers[tp].add_to_emitted(m.offset)
                 self.managers[tp].add_to_acked(m.offset)
@@ -833,6 +838,7 @@ class KafkaSpout(Spout):
         if not self._alo or msg_id not in self.emitted:
             return
         del self.emitted[msg_id]
+        self.retry.done(msg_id)   # its uncharged failures back off from the start if it comes again
         self.managers[msg_id.tp].add_to_acked(msg_id.offset)
         if not self.gate.counting:
             return
@@ -966,7 +972,7 @@ class KafkaSpout(Spout):
     def _done_without_tuple(self, msg_id: MessageId) -> None:
         """The record counts as done (its offset may commit) without a tuple."""
         self.fails.pop(msg_id, None)
-        self.retry.remove(msg_id)
+        self.retry.done(msg_id)
         self.suspects.discard(msg_id)
         om = self.managers[msg_id.tp]
         om.add_to_emitted(msg_id.offset)

@@ -506,6 +506,7 @@ class RedisStreamSpout(Spout):
         it: at least once); a held-back ack's entry is touched like one in flight."""
         alone = self._gate.ended(msg_id)
         t = self._tracked.pop(msg_id, None)
+        self._retrying.done(msg_id)   # its uncharged failures back off from the start if it comes again
         self._to_write.pop(msg_id, None)
         if t is not None and t.charged:
             self._to_forget.append(msg_id)
@@ -718,6 +719,8 @@ class RedisStreamSpout(Spout):
         while (entry_id := self._retrying.pop_ready(now)) is not None:
             if entry_id in self._tracked:
                 due.append(entry_id)
+            else:
+                self._retrying.done(entry_id)
         # ready before the touch: if the server is down, they are emitted once it is back (the
         # emit skips one the touch found claimed by another task)
         self._ready.extendleft(reversed(due))
@@ -746,6 +749,7 @@ class RedisStreamSpout(Spout):
                         "%s", self.consumer, len(lost), self.stream, self.claim_idle_ms, lost[:10])
         for entry_id in lost:
             self._tracked.pop(entry_id, None)
+            self._retrying.done(entry_id)
             self._dead.pop(entry_id, None)
 
     def _flush_acks(self) -> None:

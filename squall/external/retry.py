@@ -9,7 +9,9 @@ is ``0.002``): after a record's ``n``-th failure its retry is due
 - ``delay_period * 2 ** (n - 1)`` later otherwise,
 
 never more than ``max_delay`` later; a record failed more than ``max_retries`` times is given up
-(Storm acks it; squall dead-letters it). ``max_retries`` None is "no limit", the one spelling of
+(Storm acks it; squall dead-letters it). Storm counts every failure; squall charges only those a
+record caused (`FailureCause.record_caused`), and counts the others apart, in memory, until the
+record is acked (`RetrySchedule.reschedule`): they back off the same way but give nothing up. ``max_retries`` None is "no limit", the one spelling of
 Storm's ``Integer.MAX_VALUE`` (as every spout's ``max_retries`` takes it). Storm's default service
 is ``(0 s, 2 ms, Integer.MAX_VALUE, 10 s)``, this module's `RetryBackoff()`.
 
@@ -80,21 +82,37 @@ class RetrySchedule(Generic[M]):
         # when it comes up, so taking the next due record costs log n, not a scan
         self._heap: list[tuple[float, int, M]] = []
         self._order = 0
+        # failures not charged (a store down, a rollback, a lost worker, a timeout) per record
+        # since it was last acked: not a budget, so kept in memory only, for their backoff
+        self._uncharged: dict[M, int] = {}
 
     def schedule(self, msg_id: M, num_fails: int, now: float) -> bool:
         """Schedules ``msg_id`` after its ``num_fails``-th failure; False (and not scheduled) if
         that is past ``max_retries``."""
         if self.backoff.gives_up(num_fails):
-            self._due.pop(msg_id, None)
+            self.done(msg_id)
             return False
         self._put(msg_id, now + self.backoff.delay(num_fails))
         return True
 
     def reschedule(self, msg_id: M, num_fails: int, now: float) -> None:
-        """Schedules ``msg_id`` again after a failure that is not counted (a lost worker, a
-        timeout): ``num_fails`` is unchanged, so the limit cannot be newly passed; the delay is
-        that of its last counted failure (of the first, if none)."""
-        self._put(msg_id, now + self.backoff.delay(max(1, num_fails)))
+        """Schedules ``msg_id`` again after a failure that is not charged (a store down, a
+        rollback, a lost worker, a timeout): ``num_fails``, the charged ones, is unchanged, so
+        the limit cannot be newly passed. Such failures are counted here until `done`, and the
+        delay is the backoff's for that count, or for ``num_fails`` if longer: an outage that
+        fails every record for minutes replays each a handful of times, ``max_delay`` apart at
+        most, not in a loop as fast as the topology runs (the delay of a record never charged
+        would otherwise stay ``initial_delay``, 0 s by default)."""
+        uncharged = self._uncharged.get(msg_id, 0) + 1
+        self._uncharged[msg_id] = uncharged
+        self._put(msg_id, now + self.backoff.delay(max(uncharged, num_fails)))
+
+    def done(self, msg_id: M) -> None:
+        """``msg_id`` was acked, or is gone (dead-lettered, skipped, no longer this spout's):
+        unscheduled, and its uncharged failures forgotten, so that a later failure of it backs
+        off from the start again."""
+        self._due.pop(msg_id, None)
+        self._uncharged.pop(msg_id, None)
 
     def _put(self, msg_id: M, due: float) -> None:
         self._due[msg_id] = due
@@ -126,7 +144,8 @@ class RetrySchedule(Generic[M]):
         return due is not None and due <= now
 
     def remove(self, msg_id: M) -> bool:
-        """Unschedules ``msg_id`` (it is emitted again, or gone); True if it was scheduled."""
+        """Unschedules ``msg_id`` as it is emitted again, its count of uncharged failures kept
+        (a record gone is `done`); True if it was scheduled."""
         return self._due.pop(msg_id, None) is not None
 
     def peek_ready(self, now: float) -> M | None:
@@ -156,12 +175,14 @@ class RetrySchedule(Generic[M]):
     def keep_only(self, where: Callable[[M], bool]) -> None:
         """Forgets every schedule whose id fails ``where(id)`` (after a rebalance...)."""
         self._due = {m: d for m, d in self._due.items() if where(m)}
+        self._uncharged = {m: n for m, n in self._uncharged.items() if where(m)}
         self._compact()
 
     def clear(self) -> None:
-        """Forgets every schedule."""
+        """Forgets every schedule and every count of uncharged failures."""
         self._due.clear()
         self._heap.clear()
+        self._uncharged.clear()
 
     def __len__(self) -> int:
         return len(self._due)

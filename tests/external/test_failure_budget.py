@@ -45,13 +45,16 @@ def check_cause(cause: dict) -> None:
 
 
 def test_the_file_spouts_retry_book_charges_only_failures_the_record_caused():
-    book = RetryBook(RetryBackoff(max_retries=1))  # the first retry is due at once (initial_delay 0)
+    book = RetryBook(RetryBackoff(max_retries=1))
     book.add(0, ["x"])
+    now = 0.0
     for cause in [LOST, TIMED_OUT] * 5:  # any number of lost workers and timeouts: retried, not charged
-        assert book.fail(0, cause, now=0.0) is None and book.next_retry(0.0) == (0, ["x"])
-    assert book.fail(0, RAISED, now=0.0) is None and book.next_retry(0.0) == (0, ["x"])  # the first that counts
-    assert book.fail(0, LOST, now=0.0) is None and book.next_retry(0.0) == (0, ["x"])
-    assert book.fail(0, RAISED, now=0.0) == GiveUp(["x"], 2, RAISED)  # max_retries 1: the second gives up
+        # (each after a growing delay, 10 s at most: test_outage_backoff.py)
+        assert book.fail(0, cause, now=now) is None and book.next_retry(now + 10) == (0, ["x"])
+        now += 10
+    assert book.fail(0, RAISED, now=now) is None and book.next_retry(now + 10) == (0, ["x"])  # the first that counts
+    assert book.fail(0, LOST, now=now) is None and book.next_retry(now + 10) == (0, ["x"])
+    assert book.fail(0, RAISED, now=now) == GiveUp(["x"], 2, RAISED)  # max_retries 1: the second gives up
     assert 0 not in book
 
 

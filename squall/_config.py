@@ -241,6 +241,9 @@ class Config(dict):
     """How often a supervisor syncs with the master."""
     SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS = "squall.worker.max.launch.attempts"
     """Failed starts in a row before the master gives a slot up."""
+    SQUALL_WORKER_CRASH_BACKOFF_SECS = "squall.worker.crash.backoff.secs"
+    """The master's wait before it restarts a worker that crashed a second time in a row, each
+    soon after its start; doubled for each further such crash, up to 30 s."""
     STORM_LOCAL_HOSTNAME = "storm.local.hostname"
     """The address this machine's workers bind and their peers reach."""
     STORM_HEALTH_CHECK_DIR = "storm.health.check.dir"
@@ -936,6 +939,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.ISOLATION_SCHEDULER_MACHINES: (_machines, "a mapping of topology names to numbers of machines, or null",
                                           True),
     Config.SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS: (_positive_int, "a positive integer, or null (never give up)", True),
+    Config.SQUALL_WORKER_CRASH_BACKOFF_SECS: _SECONDS,
     Config.STORM_HEALTH_CHECK_DIR: (_string, "a directory (a non-empty string)", False),
     Config.STORM_HEALTH_CHECK_TIMEOUT_MS: _MILLIS,
     Config.STORM_HEALTH_CHECK_FAIL_ON_TIMEOUTS: _BOOL,

@@ -1331,16 +1331,18 @@ class Master:
 
     def _hold_after_crash(self, topo: _Topo, slot: str, now: float) -> None:
         """``slot``'s worker crashed after it had started: restart it at once, or after 1, 2, 4 ...
-        30 s while it keeps crashing soon after each start (`crash_backoff`). A value that
+        30 s while it keeps crashing soon after each start (`crash_backoff`; the first wait is
+        ``squall.worker.crash.backoff.secs``). A value that
         crashes the worker each time it is replayed would otherwise restart it every second.
         These are not failed starts: the slot is never given up."""
         state = topo.slot(slot)
         ran = now - (now if state.started_at is None else state.started_at)
-        state.crashes, delay = crash_backoff(state.crashes, ran)
+        base = float(conf_value(self.conf, Config.SQUALL_WORKER_CRASH_BACKOFF_SECS))
+        state.crashes, delay = crash_backoff(state.crashes, ran, base=base)
         if delay:
             state.retry_at = now + delay
             log.warning("worker %s of %s crashed %d times in a row, each soon after it started: restarting it "
-                        "in %.0f s (see the topology's errors)", slot, topo.plan.name, state.crashes, delay)
+                        "in %.1f s (see the topology's errors)", slot, topo.plan.name, state.crashes, delay)
 
     def op_get_assignment(self, storm_id: str, slot: str, address: str | None = None,
                           launch_id: int | None = None, want_plan: bool = True) -> Assignment:

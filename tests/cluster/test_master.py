@@ -729,6 +729,25 @@ def test_a_worker_that_keeps_crashing_soon_after_it_starts_backs_off_is_never_gi
     assert err["count"] == 8
 
 
+def test_the_crash_backoff_starts_at_squall_worker_crash_backoff_secs(tmp_path):
+    """``squall.worker.crash.backoff.secs`` is the first wait (the second quick crash in a row),
+    doubled for each further one: 0.25, 0.5, 1.0 s here, where the default starts at 1 s."""
+    m = served(cluster_conf({"storm.local.dir": str(tmp_path), "squall.worker.crash.backoff.secs": 0.25}))
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = next(iter(topo.assignment))
+    waits = []
+    for _ in range(4):
+        m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
+        before = time.monotonic()
+        _exit(m, storm_id, slot, 1)
+        waits.append(max(0.0, topo.slot(slot).retry_at - before))
+        topo.slot(slot).retry_at = time.monotonic() - 1  # the wait is over
+    assert waits[0] == 0
+    assert all(want <= w < want + 0.05 for w, want in zip(waits[1:], (0.25, 0.5, 1.0))), waits
+
+
 def test_a_reported_error_folded_into_an_earlier_crash_does_not_make_its_launch_a_crash(conf):
     """A launch's report_error (not fatal) whose text is that of an earlier launch's crash
     counts on the crash's record, which stays fatal; the launch that reported it did not crash."""

@@ -87,6 +87,21 @@ def cluster(tmp_path):
         c.stop()
 
 
+QUICK_CRASH_BACKOFF = {"squall.worker.crash.backoff.secs": 0.1}
+"""For tests whose worker a poison record kills again and again: restarted after 0, 0.1, 0.2,
+0.4 ... s instead of 0, 1, 2, 4 ... s (six deaths: 3.1 s of waiting instead of 31)."""
+
+
+@pytest.fixture
+def crashing_cluster(tmp_path):
+    """A fresh cluster per test whose workers are expected to crash in a row (`QUICK_CRASH_BACKOFF`)."""
+    c = Cluster(tmp_path, **QUICK_CRASH_BACKOFF)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
 @pytest.fixture(scope="module")
 def shared_cluster(tmp_path_factory):
     """One cluster for a whole module (each test submits its own topology)."""

@@ -17,15 +17,14 @@ from ..external.conftest import redis_server  # noqa: F401 - a real redis-server
 pytest.importorskip("redis", reason="needs the redis library")
 
 
-@pytest.mark.timeout(300)  # 6 crashes, restarted after 0, 1, 2, 4, 8, 16 s: 52 s idle, longer on a loaded machine
+@pytest.mark.timeout(300)  # a worker crashing in a row, restarted after 0, 0.1, 0.2, 0.4 ... s (QUICK_CRASH_BACKOFF)
 def test_poison_entries_that_kill_the_spouts_worker_are_dead_lettered_and_good_ones_are_out(
-        cluster, redis_server):  # noqa: F811 - fixtures
+        crashing_cluster, redis_server):  # noqa: F811 - fixtures
     r = redis_server.client()
     ids = p.add_entries(r)
-    with cluster.client() as master:
+    with crashing_cluster.client() as master:
         master.submit_topology("poison", p.conf(workers=2), p.topology(redis_server.url, local=True))
         try:
-            # 6 quick crashes at most, restarted after 0, 1, 2, 4, 8, 16 s (squall.cluster.backoff)
             assert wait_until(lambda: p.done(r), 180), p.progress(r)
             info = master.get_topology_info("poison")
         finally:
@@ -39,9 +38,9 @@ def test_poison_entries_that_kill_the_spouts_worker_are_dead_lettered_and_good_o
     assert sum(w["restarts"] for w in info["workers"]) == figures["deaths"], (info["workers"], figures)
 
 
-@pytest.mark.timeout(300)  # 6 crashes at most, as above
+@pytest.mark.timeout(300)  # a worker crashing in a row, restarted after 0, 0.1, 0.2, 0.4 ... s (QUICK_CRASH_BACKOFF)
 def test_with_two_spout_tasks_in_one_worker_no_good_entry_is_charged_for_the_other_tasks_poison(
-        cluster, redis_server):  # noqa: F811 - fixtures
+        crashing_cluster, redis_server):  # noqa: F811 - fixtures
     """Two tasks of the spout in one worker process, each with its own consumer: after a death,
     both replay their pending entries as suspects. A suspect goes out alone in the whole worker,
     not only among its own task's entries: were it alone only in its task, one task's good
@@ -51,7 +50,7 @@ def test_with_two_spout_tasks_in_one_worker_no_good_entry_is_charged_for_the_oth
     poison one dead-lettered after its one death alone, no good one dead-lettered or charged."""
     r = redis_server.client()
     ids = p.add_entries(r)
-    with cluster.client() as master:
+    with crashing_cluster.client() as master:
         master.submit_topology("poison", p.conf(workers=1), p.topology(redis_server.url, spout_tasks=2))
         try:
             assert wait_until(lambda: p.done(r), 180), p.progress(r)

@@ -14,13 +14,13 @@ from ..conftest import wait_until
 from ..external import poison_file_fail_fast as p
 
 
-@pytest.mark.timeout(300)  # 4 crashes at most, restarted after 0, 1, 2, 4 s; longer on a loaded machine
-def test_poison_lines_that_kill_the_spouts_worker_are_dead_lettered_and_good_ones_are_out(cluster, tmp_path):
+@pytest.mark.timeout(300)  # a worker crashing in a row, restarted after 0, 0.1, 0.2, 0.4 ... s (QUICK_CRASH_BACKOFF)
+def test_poison_lines_that_kill_the_spouts_worker_are_dead_lettered_and_good_ones_are_out(crashing_cluster, tmp_path):
     src, local, notes = tmp_path / "in", tmp_path / "local", tmp_path / "notes"
     for d in (src, local, notes):
         d.mkdir()
     p.write_input(src)
-    with cluster.client() as master:
+    with crashing_cluster.client() as master:
         master.submit_topology("poison", p.conf(workers=2), p.topology(src, local, notes, local=True))
         try:
             assert wait_until(lambda: p.done(src, local, notes), 180), p.progress(src, local, notes)
@@ -37,8 +37,8 @@ def test_poison_lines_that_kill_the_spouts_worker_are_dead_lettered_and_good_one
     assert sum(w["restarts"] for w in info["workers"]) == figures["deaths"], (info["workers"], figures)
 
 
-@pytest.mark.timeout(300)  # 6 crashes at most, restarted after 0, 1, 2, 4, 8, 16 s
-def test_with_two_spout_tasks_in_one_worker_no_good_line_is_charged_for_the_other_tasks_poison(cluster, tmp_path):
+@pytest.mark.timeout(300)  # a worker crashing in a row, restarted after 0, 0.1, 0.2, 0.4 ... s (QUICK_CRASH_BACKOFF)
+def test_with_two_spout_tasks_in_one_worker_no_good_line_is_charged_for_the_other_tasks_poison(crashing_cluster, tmp_path):
     """Two tasks of the spout in one worker process, each reading a file of its own with poison
     lines among good ones: after a death, each reads the lines its dead task had read again as
     suspects. A suspect goes out alone in the whole worker, not only among its own task's lines:
@@ -51,7 +51,7 @@ def test_with_two_spout_tasks_in_one_worker_no_good_line_is_charged_for_the_othe
     for d in (src, local, notes):
         d.mkdir()
     p.write_input(src, files=2)
-    with cluster.client() as master:
+    with crashing_cluster.client() as master:
         master.submit_topology("poison", p.conf(workers=1), p.topology(src, local, notes, spout_tasks=2))
         try:
             assert wait_until(lambda: p.done(src, local, notes, files=2), 180), p.progress(src, local, notes, files=2)

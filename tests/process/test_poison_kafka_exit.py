@@ -16,31 +16,18 @@ import pytest
 from ..conftest import wait_until
 from ..external import poison_kafka_exit as p
 from ..kafka_broker import kafka_broker  # noqa: F401 - the module-scoped broker fixture
-from .conftest import Cluster
 
 pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed: pip install -e '.[test]'")
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    """A cluster that never gives a slot up (the default, not the test clusters' 2 failed starts):
-    a restarted worker that the poison record ends within a second of its start has not said
-    it started yet, so each such death is a failed start, restarted after 1, 2, 4 ... s."""
-    c = Cluster(tmp_path, **{"squall.worker.max.launch.attempts": None})
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
-@pytest.mark.timeout(300)  # 6 crashes at most, restarted after 0, 1, 2, 4, 8, 16 s; longer on a loaded machine
+@pytest.mark.timeout(300)  # 6 crashes at most, restarted after 0, 0.1, 0.2 ... s (QUICK_CRASH_BACKOFF)
 def test_poison_records_that_exit_the_spouts_worker_are_dead_lettered_and_good_ones_are_out(
-        cluster, kafka_broker, tmp_path):  # noqa: F811 - fixtures
+        crashing_cluster, kafka_broker, tmp_path):  # noqa: F811 - fixtures
     notes = tmp_path / "notes"
     notes.mkdir()
     vals = p.values()
     placed = dict(zip(vals, kafka_broker.produce(p.TOPIC, vals), strict=True))
-    with cluster.client() as master:
+    with crashing_cluster.client() as master:
         master.submit_topology("poison", p.conf(workers=2), p.topology(kafka_broker.bootstrap, notes, local=True))
         try:
             assert wait_until(lambda: p.done(kafka_broker, notes), 240, 0.2), p.progress(kafka_broker, notes)

@@ -20,7 +20,6 @@ from squall.external.retry import RetryBackoff
 
 from ..conftest import wait_until
 from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
-from .conftest import Cluster
 
 redis_streams = pytest.importorskip("squall.external.redis_streams", reason="needs the redis library")
 
@@ -82,18 +81,6 @@ class Check(Bolt):
         self.collector.ack(tup)
 
 
-@pytest.fixture
-def patient_cluster(tmp_path):
-    """A cluster that never gives a slot up: a poison entry re-emitted at once may kill the
-    bolt's restarted worker before its first heartbeat, which the master counts as a failed
-    start (the test clusters' limit of 2 would stop the slot)."""
-    c = Cluster(tmp_path, **{"squall.worker.max.launch.attempts": None})
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
 def _progress(r, master) -> str:
     deaths = collections.Counter(line.split()[0] for line in r.lrange("deaths", 0, -1))
     return (f"{r.xlen(f'{STREAM}:dead')} dead letters, {len(set(r.lrange('out', 0, -1)))} of {GOOD} good values "
@@ -101,9 +88,9 @@ def _progress(r, master) -> str:
             f"restarts per worker {[w['restarts'] for w in master.get_topology_info('poison')['workers']]}")
 
 
-@pytest.mark.timeout(300)  # 4 to 6 crashes of one worker, restarted after 0, 1, 2, 4 ... s
+@pytest.mark.timeout(300)  # 4 to 6 crashes of one worker, restarted after 0, 0.1, 0.2 ... s (QUICK_CRASH_BACKOFF)
 def test_poison_entries_that_kill_another_worker_are_charged_and_dead_lettered(
-        patient_cluster, redis_server):  # noqa: F811 - fixtures
+        crashing_cluster, redis_server):  # noqa: F811 - fixtures
     r = redis_server.client()
     values = [str(i) for i in range(GOOD)]
     for k, value in enumerate(POISON):
@@ -116,7 +103,7 @@ def test_poison_entries_that_kill_another_worker_are_charged_and_dead_lettered(
     conf = Config()
     conf.set_num_workers(2)
     conf.set_message_timeout_secs(300)  # no failure but the deaths
-    with patient_cluster.client() as master:
+    with crashing_cluster.client() as master:
         master.submit_topology("poison", conf, b.create_topology())
         try:
             done = lambda: (r.xlen(f"{STREAM}:dead") == len(POISON) and r.xpending(STREAM, GROUP)["pending"] == 0

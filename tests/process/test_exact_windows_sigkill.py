@@ -8,7 +8,6 @@ than the lag, and a batch is put on the stream only once every click before it i
 while a click is out, no click seen is more than the lag newer than it."""
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -21,36 +20,13 @@ from .recovery_topology import kill_a_worker_without
 
 redis_streams = pytest.importorskip("squall.external.redis_streams", reason="needs the redis library")
 
+from .recorded_spout import RecordedSpout  # after the skip: it imports the redis library
+
 USERS = ["ann", "bob", "cyd", "dee", "eve", "fay"]
 BATCHES, BATCH = 5, 400
 STEP_MS = 50  # a batch spans 400 x 50 ms = 20 s of event time: less than the example's lag (30 s)
 KILL_IN = 2  # the batch during which the windowing worker is killed
 START = 1_700_000_000_000
-
-
-class RecordsEmits(redis_streams.RedisStreamSpout):
-    """The example's spout that also writes each click id it emits (a replay again) to
-    ``emits-<task>.txt`` under ``test.out.dir``."""
-
-    def open(self, conf, context, collector):
-        emits = open(Path(conf["test.out.dir"]) / f"emits-{context.get_this_task_id()}.txt", "a")
-        super().open(conf, context, _Recording(collector, emits))
-
-
-class _Recording:
-    """A spout collector that writes the message id of each emit to ``file``."""
-
-    def __init__(self, collector, file):
-        self._collector = collector
-        self._file = file
-
-    def emit(self, values, msg_id=None, **kwargs):
-        self._file.write(f"{msg_id}\n")
-        self._file.flush()
-        return self._collector.emit(values, msg_id=msg_id, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self._collector, name)
 
 
 def acked(client, ex) -> int:
@@ -77,7 +53,7 @@ def exact_after_a_kill(cluster, ex, redis_server, tmp_path) -> tuple[int, int]:
     conf = Config(ex.conf)
     conf.update({"test.out.dir": str(out), "topology.message.timeout.secs": 5,
                  "topology.max.spout.pending": 100, "topology.state.checkpoint.interval.ms": 300})
-    spout = RecordsEmits(redis_server.url, ex.STREAM, ex.GROUP, translator=ex.parse_click,
+    spout = RecordedSpout(redis_server.url, ex.STREAM, ex.GROUP, translator=ex.parse_click,
                          output_fields=ex.CLICK_FIELDS)
     clicks = ex.make_clicks(BATCHES * BATCH, START, USERS, step_ms=STEP_MS)
     length = ex.WINDOW.value

@@ -10,10 +10,11 @@ checkpoint; the windows' results and the late purchases written to Redis hashes.
 """
 
 import json
-from pathlib import Path
 
 from squall import BaseStatefulWindowedBolt, BasicBolt, Duration, Fields, TopologyBuilder
-from squall.external.redis_streams import RedisStreamSinkBolt, RedisStreamSpout
+from squall.external.redis_streams import RedisStreamSinkBolt
+
+from .recorded_spout import RecordedSpout
 
 STREAM = "purchases"
 GROUP = "trust"
@@ -21,31 +22,6 @@ SUMS = "sums"          # the hash sums:<window start>:<user> {start, user, total
 LATE = "late"          # the hash late:<entry id> {user, ts}
 WINDOW = Duration.seconds(2)
 LAG = Duration.seconds(30)  # above the message timeout (5 s) plus a worker's restart
-
-
-class RecordedSpout(RedisStreamSpout):
-    """`RedisStreamSpout` that also writes the entry id of each emit (a replay again) to
-    ``emits-<task>.txt`` under ``test.out.dir``."""
-
-    def open(self, conf, context, collector):
-        emits = open(Path(conf["test.out.dir"]) / f"emits-{context.get_this_task_id()}.txt", "a")
-        super().open(conf, context, _Recording(collector, emits))
-
-
-class _Recording:
-    """A spout collector that writes the message id of each emit to ``file``."""
-
-    def __init__(self, collector, file):
-        self._collector = collector
-        self._file = file
-
-    def emit(self, values, msg_id=None, **kwargs):
-        self._file.write(f"{msg_id}\n")
-        self._file.flush()
-        return self._collector.emit(values, msg_id=msg_id, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self._collector, name)
 
 
 class ParsePurchase(BasicBolt):

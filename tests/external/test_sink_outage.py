@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.redis_server import RedisServer, redis_server_binary
+from bench.redis_server import RedisServer
 from squall import Bolt, Fields, LocalCluster, TopologyBuilder
 
 from ..conftest import wait_until
 from ..test_disk_full import disk  # noqa: F401 - a 256 KiB tmpfs of the test's own (root only)
-from .conftest import redis_server  # noqa: F401 - the real redis-server fixture
+from .conftest import redis_server, running_redis  # noqa: F401 - the real redis-server fixture
 
 CONF = {"topology.message.timeout.secs": 30}
 
@@ -82,18 +82,9 @@ class Outage:
 @pytest.fixture
 def store(tmp_path):
     """A second redis-server, the sink's or the lookup's own (the stream's stays up)."""
-    binary = redis_server_binary()
-    if binary is None:
-        pytest.skip("redis-server is not installed: run scripts/install-system-deps.sh")
     (tmp_path / "store").mkdir()
-    server = RedisServer(binary, tmp_path / "store")
-    server.start()
-    try:
+    with running_redis(tmp_path / "store") as server:
         yield server
-    finally:
-        if server.proc is not None and server.proc.poll() is None:
-            os.kill(server.proc.pid, signal.SIGCONT)  # a test that failed while it was stopped
-        server.stop()
 
 
 def fast(url: str) -> str:

@@ -131,16 +131,23 @@ def ui(cluster):
         assert proc.wait(15) == 0
 
 
-@pytest.mark.timeout(400)  # a worker's restart on a loaded machine: the waits below end it sooner
-def test_a_users_windowed_pipeline_is_exact_through_a_sigkill_and_a_redis_restart(
-        cluster, redis_server, ui, tmp_path):  # noqa: F811 - fixtures
-    client = redis_server.client()
+def trial_conf(tmp_path):
+    """The directory the components write what they did to, and the trial's topology conf:
+    2 workers, a 5 s message timeout, 100 pending, a checkpoint every 0.3 s."""
     out = tmp_path / "out"
     out.mkdir()
     conf = Config()
     conf.set_num_workers(2)
     conf.update({"test.out.dir": str(out), "topology.message.timeout.secs": 5,
                  "topology.max.spout.pending": 100, "topology.state.checkpoint.interval.ms": 300})
+    return out, conf
+
+
+@pytest.mark.timeout(400)  # a worker's restart on a loaded machine: the waits below end it sooner
+def test_a_users_windowed_pipeline_is_exact_through_a_sigkill_and_a_redis_restart(
+        cluster, redis_server, ui, tmp_path):  # noqa: F811 - fixtures
+    client = redis_server.client()
+    out, conf = trial_conf(tmp_path)
     batches = purchases()
     rand = random.Random(11)
     good, bad, late_ids = {}, set(), set()  # entry id -> purchase; malformed ids; late ids
@@ -247,12 +254,7 @@ def test_a_backlog_through_a_sigkill_puts_every_purchase_in_its_window_or_on_the
     never written, their purchases acked: the INITSTATE that recovered the restarted task
     cleared the sink's failure of their results, and the next commit recorded them as fired."""
     client = redis_server.client()
-    out = tmp_path / "out"
-    out.mkdir()
-    conf = Config()
-    conf.set_num_workers(2)
-    conf.update({"test.out.dir": str(out), "topology.message.timeout.secs": 5,
-                 "topology.max.spout.pending": 100, "topology.state.checkpoint.interval.ms": 300})
+    out, conf = trial_conf(tmp_path)
     good = {}
     raws = [p for batch in purchases() for p in batch]
     with cluster.client() as master:

@@ -20,6 +20,7 @@ Nothing here needs a third-party library (the ``files`` extra is empty).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import inspect
@@ -398,7 +399,10 @@ def rename_no_replace(src: str | os.PathLike, dst: str | os.PathLike) -> bool:
             return False
         os.rename(src, dst)
         return True
-    os.unlink(src)
+    # linked is renamed: ``dst`` holds the file. Should ``src`` be gone already, raising would
+    # tell the caller the rename failed, and a sink would replay rows that are in place
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(src)
     return True
 
 

@@ -9,17 +9,23 @@ their names and the ids it committed from their id column.
 The rename never replaces a file (`rename_no_replace`): two writers can have one task name (two
 topologies whose sinks share a component id and a directory, or a zombie copy of a task), and
 a committed file is acked rows. The one that finds its name taken takes the next free sequence
-number. Each writes its own hidden file (a random name), so neither can rename or remove the
-other's.
+number. Each writes its own hidden file (a random name) and holds an ``flock`` on it until the
+batch is in place; a task starting clears only the hidden files of its name that no one holds
+(a crashed writer's), so a writer starting never removes one that another is committing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import logging
 import os
 import re
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -70,7 +76,7 @@ class ParquetSinkBolt(BatchingSinkBolt):
         stale = re.compile(rf"\.part-{re.escape(self.task_name)}-\d{{10}}\.(?:[0-9a-f]{{32}}|parquet)\.tmp")
         for p in root.iterdir():
             if stale.fullmatch(p.name):
-                p.unlink(missing_ok=True)  # written but never renamed: its tuples replay
+                _remove_if_abandoned(p)  # written but never renamed: its tuples replay
         seqs = self._seqs()
         batches = []
         for seq in seqs[-self.dedupe_batches:]:
@@ -86,16 +92,11 @@ class ParquetSinkBolt(BatchingSinkBolt):
 
     def _commit(self, seq: int, table: pa.Table, ids: list) -> int:
         # a random part: another writer of this task name writes its own
-        tmp = Path(self.path) / f".part-{self.task_name}-{seq:010d}.{uuid.uuid4().hex}.tmp"
-        try:
-            with open(tmp, "wb") as f:
-                pq.write_table(table, f, compression=self.compression)
-                f.flush()
-                os.fsync(f.fileno())
+        with _hidden_file(Path(self.path), f".part-{self.task_name}-{seq:010d}") as (f, tmp):
+            pq.write_table(table, f, compression=self.compression)
+            f.flush()
+            os.fsync(f.fileno())
             seq = self._into_place(tmp, seq)
-        except Exception:
-            tmp.unlink(missing_ok=True)
-            raise
         final = self._file(seq)
         # the rename is durable once the directory is; if that cannot be made sure the file is
         # taken back, so that the failed tuples' replay is not a second copy
@@ -126,3 +127,52 @@ class ParquetSinkBolt(BatchingSinkBolt):
         raise SinkWriteError(f"sink {self.component!r}: batch {self.task_name}#{seq}: {MAX_NAME_CLASHES} "
                              f"sequence numbers in a row were taken by another writer in {self.path}; "
                              f"give each sink writing this directory its own component id")
+
+
+@contextlib.contextmanager
+def _hidden_file(directory: Path, prefix: str) -> Iterator[tuple[BinaryIO, Path]]:
+    """A new file ``<prefix>.<random>.tmp``, under an ``flock`` for as long as it is open, which
+    tells a starting writer of the same task name (`_remove_if_abandoned`) that its writer lives.
+    Removed on an error; the caller renames it away on success."""
+    while True:
+        tmp = directory / f"{prefix}.{uuid.uuid4().hex}.tmp"
+        f = os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644), "wb")
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            mine = os.path.samestat(os.fstat(f.fileno()), os.stat(tmp))
+        except FileNotFoundError:
+            mine = False
+        if mine:
+            break
+        f.close()  # a starting writer removed it between its creation and the lock: a new name
+    try:
+        with f:
+            yield f, tmp
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _remove_if_abandoned(path: Path) -> None:
+    """Removes the hidden file ``path`` unless its writer still holds it (`_hidden_file`): a
+    writer that crashed released its lock with its process."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        path.unlink(missing_ok=True)  # a symbolic link by that name is no one's batch
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # being written, or linked into place and not yet unlinked: not stale
+        # holding the lock: its writer, if it comes to lock it, finds the name gone and retries
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.samestat(os.fstat(fd), os.stat(path)):
+                path.unlink()
+    finally:
+        os.close(fd)

@@ -59,3 +59,20 @@ def test_rename_no_replace_after_a_crash_between_link_and_unlink_completes_it(tm
     os.link(tmp_path / "a", tmp_path / "b")  # the crash came after the link
     assert rename_no_replace(tmp_path / "a", tmp_path / "b")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]
+
+
+def test_rename_no_replace_whose_source_is_removed_after_the_link_reports_it_renamed(tmp_path, monkeypatch):
+    """Linked is renamed: the file is at its new name. Before, the unlink of a source another
+    process had removed meanwhile raised, and a sink took its committed batch for a failed one."""
+    from squall.external.files import rename_no_replace
+
+    (tmp_path / "a").write_text("x")
+    real_link = os.link
+
+    def link_then_source_removed(src, dst, **kw):
+        real_link(src, dst, **kw)
+        os.unlink(src)
+
+    monkeypatch.setattr(os, "link", link_then_source_removed)
+    assert rename_no_replace(tmp_path / "a", tmp_path / "b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"] and (tmp_path / "b").read_text() == "x"

@@ -8,6 +8,8 @@ removed the hidden files of a component whose id its own is a prefix of (``sink`
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 pa = pytest.importorskip("pyarrow")
@@ -86,6 +88,37 @@ def test_a_task_removes_its_own_hidden_files_only_not_those_of_a_component_whose
     sink(tmp_path, Context("sink", 1))
     assert other.exists()
     assert not stale_new.exists() and not stale_old.exists()
+
+
+def second_writer_starts(tmp_path, monkeypatch, after_link: bool) -> None:
+    """Makes another writer of the task name start (and clear the name's stale hidden files) in
+    the middle of the next commit: after its link into place when ``after_link``, else before."""
+    real_link = os.link
+
+    def link(src, dst, **kw):
+        if not after_link:
+            sink(tmp_path)
+        real_link(src, dst, **kw)
+        if after_link:
+            sink(tmp_path)
+
+    monkeypatch.setattr(os, "link", link)
+
+
+@pytest.mark.parametrize("after_link", [False, True], ids=["before-link", "after-link"])
+def test_a_writer_starting_while_another_commits_leaves_its_hidden_file_alone(tmp_path, monkeypatch, after_link):
+    """Topology "two"'s sink task starts just as topology "one"'s commits. Before, it took one's
+    hidden file for a crashed writer's and removed it: before the link the batch failed for
+    nothing; after it (CI, stop 68: ids 0-9 twice) one's unlink of it raised, the committed
+    batch's tuples were failed, and their replay wrote every row a second time."""
+    a, out_a = sink(tmp_path)
+    second_writer_starts(tmp_path, monkeypatch, after_link)
+    write(a, 1, 2)
+    monkeypatch.undo()
+    assert sorted(out_a.acked) == [1, 2] and not out_a.failed and not out_a.errors
+    write(a, 1, 2)  # a replay is acked from the committed ids, not written again
+    assert ids_in(tmp_path / "pq") == [1, 2]
+    assert [p.name for p in (tmp_path / "pq").iterdir()] == ["part-sink-1-0000000000.parquet"]
 
 
 def test_two_topologies_with_the_same_sink_id_keep_every_acked_row(tmp_path):

@@ -10,12 +10,14 @@ window, at least once after it (see docs/connectors.md).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .._collectors import OutputFieldsDeclarer
 from .._components import Bolt
@@ -24,6 +26,8 @@ from .._errors import SquallError
 from .._failure import EXPLICIT, UNAVAILABLE, cut_text, fail_all_because, fail_because, shown_value
 from .._fields import Fields
 from .._tuple import Tuple, is_tick_tuple
+
+log = logging.getLogger(__name__)
 
 DEAD_LETTER_STREAM = "dead_letter"
 """The stream a sink emits rows that do not fit its schema on (with ``on_bad_row="dead_letter"``)."""
@@ -60,6 +64,21 @@ class CommittedBatch(NamedTuple):
 
     seq: int
     ids: list
+
+
+MAX_COMMIT_TRIES = 100
+"""Commits a batch tries, each after learning of batches another writer of its task name
+committed meanwhile (`CommittedElsewhere`), before its tuples fail and replay."""
+
+
+class CommittedElsewhere(SquallError):
+    """Another writer of this task's name (a zombie copy of the task, whose worker the master
+    took for dead, or the task that replaced it) committed ``batches`` since this one last
+    looked: the batch was not committed, and is tried again without the ids they hold."""
+
+    def __init__(self, batches: list[CommittedBatch]) -> None:
+        super().__init__(f"another writer committed batches {[b.seq for b in batches]}")
+        self.batches = batches
 
 
 def as_schema(schema: pa.Schema | list | dict) -> pa.Schema:
@@ -154,8 +173,15 @@ class BatchingSinkBolt(Bolt):
 
     Subclasses give ``_open`` (returns the batches already committed by this task, oldest
     first, and the schema to write with) and ``_commit(seq, table, ids)`` (makes the batch
-    durable in one step and returns the sequence number it is committed under: ``seq``, or a
-    later one where another writer took ``seq``; or raises `SinkWriteError` if it is not).
+    durable in one step and returns ``seq``; raises `CommittedElsewhere` with the batches
+    another writer of this task's name committed since this one last looked, if any, instead
+    of committing; or raises `SinkWriteError` if it is not durable).
+
+    Two writers of one task's name are a zombie and its replacement: a worker that the master
+    took for dead (its machine hung, or its link to the master was cut) runs on when it comes
+    back, until its supervisor stops it, and its batch (committed on a tick, or by ``cleanup``
+    as it stops) holds tuples that timed out and replayed to the task's new instance. Whichever
+    commits second learns of the other's batches and writes only the ids they do not hold.
 
     A batch whose commit raised fails its tuples as ``"unavailable"`` (the store's fault: no
     retry budget charges it), unless `_refused_for_rows` says the rows were refused; a row that
@@ -243,7 +269,7 @@ class BatchingSinkBolt(Bolt):
         if table.num_rows:
             ids = [key for key in rows if key not in bad]
             try:
-                seq = self._commit(self._seq, table, ids)
+                self._commit_learning(table, ids)
             except Exception as e:  # noqa: BLE001 (any failed write: reported, and its tuples failed to replay)
                 err = e if isinstance(e, SinkWriteError) else SinkWriteError(
                     f"sink {self.component!r}: batch {self.task_name}#{self._seq} of {len(ids)} rows "
@@ -256,10 +282,38 @@ class BatchingSinkBolt(Bolt):
                 fail_all_because(self.collector, good, self.component, self.task, str(err),
                                  EXPLICIT if self._refused_for_rows(e) else UNAVAILABLE)
                 return
-            self._committed.add(CommittedBatch(seq, ids))
-            self._seq = seq + 1
         for tup in good:
             self.collector.ack(tup)
+
+    def _commit_learning(self, table: pa.Table, ids: list) -> None:
+        """Commit ``table`` (the rows of ``ids``); where another writer of this task's name
+        committed batches meanwhile (`CommittedElsewhere`), remember them and commit only the
+        rows of the ids they do not hold, after them (nothing, if they hold every id)."""
+        for _ in range(MAX_COMMIT_TRIES):
+            try:
+                seq = self._commit(self._seq, table, ids)
+            except CommittedElsewhere as e:
+                for batch in sorted(e.batches, key=lambda b: b.seq):
+                    self._committed.add(batch)
+                    self._seq = max(self._seq, batch.seq + 1)
+                left = [key for key in ids if key not in self._committed]
+                if len(left) < len(ids):
+                    log.warning("sink %r: %d of the %d ids of batch %s#%d were committed by another writer of "
+                                "the task name (a zombie copy of this task, or the copy that replaced it): "
+                                "acked without being written again", self.component, len(ids) - len(left),
+                                len(ids), self.task_name, self._seq)
+                    column = table.column(self.id_field)
+                    table = table.filter(pc.is_in(column, value_set=pa.array(left, column.type)))
+                    ids = left
+                if not ids:
+                    return
+                continue
+            self._committed.add(CommittedBatch(seq, ids))
+            self._seq = seq + 1
+            return
+        raise SinkWriteError(f"sink {self.component!r}: batch {self.task_name}#{self._seq}: another writer of the "
+                             f"task name committed before it {MAX_COMMIT_TRIES} times in a row; give each sink "
+                             f"writing this place its own component id")
 
     def _bad(self, tup: Tuple, key: Any, err: SinkSchemaError) -> None:
         self.collector.report_error(err)  # which logs it

@@ -5,24 +5,36 @@ Each batch is one Delta transaction, committed with Delta's own application tran
 (``txn``: ``app_id`` = this task's name, ``version`` = the batch's sequence number) and the
 batch's ids in the commit's ``commitInfo``. The commit is atomic, and after a restart the task
 takes its last sequence number from ``txn`` and the ids it committed from the log's recent
-``commitInfo``, so a replayed id is not appended twice.
+``commitInfo``, so a replayed id is not appended twice. A batch commits only on a version whose
+``txn`` of its application id is below its sequence number (delta-rs rebases a commit past no
+other commit of its application id): a zombie copy of a task and the task that replaced it each
+learn of the other's batches instead of appending the ids both hold twice.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import uuid
 from typing import Any
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError
 
-from ._sink_batch import BatchingSinkBolt, CommittedBatch, SinkWriteError, safe_name
+from ._sink_batch import (
+    MAX_COMMIT_TRIES,
+    BatchingSinkBolt,
+    CommittedBatch,
+    CommittedElsewhere,
+    SinkWriteError,
+    safe_name,
+)
 
 __all__ = ["DeltaSinkBolt"]
 
-APP_KEY, SEQ_KEY, IDS_KEY = "squall.app", "squall.seq", "squall.ids"
-"""The ``commitInfo`` keys a batch's commit carries."""
+APP_KEY, SEQ_KEY, IDS_KEY, WRITER_KEY = "squall.app", "squall.seq", "squall.ids", "squall.writer"
+"""The ``commitInfo`` keys a batch's commit carries (the writer: a random id of the task's instance)."""
 
 _INVALID_DATA = "Invalid data found"  # how delta-rs's error for rows its constraints refuse begins
 
@@ -47,6 +59,7 @@ class DeltaSinkBolt(BatchingSinkBolt):
 
     def _open(self) -> list[CommittedBatch]:
         self.app_id = safe_name(f"{self.app_prefix or 'squall'}-{self.task_name}")
+        self.writer = uuid.uuid4().hex
         if not DeltaTable.is_deltatable(self.table_uri, storage_options=self.storage_options):
             if "://" not in self.table_uri:
                 os.makedirs(self.table_uri, exist_ok=True)
@@ -58,6 +71,15 @@ class DeltaSinkBolt(BatchingSinkBolt):
         last = table.transaction_version(self.app_id)
         if last is None:
             return []
+        batches = self._batches_back_to(table, None)
+        if not batches or batches[-1].seq != last:
+            batches.append(CommittedBatch(last, []))
+        return batches
+
+    def _batches_back_to(self, table: DeltaTable, seq: int | None) -> list[CommittedBatch]:
+        """The batches of this task's name in ``table``'s log, oldest first: the last
+        ``dedupe_batches`` of them, or (``seq`` given) those from ``seq`` on, the last
+        ``dedupe_batches`` of those."""
         tasks = len(self.context.get_component_tasks(self.component))
         # Other writers (other topologies, Spark jobs, OPTIMIZE) interleave their commits with
         # ours: read further back until the window's batches are found or the log ends
@@ -65,13 +87,15 @@ class DeltaSinkBolt(BatchingSinkBolt):
         while True:
             history = table.history(limit=limit)
             batches = [self._batch_of(commit) for commit in history if commit.get(APP_KEY) == self.app_id]
+            if seq is not None and any(b.seq < seq for b in batches):
+                break  # back to a batch this writer knew
             if len(batches) >= self.dedupe_batches or len(history) < limit:
                 break
             limit *= 4
         batches.sort(key=lambda b: b.seq)
-        if not batches or batches[-1].seq != last:
-            batches.append(CommittedBatch(last, []))
-        return batches
+        if seq is not None:
+            batches = [b for b in batches if b.seq >= seq]
+        return batches[-self.dedupe_batches:]
 
     def _batch_of(self, commit: dict[str, Any]) -> CommittedBatch:
         """The batch one of our commits recorded (its ``commitInfo``), or a clear error."""
@@ -102,21 +126,44 @@ class DeltaSinkBolt(BatchingSinkBolt):
         return _INVALID_DATA in str(error)
 
     def _commit(self, seq: int, table: pa.Table, ids: list) -> int:
+        """Append the batch as Delta transaction ``seq`` of this task's application id, on a
+        version of the table whose transaction for it is below ``seq``: another writer of this
+        task's name (a zombie, or the task that replaced one) that committed since is
+        `CommittedElsewhere`, not a second copy of the ids both batches hold. delta-rs rebases
+        a commit past other applications' commits, never past one that carries a transaction
+        of its own application id (`CommitFailedError`): then the log is looked at again."""
         props = CommitProperties(
-            custom_metadata={APP_KEY: self.app_id, SEQ_KEY: str(seq), IDS_KEY: json.dumps(ids)},
+            custom_metadata={APP_KEY: self.app_id, SEQ_KEY: str(seq), IDS_KEY: json.dumps(ids),
+                             WRITER_KEY: self.writer},
             app_transactions=[Transaction(self.app_id, seq)])
-        try:
-            write_deltalake(self.table_uri, table, mode="append", commit_properties=props,
-                            storage_options=self.storage_options)
-        except Exception:
-            # an error after the commit landed (a lost reply from an object store) must not
-            # fail tuples that are durable: Delta's txn says whether it did
+        for _ in range(MAX_COMMIT_TRIES):
+            snapshot = DeltaTable(self.table_uri, storage_options=self.storage_options)
+            last = snapshot.transaction_version(self.app_id)
+            if last is not None and last >= seq:
+                raise CommittedElsewhere(self._batches_back_to(snapshot, seq))
+            version = snapshot.version()  # the write moves ``snapshot`` on to its commit
             try:
-                done = DeltaTable(self.table_uri, storage_options=self.storage_options) \
-                    .transaction_version(self.app_id)
-            except Exception:  # noqa: BLE001 (unknown whether it landed: the write's own error is raised)
-                done = None
-            if done is not None and done >= seq:
-                return seq
-            raise
-        return seq
+                write_deltalake(snapshot, table, mode="append", commit_properties=props)
+            except CommitFailedError:
+                continue  # a commit of this application id since the snapshot (or many others): look again
+            except Exception:
+                # an error after the commit landed (a lost reply from an object store) must not
+                # fail tuples that are durable: the log says whether this writer's commit of
+                # ``seq`` is in it
+                try:
+                    done = self._landed(version, seq)
+                except Exception:  # noqa: BLE001 (unknown whether it landed: the write's own error is raised)
+                    done = False
+                if done:
+                    return seq
+                raise
+            return seq
+        raise SinkWriteError(f"sink {self.component!r}: batch {self.app_id}#{seq}: {MAX_COMMIT_TRIES} commits in "
+                             f"a row lost their race with other writers of {self.table_uri}")
+
+    def _landed(self, version: int, seq: int) -> bool:
+        """Whether this writer's commit of batch ``seq`` is in the log after ``version``."""
+        table = DeltaTable(self.table_uri, storage_options=self.storage_options)
+        after = table.version() - version
+        return after > 0 and any(c.get(WRITER_KEY) == self.writer and c.get(SEQ_KEY) == str(seq)
+                                 for c in table.history(limit=after))

@@ -8,8 +8,9 @@ their names and the ids it committed from their id column.
 
 The rename never replaces a file (`rename_no_replace`): two writers can have one task name (two
 topologies whose sinks share a component id and a directory, or a zombie copy of a task), and
-a committed file is acked rows. The one that finds its name taken takes the next free sequence
-number. Each writes its own hidden file (a random name) and holds an ``flock`` on it until the
+a committed file is acked rows. The one that finds its name taken reads the ids of the files
+the other committed since it last looked, and commits after them the rows of the ids they do
+not hold (a zombie's batch holds the tuples that replayed to its replacement). Each writes its own hidden file (a random name) and holds an ``flock`` on it until the
 batch is in place; a task starting clears only the hidden files of its name that no one holds
 (a crashed writer's), so a writer starting never removes one that another is committing.
 """
@@ -30,14 +31,12 @@ from typing import BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._sink_batch import BatchingSinkBolt, CommittedBatch, SinkWriteError
+from ._sink_batch import BatchingSinkBolt, CommittedBatch, CommittedElsewhere, SinkWriteError
 from .files import rename_no_replace
 
 __all__ = ["ParquetSinkBolt"]
 
 log = logging.getLogger(__name__)
-
-MAX_NAME_CLASHES = 100  # sequence numbers a batch tries before its write fails and replays
 
 
 class ParquetSinkBolt(BatchingSinkBolt):
@@ -80,12 +79,7 @@ class ParquetSinkBolt(BatchingSinkBolt):
         seqs = self._seqs()
         batches = []
         for seq in seqs[-self.dedupe_batches:]:
-            try:
-                ids = pq.read_table(self._file(seq), columns=[self.id_field]).column(0).to_pylist()
-            except (OSError, pa.ArrowException, KeyError) as e:
-                raise SinkWriteError(f"sink {self.component!r}: cannot read the ids of committed file "
-                                     f"{self._file(seq)} ({e})") from e
-            batches.append(CommittedBatch(seq, ids))
+            batches.append(CommittedBatch(seq, self._ids_of(seq)))
         if seqs and (not batches or batches[-1].seq != seqs[-1]):
             batches.append(CommittedBatch(seqs[-1], []))
         return batches
@@ -96,7 +90,8 @@ class ParquetSinkBolt(BatchingSinkBolt):
             pq.write_table(table, f, compression=self.compression)
             f.flush()
             os.fsync(f.fileno())
-            seq = self._into_place(tmp, seq)
+            if not rename_no_replace(tmp, self._file(seq)):
+                raise self._committed_elsewhere(seq)  # which removes the hidden file
         final = self._file(seq)
         # the rename is durable once the directory is; if that cannot be made sure the file is
         # taken back, so that the failed tuples' replay is not a second copy
@@ -111,22 +106,25 @@ class ParquetSinkBolt(BatchingSinkBolt):
             raise
         return seq
 
-    def _into_place(self, tmp: Path, seq: int) -> int:
-        """Renames ``tmp`` to the file of ``seq``, or of the next free sequence number if another
-        writer of this task name committed that one; returns the number used."""
-        for _ in range(MAX_NAME_CLASHES):
-            if rename_no_replace(tmp, self._file(seq)):
-                return seq
-            taken = self._seqs()
-            later = max(seq, taken[-1] if taken else seq) + 1
-            log.warning("sink %r: %s exists already, committed by another writer with the task name %r "
-                        "(another topology's sink with the component id %r writing %s, or a live copy of "
-                        "this task); committing this batch as sequence %d instead",
-                        self.component, self._file(seq).name, self.task_name, self.component, self.path, later)
-            seq = later
-        raise SinkWriteError(f"sink {self.component!r}: batch {self.task_name}#{seq}: {MAX_NAME_CLASHES} "
-                             f"sequence numbers in a row were taken by another writer in {self.path}; "
-                             f"give each sink writing this directory its own component id")
+    def _committed_elsewhere(self, seq: int) -> CommittedElsewhere:
+        """The batches another writer of this task name committed from ``seq`` on (this one
+        knows those before: it read them at its start, or committed them), the last
+        ``dedupe_batches`` of them, as `CommittedElsewhere`."""
+        theirs = [s for s in self._seqs() if s >= seq][-self.dedupe_batches:]
+        log.warning("sink %r: %s exists already, committed by another writer with the task name %r "
+                    "(another topology's sink with the component id %r writing %s, or a live copy of "
+                    "this task); committing this batch after its batches %s without the ids they hold",
+                    self.component, self._file(seq).name, self.task_name, self.component, self.path,
+                    theirs)
+        return CommittedElsewhere([CommittedBatch(s, self._ids_of(s)) for s in theirs])
+
+    def _ids_of(self, seq: int) -> list:
+        """The ids of the committed file of ``seq``."""
+        try:
+            return pq.read_table(self._file(seq), columns=[self.id_field]).column(0).to_pylist()
+        except (OSError, pa.ArrowException, KeyError) as e:
+            raise SinkWriteError(f"sink {self.component!r}: cannot read the ids of committed file "
+                                 f"{self._file(seq)} ({e})") from e
 
 
 @contextlib.contextmanager

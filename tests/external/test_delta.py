@@ -173,6 +173,89 @@ def test_a_batch_that_cannot_be_written_fails_its_tuples_and_acks_none(tmp_path,
     assert "disk full" in str(out.errors[0]) and "'sink'" in str(out.errors[0])
 
 
+def zombie_and_its_replacement(tmp_path, which):
+    """A task's zombie (its worker lost to the master, on a machine that hung, still running)
+    holding ids 1 and 2 in its batch, and the task restarted elsewhere: two instances of one
+    task writing one sink, the second prepared after the first took its rows."""
+    zombie, replacement = make_sinks(tmp_path, batch_size=10)[which], make_sinks(tmp_path, batch_size=10)[which]
+    zombie_out, out = FakeCollector(), FakeCollector()
+    zombie.prepare({}, FakeContext(), zombie_out)
+    for i in (1, 2):
+        zombie.execute(tup(row(i)))
+    replacement.prepare({}, FakeContext(), out)
+    for i in (1, 2, 3):  # the zombie's tuples timed out and replayed to the replacement
+        replacement.execute(tup(row(i)))
+    return zombie, zombie_out, replacement, out
+
+
+@pytest.mark.parametrize("zombie_first", [False, True], ids=["replacement-first", "zombie-first"])
+@pytest.mark.parametrize("which", [0, 1], ids=["parquet", "delta"])
+def test_a_zombie_task_and_its_replacement_write_each_id_once(tmp_path, which, zombie_first):
+    """Before, both committed ids 1 and 2 (the one second found its sequence number taken, or
+    in Delta took the same application transaction version again, and wrote its batch anyway):
+    the table held them twice. The one committing second now learns the other's batches and
+    writes only the ids they do not hold; every id is acked."""
+    zombie, zombie_out, replacement, out = zombie_and_its_replacement(tmp_path, which)
+    first, second = (zombie, replacement) if zombie_first else (replacement, zombie)
+    first.flush()
+    second.flush()  # the zombie's tick or its cleanup when its worker is stopped at last
+    assert read_ids(replacement) == [1, 2, 3]
+    assert sorted(out.acked) == [1, 2, 3] and sorted(zombie_out.acked) == [1, 2]
+    assert not out.failed and not zombie_out.failed and not out.errors and not zombie_out.errors
+    # each knows the other's batch now: a later replay of any id is acked, not written
+    for sink, collector in ((zombie, zombie_out), (replacement, out)):
+        for i in (1, 2, 3):
+            sink.execute(tup(row(i)))
+        sink.flush()
+        assert collector.acked.count(3) == 2 - (collector is zombie_out)
+    assert read_ids(replacement) == [1, 2, 3]
+
+
+def test_a_delta_zombie_whose_replacement_commits_while_it_writes_writes_no_id_twice(tmp_path, monkeypatch):
+    """The replacement's commit lands between the zombie's look at the log (no batch of its
+    name after its own) and its commit: the commit does not rebase past it, and the zombie
+    looks again."""
+    from squall.external import delta
+
+    zombie, zombie_out, replacement, out = zombie_and_its_replacement(tmp_path, 1)
+    real = delta.write_deltalake
+
+    def write(table, data, **kw):
+        if not out.acked:
+            replacement.flush()
+        real(table, data, **kw)
+
+    monkeypatch.setattr(delta, "write_deltalake", write)
+    zombie.flush()
+    monkeypatch.undo()
+    assert read_ids(replacement) == [1, 2, 3]
+    assert sorted(out.acked) == [1, 2, 3] and sorted(zombie_out.acked) == [1, 2] and not zombie_out.failed
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["landed", "not-landed"])
+def test_a_delta_write_that_raises_acks_only_if_its_own_commit_landed(tmp_path, monkeypatch, landed):
+    """An error after the commit landed (an object store's lost reply) acks the batch's tuples;
+    one before fails them, although another writer of the task's name committed meanwhile."""
+    from squall.external import delta
+
+    sink = make_sinks(tmp_path, batch_size=10)[1]
+    out = FakeCollector()
+    sink.prepare({}, FakeContext(), out)
+    sink.execute(tup(row(1)))
+    real = delta.write_deltalake
+
+    def write(table, data, **kw):
+        if landed:
+            real(table, data, **kw)
+        raise OSError("connection reset")
+
+    monkeypatch.setattr(delta, "write_deltalake", write)
+    sink.flush()
+    monkeypatch.undo()
+    assert (out.acked, out.failed) == (([1], []) if landed else ([], [1]))
+    assert read_ids(sink) == ([1] if landed else [])
+
+
 def test_the_id_field_must_be_a_column():
     with pytest.raises(ValueError, match="'uid' is not a column"):
         ParquetSinkBolt("/nonexistent", SCHEMA, "uid")

@@ -214,13 +214,35 @@ def acked(out: Path) -> set[int]:
     return ids
 
 
-def recovery_topology(n=None):
-    """`DurableSpout` of ids 0..n-1 (None: endless) -> 2 `Slowish` (shuffle) -> 2 `Sink` (fields on id)."""
+def recovery_topology(n=None, tables=None):
+    """`DurableSpout` of ids 0..n-1 (None: endless) -> 2 `Slowish` (shuffle) -> 2 `Sink` (fields on id);
+    with ``tables`` (a directory), also 2 ``ParquetSinkBolt`` and 2 ``DeltaSinkBolt`` tasks (fields on
+    id) writing there (`written_ids` reads them)."""
     b = TopologyBuilder()
     b.set_spout("source", DurableSpout(n), 1)
     b.set_bolt("work", Slowish(), 2).shuffle_grouping("source")
     b.set_bolt("sink", Sink(), 2).fields_grouping("work", ["id"])
+    if tables is not None:
+        import pyarrow as pa
+
+        from squall.external.delta import DeltaSinkBolt
+        from squall.external.parquet import ParquetSinkBolt
+
+        schema = [("id", pa.int64())]
+        b.set_bolt("parquet", ParquetSinkBolt(Path(tables) / "parquet", schema, "id"), 2).fields_grouping("work", ["id"])
+        b.set_bolt("delta", DeltaSinkBolt(Path(tables) / "delta", schema, "id"), 2).fields_grouping("work", ["id"])
     return b.create_topology()
+
+
+def written_ids(tables: Path) -> dict[str, list[int]]:
+    """The ids in the Parquet directory and the Delta table of `recovery_topology` ``tables``,
+    sorted, repeats included: ``{"parquet": [...], "delta": [...]}``."""
+    import deltalake
+    import pyarrow.parquet as pq
+
+    files = sorted((tables / "parquet").glob("part-*.parquet"))
+    return {"parquet": sorted(i for f in files for i in pq.read_table(f).column("id").to_pylist()),
+            "delta": sorted(deltalake.DeltaTable(str(tables / "delta")).to_pyarrow_table().column("id").to_pylist())}
 
 
 RECOVERY_CONF = {"topology.message.timeout.secs": 3, "topology.max.spout.pending": 100}

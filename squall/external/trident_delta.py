@@ -15,7 +15,10 @@ a partition wrote. Nothing is buffered past the call: a batch that fails after i
 the table, the task's `CachedMap` and the txids stored in the rows agreeing. A replayed txid goes through the same `TransactionalMap`/`OpaqueMap` rules as any
 map state (ignored, or recomputed from ``prev``) and its MERGE rewrites the same rows. A MERGE that
 loses a race with another writer is retried on the new version; any other failure of the write
-fails the batch (`squall.FailedException`), which Trident replays.
+fails the batch (`squall.FailedException`), which Trident replays. A write of a txid below the
+partition's ``txid`` in the table is refused (`squall.FailedException`): it comes from a stale
+copy of the task (a zombie whose worker was taken for dead and resumed, its batch committed by
+the task that replaced it), whose values were read before the later batches' writes.
 """
 
 from __future__ import annotations
@@ -182,17 +185,38 @@ class DeltaMapState(IBackingMap):
         props = CommitProperties(custom_metadata={"squall.app": self.app_id, "squall.txid": str(txid)},
                                  app_transactions=[Transaction(self.app_id, txid)] if txid is not None else None)
         for attempt in range(_MERGE_TRIES):
+            table = self._table()
+            if txid is not None:
+                self._check_not_stale(table, txid)
             try:
-                (self._table().merge(source, on, source_alias="s", target_alias="t", commit_properties=props)
+                (table.merge(source, on, source_alias="s", target_alias="t", commit_properties=props)
                  .when_matched_update_all().when_not_matched_insert_all().execute())
                 break
             except CommitFailedError as e:
-                # another partition's MERGE committed first: redo ours on the new version
+                # another partition's MERGE committed first (or this partition's stale copy's,
+                # past which delta-rs does not rebase a commit of the same application id):
+                # redo ours on the new version, checked again
                 if attempt == _MERGE_TRIES - 1:
                     raise FailedException(f"DeltaMapState {self.f.table_uri}: MERGE of txid {txid} lost "
                                           f"{_MERGE_TRIES} races with other writers: {e}") from None
             except OSError as e:
                 raise FailedException(f"DeltaMapState {self.f.table_uri}: MERGE of txid {txid} failed: {e}") from None
+
+
+    def _check_not_stale(self, table: DeltaTable, txid: int) -> None:
+        """Refuse batch ``txid``'s write where the table's transaction of this partition is
+        later: Trident commits a partition's batches in txid order, so a later one was
+        committed by another copy of this task, and this one is stale: a zombie (its worker
+        taken for dead on a machine that hung or lost the master, resumed) whose batch was
+        replayed and committed by the task that replaced it. Its values were read before the
+        later batches' writes, and would put their counts back."""
+        last = table.transaction_version(self.app_id)
+        if last is not None and last > txid:
+            raise FailedException(
+                f"DeltaMapState {self.f.table_uri}: partition {self.app_id} wrote txid {last} already; this "
+                f"write of txid {txid} is refused: it comes from a stale copy of the task (a worker taken for "
+                f"dead, which resumed, whose batch its replacement committed), or from another topology "
+                f"using the app id {self.f.app_id!r} on this table (give each its own)")
 
 
 class DeltaMapStateFactory(StateFactory):

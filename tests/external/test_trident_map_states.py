@@ -223,6 +223,42 @@ def test_delta_partitions_merge_into_one_table(tmp_path):
     assert OpaqueValue(1, 2).curr == 2 and TransactionalValue(1, 2).val == 2
 
 
+class AddWhileFrozen(Add):
+    """`Add`, after ``meanwhile()`` ran: it reads the stored value, then its task stands still
+    (its machine hung) while ``meanwhile`` happens, then writes."""
+
+    def __init__(self, n, meanwhile):
+        super().__init__(n)
+        self.meanwhile = meanwhile
+
+    def update(self, stored):
+        self.meanwhile()
+        return super().update(stored)
+
+
+@pytest.mark.parametrize("kind", ["transactional", "opaque"])
+def test_delta_a_zombie_tasks_stale_batch_does_not_undo_later_batches(tmp_path, kind):
+    """A task's batch txid 2 read "a" = 1; its machine hung, the task was replaced, txid 2
+    replayed and committed there, and txid 3 too; then the zombie resumed and wrote its txid 2.
+    Before, the transactional table went back to 11 at txid 2 (txid 3's 100 lost for good);
+    now the stale write is refused and the count stays 111."""
+    uri = tmp_path / "counts"
+    f = DELTA[kind](uri, KEYS, pa.int64(), value_field="count", local_cache_size=0)
+    batch(f, 1, {"a": 1})
+    zombie = f.make_state({}, None, 0, 1)
+    zombie.begin_commit(2)
+
+    def replaced():
+        batch(f, 2, {"a": 10})
+        batch(f, 3, {"a": 100})
+
+    with pytest.raises(FailedException, match="txid 3 already; this write of txid 2 is refused"):
+        zombie.multi_update([["a"]], [AddWhileFrozen(10, replaced)])  # an opaque map writes here
+        zombie.commit(2)  # a transactional one here
+    assert read(f, "a") == [111]
+    assert batch(f, 4, {"a": 1000}) == {"a": 1111}
+
+
 @pytest.mark.parametrize("kind", ["transactional", "opaque"])
 def test_redis_write_that_failed_is_written_by_the_replay_in_the_same_task(redis_server, kind):
     # the task lives on after the failed batch: its cache must not hold what Redis did not take

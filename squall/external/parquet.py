@@ -10,9 +10,10 @@ The rename never replaces a file (`rename_no_replace`): two writers can have one
 topologies whose sinks share a component id and a directory, or a zombie copy of a task), and
 a committed file is acked rows. The one that finds its name taken reads the ids of the files
 the other committed since it last looked, and commits after them the rows of the ids they do
-not hold (a zombie's batch holds the tuples that replayed to its replacement). Each writes its own hidden file (a random name) and holds an ``flock`` on it until the
-batch is in place; a task starting clears only the hidden files of its name that no one holds
-(a crashed writer's), so a writer starting never removes one that another is committing.
+not hold (a zombie's batch holds the tuples that replayed to its replacement). Each writes its
+own hidden file (a random name) and holds an ``flock`` on it until the batch is in place; a
+task starting clears only the hidden files of its name that no one holds (a crashed
+writer's), so a writer starting never removes one that another is committing.
 """
 
 from __future__ import annotations

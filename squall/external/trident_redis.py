@@ -246,7 +246,8 @@ class RedisMapState(IBackingMap):
         self.serializer = serializer
         self.key_factory = key_factory
         self.where = where
-        self._marked = False  # the marker is in Redis: written by this state's first write
+        self._marked = False  # the marker is in Redis: found there by `_look_for_marker`, or written
+        self._looked = False  # `_look_for_marker` asked Redis whether the marker is there
         self._write = client.register_script(_WRITE)
 
     @staticmethod
@@ -268,10 +269,23 @@ class RedisMapState(IBackingMap):
     def _call(self, what: str, fn: Any, *args: Any) -> Any:
         return call_or_fail_batch(f"Redis map state at {self.where}", what, fn, *args)
 
+    def _look_for_marker(self) -> None:
+        """Once per state (at its start, else before its first read or write): whether its marker
+        is in Redis already, written by an earlier life of this partition (its worker restarted,
+        or the topology was submitted again under the same name). Then the values there are this
+        partition's, and the marker is checked from the first read and write on: a server that
+        comes back empty before this state first wrote (no tuple of its keys came meanwhile) fails
+        the batch, where the write would have taken the marker as never written, put a new one,
+        and counted the lost keys from zero."""
+        if not self._looked:
+            self._marked = self._marked or bool(self._call("read its marker", self.client.exists, self.marker))
+            self._looked = True
+
     def multi_get(self, keys: Sequence[Sequence[Any]]) -> list:
         """The stored values of ``keys`` (None where absent), each checked by the serializer."""
         if not keys:
             return []
+        self._look_for_marker()
         names = [self.key_factory.build(k) for k in keys]
         if self.options.data_type == "hash":
             hash_key = self.options.hash_key
@@ -313,6 +327,7 @@ class RedisMapState(IBackingMap):
         this state wrote the marker, only if it is still there (else the batch fails: `_lost`)."""
         if not keys:
             return
+        self._look_for_marker()
         mapping = {self.key_factory.build(k): self.serializer.serialize(v) for k, v in zip(keys, values)}
         hash_key = self.options.hash_key if self.options.data_type == "hash" else ""
         args: list[Any] = ["1" if self._marked else "0", hash_key or "", self.options.expire_interval_secs]
@@ -351,4 +366,10 @@ class RedisMapStateFactory(StateFactory):
             raise ValueError(f"RedisMapState: bad Redis URL {where}: {e}") from None
         backing = RedisMapState(client, self.options, self.serializer, self.key_factory, where,
                                 marker_key(self.options, partition_index, num_partitions))
+        try:
+            # at the task's start, while the server still holds what an earlier life of this
+            # partition wrote; a server away now is asked again before the first read or write
+            backing._look_for_marker()
+        except (ReportedFailedException, redis.RedisError):
+            pass
         return build_map_state(backing, self.state_type, self.options.local_cache_size, self.options.global_key)

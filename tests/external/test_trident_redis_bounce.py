@@ -140,3 +140,43 @@ def test_a_task_that_had_not_written_yet_does_not_hide_an_empty_server_from_the_
     with pytest.raises(ReportedFailedException, match="no longer holds what this state wrote"):
         count(tasks[0], 3, "a")
     assert redis.Redis.from_url(redis_server.url).exists("a") == 0  # not counted from zero
+
+
+@pytest.mark.parametrize("data_type", ["string", "hash"])
+def test_a_task_started_over_its_values_notices_the_server_come_back_empty_before_its_first_write(
+        redis_server, data_type):
+    """A map state's task starts again (its worker restarted, or the topology was killed and
+    submitted again under the same name) while the server holds what the partition's earlier life
+    wrote, marker and values. The server then comes back empty before the task's first write (no
+    tuple of its keys came in the meantime). It took its marker for never written: its first write
+    wrote a new one, and its keys counted from zero, silently. Measured on the process host (2
+    workers, a Kafka opaque spout, 40 users): resubmitted over 20,196 counted clicks, redis-server
+    restarted empty, 500 more clicks: 483 stored, no error."""
+    from squall._errors import ReportedFailedException
+    from squall.external.trident_redis import Options
+    from squall.trident.state import ValueUpdater
+
+    class Add(ValueUpdater):
+        def __init__(self, n):
+            self.n = n
+
+        def update(self, stored):
+            return (stored or 0) + self.n
+
+    def count(task, txid, key, n=1):
+        task.begin_commit(txid)
+        task.multi_update([[key]], [Add(n)])
+        task.commit(txid)
+
+    options = Options(data_type=data_type, hash_key="counts" if data_type == "hash" else None, local_cache_size=0)
+    factory = RedisMapState.opaque(redis_server.url, options)
+    count(factory.make_state({}, None, 0, 2), 1, "a", 5)
+    count(factory.make_state({}, None, 1, 2), 1, "b", 3)
+    started_again = [factory.make_state({}, None, i, 2) for i in range(2)]  # over the values
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()  # the server came back empty
+    with pytest.raises(ReportedFailedException, match="no longer holds what this state wrote"):
+        count(started_again[0], 2, "a")  # its first write, with no read before it
+    with pytest.raises(ReportedFailedException, match="no longer holds what this state wrote"):
+        started_again[1].multi_get([["b"]])  # its first read
+    assert client.dbsize() == 0  # nothing counted from zero, no marker written afresh

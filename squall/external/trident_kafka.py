@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import FailedException
+from .._errors import FailedException, ReportedFailedException
 from .._stable_hash import stable_hash_one
 from ..engine.clock import Clock
 from ..trident.coordinator import max_active_batches
@@ -107,12 +107,28 @@ def _consumer(config: KafkaSpoutConfig) -> Consumer:
     return (config.consumer_factory or ConfluentConsumer)(config.consumer_props())
 
 
-def _call(what: str, fn: Any, *args: Any) -> Any:
+def _call(config: KafkaSpoutConfig, what: str, fn: Any, *args: Any) -> Any:
     try:
         return fn(*args)
     except KafkaUnavailable as e:
-        # the broker away: the batch fails, and is tried again with the same txid
-        raise FailedException(f"Kafka Trident spout: {what}: {e}") from None
+        # the broker away: the batch fails, and is tried again with the same txid. librdkafka's
+        # words ("Broker transport failure") name no broker: the bootstrap servers say which
+        raise FailedException(f"Kafka Trident spout (bootstrap servers {config.bootstrap_servers}): "
+                              f"{what}: {e}") from None
+
+
+def _dead_letter(config: KafkaSpoutConfig, record: Record, reason: str) -> None:
+    """Hands ``record`` to the config's ``dead_letter``. A handler that raises (the store it
+    writes to is down) fails the batch, replayed with the same txid, which hands the record over
+    again: the dead letter is not lost. The failure names the handler and the record, where the
+    bare exception (a ``ConnectionError`` raised in the spout) looked like the spout's own."""
+    try:
+        (config.dead_letter or log_dead_letter)(record, reason)
+    except Exception as e:  # a user handler: any error fails the batch, named
+        raise ReportedFailedException(
+            f"Kafka Trident spout: the dead_letter handler raised {type(e).__name__}: {e}, given the record at "
+            f"topic {record.topic!r} partition {record.partition} offset {record.offset} ({reason}); the "
+            f"batch fails and is replayed, handing the record over again") from e
 
 
 class KafkaTridentSpoutCoordinator(IPartitionedTridentSpout.Coordinator,
@@ -131,14 +147,16 @@ class KafkaTridentSpoutCoordinator(IPartitionedTridentSpout.Coordinator,
         """The partitions now (the last list, if the refresh period has not passed)."""
         now = self.clock.now()
         if self._partitions is None or now >= self._refresh_at:
-            listing = _call("listing partitions", self.consumer.partitions_for, list(self.config.topics))
+            listing = _call(self.config, "listing partitions", self.consumer.partitions_for,
+                            list(self.config.topics))
             errors = getattr(listing, "errors", None)
             if errors:
                 # unlike the plain spout's, a batch never goes without a topic: an opaque txid
                 # replayed without the partitions of its first attempt would resume its next txid
                 # after records never committed. It fails, and is tried again with the same txid.
-                raise FailedException("Kafka Trident spout: listing partitions: " + ", ".join(
-                    f"topic {topic!r}: {why}" for topic, why in sorted(errors.items())))
+                topics = ", ".join(f"topic {topic!r}: {why}" for topic, why in sorted(errors.items()))
+                raise FailedException(f"Kafka Trident spout (bootstrap servers {self.config.bootstrap_servers}): "
+                                      f"listing partitions: {topics}")
             tps = sorted(set(listing))
             self._partitions = [{"topic": tp.topic, "partition": tp.partition} for tp in tps]
             self._refresh_at = now + self.config.partition_refresh_period_ms / 1000
@@ -183,8 +201,9 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
     def refresh_partitions(self, partition_responsibilities: list) -> None:
         """Assigns the task's partitions to the consumer (each is sought before it is read)."""
         mine = {p.tp for p in partition_responsibilities}
-        added = {tp: _call(f"watermarks of {tp}", self.consumer.watermarks, tp)[0] for tp in mine - self.assigned}
-        _call("assign", self.consumer.assign, added, sorted(self.assigned - mine))
+        added = {tp: _call(self.config, f"watermarks of {tp}", self.consumer.watermarks, tp)[0]
+                 for tp in mine - self.assigned}
+        _call(self.config, "assign", self.consumer.assign, added, sorted(self.assigned - mine))
         for tp in self.assigned - mine:
             self.first_seek.pop(tp, None)
             self.next_offset.pop(tp, None)
@@ -198,12 +217,12 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
         a batch that sought where it already was polled nothing (Java's seek to the current
         position keeps what was fetched)."""
         if self.next_offset.get(tp) != offset:
-            _call("seek", self.consumer.seek, tp, offset)
+            _call(self.config, "seek", self.consumer.seek, tp, offset)
             self.next_offset[tp] = offset
 
     def _poll(self, paused: list[TopicPartition]) -> list[Record]:
         try:
-            records = _call("poll", self.consumer.poll, self.config.poll_timeout_ms / 1000, paused)
+            records = _call(self.config, "poll", self.consumer.poll, self.config.poll_timeout_ms / 1000, paused)
         except FailedException:
             self.next_offset.clear()  # where the consumer is now is not known: seek before reading again
             raise
@@ -217,7 +236,7 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
         strategy = self.config.first_poll_offset_strategy
         if tp not in self.first_seek:
             deployed_anew = last is None or last.topology_id != self.topology_id
-            begin, end = _call(f"watermarks of {tp}", self.consumer.watermarks, tp)
+            begin, end = _call(self.config, f"watermarks of {tp}", self.consumer.watermarks, tp)
             if strategy is S.EARLIEST and deployed_anew:
                 offset = begin
             elif strategy is S.LATEST and deployed_anew:
@@ -241,12 +260,12 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
             # Raising would fail the batch, and every replay would read this record again: its
             # partition would stall for good. Skipped as the plain spout does, in every attempt.
             why = e if isinstance(e, ValueError) else f"translator raised {type(e).__name__}: {e}"
-            (self.config.dead_letter or log_dead_letter)(record, f"malformed record: {why}")
+            _dead_letter(self.config, record, f"malformed record: {why}")
             return
         # a wrong count fails the batch, and every replay of it again: the partition would stall
         wrong = None if values is None else arity_error(values, self.config.output_fields)
         if wrong is not None:
-            (self.config.dead_letter or log_dead_letter)(record, f"malformed record: {wrong}")
+            _dead_letter(self.config, record, f"malformed record: {wrong}")
             return
         if values is not None or self.config.emit_null_tuples:
             collector.emit(values)

@@ -268,3 +268,43 @@ def test_a_record_the_translator_refuses_is_a_dead_letter_and_its_partition_goes
     assert d.emit(3) == [[5, "f"]]
     assert [o for o, _ in dead] == [1, 1, 3, 3]
     assert "cannot parse 'BAD'" in dead[0][1] and "translator raised KeyError" in dead[2][1]
+
+
+def test_what_fails_a_batch_names_the_brokers_and_a_dead_letter_handler_that_raised():
+    """Two failures a user could not place. A broker away failed the batch with librdkafka's words
+    only (``listing partitions: metadata of topic 'clicks': ... Broker transport failure``), naming
+    no broker. A ``dead_letter`` handler whose store was down (Redis restarting) failed the batch
+    with its bare ``ConnectionError``, reported for ``[spout-clicks]`` as if the spout's own, then
+    as a stall whose advice was to fix an operation. Now the first names the bootstrap servers,
+    and the second the handler, the record's topic, partition and offset, and why it was a dead
+    letter; its batch is still replayed, handing the record over again, so no dead letter is lost."""
+    from squall._errors import ReportedFailedException
+
+    def translator(r):
+        if r.value == "BAD":
+            raise ValueError(f"cannot parse {r.value!r}")
+        return [r.offset, r.value]
+    dead, store_down = [], [True]
+
+    def dead_letter(r, reason):
+        if store_down[0]:
+            raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+        dead.append((r.offset, reason))
+    logs = {T0: ["a", "BAD", "c"]}
+    consumers = []
+    d = Driver(PartitionedTridentSpoutExecutor(KafkaTridentSpoutTransactional(
+        config(logs, consumers, translator=translator, output_fields=["offset", "value"], dead_letter=dead_letter))))
+    with pytest.raises(ReportedFailedException) as failed:
+        d.emit(1)
+    assert str(failed.value) == (
+        "Kafka Trident spout: the dead_letter handler raised ConnectionError: Error 111 connecting to "
+        "127.0.0.1:6379. Connection refused., given the record at topic 't' partition 0 offset 1 (malformed "
+        "record: cannot parse 'BAD'); the batch fails and is replayed, handing the record over again")
+    store_down[0] = False
+    assert d.emit(1) == [[0, "a"], [2, "c"]]  # the replay: every record once, the dead letter kept
+    assert dead == [(1, "malformed record: cannot parse 'BAD'")]
+    d.success(1)
+    for c in consumers:
+        c.down = True
+    with pytest.raises(FailedException, match=r"^Kafka Trident spout \(bootstrap servers mem:0\): .*connection refused"):
+        d.emit(2)

@@ -47,13 +47,15 @@ def call_or_fail_batch(who: str, what: str, fn: Any, *args: Any, **kwargs: Any) 
     """``fn(*args, **kwargs)``; a Redis server away or slow fails the batch instead
     (`ReportedFailedException` naming ``who`` and ``what``, credentials masked: shown in the
     topology's errors and the worker log, as throttled as any error), which Trident replays with
-    the same txid once it is back."""
+    the same txid once it is back; a DRPC request's batch is not replayed, its caller gets the
+    failure."""
     try:
         return fn(*args, **kwargs)
     except (redis.ConnectionError, redis.TimeoutError) as e:
         # logged where it is reported (the executor's report_error, throttled: a replay a second)
         raise ReportedFailedException(f"{who} could not {what}: {type(e).__name__}: {redact_text(str(e))} "
-                                      f"(the batch fails and is replayed until it is back)") from None
+                                      f"(the batch fails: a stream's batch replays until it is back, a DRPC "
+                                      f"request fails to its caller)") from None
 
 
 MARKER = "$squall-redis-map-state"

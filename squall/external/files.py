@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import inspect
 import json
@@ -404,6 +405,55 @@ def rename_no_replace(src: str | os.PathLike, dst: str | os.PathLike) -> bool:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(src)
     return True
+
+
+def create_held(path: str | os.PathLike, mode: int = 0o666) -> BinaryIO:
+    """``path``, created (it must not exist) for writing, under an exclusive ``flock`` for as long
+    as the returned file is open. The lock tells a writer of the same names that starts meanwhile
+    (`remove_if_abandoned`) that this hidden file is a live writer's, not a crashed one's.
+
+    Raises:
+        FileExistsError: ``path`` exists.
+        OSError: it cannot be created.
+    """
+    while True:
+        f = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode), "wb")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            mine = os.path.samestat(os.fstat(f.fileno()), os.stat(path))
+        except FileNotFoundError:
+            mine = False
+        except BaseException:
+            f.close()
+            raise
+        if mine:
+            return f
+        f.close()  # a starting writer removed it between its creation and the lock: made again
+
+
+def remove_if_abandoned(path: str | os.PathLike) -> None:
+    """Removes the hidden file ``path`` unless its writer still holds it (`create_held`): a
+    writer that crashed released its lock with its process."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        os.unlink(path)  # a symbolic link by that name is no one's file
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # being written, or being put in place: not stale
+        # holding the lock: its writer, if it comes to lock it, finds the name gone and makes it again
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.samestat(os.fstat(fd), os.stat(path)):
+                os.unlink(path)
+    finally:
+        os.close(fd)
 
 
 def append_dead_letter(directory: str, name: str, entry: dict, kept: Kept | None = None) -> str:
@@ -1333,7 +1383,10 @@ class FileSinkBolt(Bolt):
     written is written again.
 
     Temporary files left by an earlier crashed run of this task are removed in ``prepare``; their
-    tuples were never acked, so they are replayed.
+    tuples were never acked, so they are replayed. A file being written is held under an
+    ``flock`` until it is renamed: another live writer of the same names (a zombie copy of the
+    task, a second topology's sink with the same prefix and task index in the directory)
+    starting meanwhile leaves it alone.
 
     Args:
         directory: where files go (created if missing).
@@ -1356,14 +1409,15 @@ class FileSinkBolt(Bolt):
         return {Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: self.tick_secs} if self.tick_secs else None
 
     def prepare(self, conf: dict, context: TopologyContext, collector: OutputCollector) -> None:
-        """Creates the directory and removes this task's temporary files of a crashed run."""
+        """Creates the directory and removes this task's temporary files of a crashed run (not
+        those a live writer holds)."""
         super().prepare(conf, context, collector)
         self._where = (context.get_this_component_id(), context.get_this_task_id())
         os.makedirs(self.directory, exist_ok=True)
         self.stem = f"{self.prefix}-{context.get_this_task_index()}-"
         for e in os.scandir(self.directory):
             if e.name.startswith("." + self.stem) and e.name.endswith(IN_PROGRESS):
-                os.unlink(e.path)
+                remove_if_abandoned(e.path)
         self.run = uuid.uuid4().hex[:8]
         self.sequence = 0
         self.handle: BinaryIO | None = None
@@ -1394,7 +1448,7 @@ class FileSinkBolt(Bolt):
             if self.handle is None:
                 self.sequence += 1
                 self.temp = os.path.join(self.directory, f".{self._name()}{IN_PROGRESS}")
-                self.handle = open(self.temp, "wb")  # noqa: SIM115 (kept open until rotated)
+                self.handle = create_held(self.temp)  # kept open, and held, until renamed
                 self.size = 0
             self.handle.write(record)
         except OSError as e:
@@ -1416,9 +1470,12 @@ class FileSinkBolt(Bolt):
         try:
             self.handle.flush()
             os.fsync(self.handle.fileno())
-            self.handle.close()
-            self.handle = None
+            # renamed while still open, so still held: closed first, it would look abandoned
+            # to a writer starting between the close and the rename
             os.replace(self.temp, final)
+            handle, self.handle = self.handle, None
+            with contextlib.suppress(OSError):  # flushed and fsynced: its data is in place
+                handle.close()
             fsync_dir(self.directory)
         except OSError as e:
             self._abandon(e)

@@ -19,8 +19,6 @@ writer's), so a writer starting never removes one that another is committing.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import logging
 import os
 import re
@@ -33,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ._sink_batch import BatchingSinkBolt, CommittedBatch, CommittedElsewhere, SinkWriteError
-from .files import rename_no_replace
+from .files import create_held, remove_if_abandoned, rename_no_replace
 
 __all__ = ["ParquetSinkBolt"]
 
@@ -76,7 +74,7 @@ class ParquetSinkBolt(BatchingSinkBolt):
         stale = re.compile(rf"\.part-{re.escape(self.task_name)}-\d{{10}}\.(?:[0-9a-f]{{32}}|parquet)\.tmp")
         for p in root.iterdir():
             if stale.fullmatch(p.name):
-                _remove_if_abandoned(p)  # written but never renamed: its tuples replay
+                remove_if_abandoned(p)  # written but never renamed: its tuples replay
         seqs = self._seqs()
         batches = []
         for seq in seqs[-self.dedupe_batches:]:
@@ -130,48 +128,14 @@ class ParquetSinkBolt(BatchingSinkBolt):
 
 @contextlib.contextmanager
 def _hidden_file(directory: Path, prefix: str) -> Iterator[tuple[BinaryIO, Path]]:
-    """A new file ``<prefix>.<random>.tmp``, under an ``flock`` for as long as it is open, which
-    tells a starting writer of the same task name (`_remove_if_abandoned`) that its writer lives.
+    """A new file ``<prefix>.<random>.tmp``, held (`create_held`) for as long as it is open, which
+    tells a starting writer of the same task name (`remove_if_abandoned`) that its writer lives.
     Removed on an error; the caller renames it away on success."""
-    while True:
-        tmp = directory / f"{prefix}.{uuid.uuid4().hex}.tmp"
-        f = os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644), "wb")
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        try:
-            mine = os.path.samestat(os.fstat(f.fileno()), os.stat(tmp))
-        except FileNotFoundError:
-            mine = False
-        if mine:
-            break
-        f.close()  # a starting writer removed it between its creation and the lock: a new name
+    tmp = directory / f"{prefix}.{uuid.uuid4().hex}.tmp"
+    f = create_held(tmp, 0o644)
     try:
         with f:
             yield f, tmp
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
-
-def _remove_if_abandoned(path: Path) -> None:
-    """Removes the hidden file ``path`` unless its writer still holds it (`_hidden_file`): a
-    writer that crashed released its lock with its process."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return
-    except OSError as e:
-        if e.errno != errno.ELOOP:
-            raise
-        path.unlink(missing_ok=True)  # a symbolic link by that name is no one's batch
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return  # being written, or linked into place and not yet unlinked: not stale
-        # holding the lock: its writer, if it comes to lock it, finds the name gone and retries
-        with contextlib.suppress(FileNotFoundError):
-            if os.path.samestat(os.fstat(fd), os.stat(path)):
-                path.unlink()
-    finally:
-        os.close(fd)

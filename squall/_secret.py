@@ -14,7 +14,7 @@ from typing import Any
 
 from ._config import MIN_SECRET_CHARS, SECRET_KEY, Config, conf_value, setting
 from ._errors import SquallError
-from ._private import Kept, loose_mode, private_dir, write_failure
+from ._private import Kept, fsync_dir, loose_mode, private_dir, write_failure
 
 _SECRET_FILE = Kept("the cluster's secret, generated because squall.secret is not set",
                     "storm.local.dir, or squall.secret (then no file is written)")
@@ -34,22 +34,59 @@ def load_or_create_secret(conf: Mapping[str, Any]) -> bytes:
     if given is not None:
         return given.encode() if isinstance(given, str) else bytes(given)
     path = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR))) / "secret"
-    value = secrets.token_hex(32).encode()
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
+    if os.path.lexists(path):
         return _read_secret_file(path)
+    # Written whole under a name of its own, then linked into place: the master, its supervisor,
+    # workers and file states may all start at once on a fresh directory, and one that found the
+    # name while another wrote it read it empty and refused to start; a process killed there left
+    # it empty, refused by every later start. The link never replaces: the first to make it wins
+    value = secrets.token_hex(32).encode()
+    tmp = path.with_name(f".secret.{secrets.token_hex(8)}.tmp")
+    try:
+        try:
+            _write_new(tmp, value)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return _read_secret_file(path)  # another process's, made meanwhile
+            except OSError as e:
+                if e.errno not in _NO_HARD_LINKS:
+                    raise
+                return _create_in_place(path, value)
+            fsync_dir(path.parent)
+        finally:
+            tmp.unlink(missing_ok=True)
     except OSError as e:
         raise write_failure(e, path, _SECRET_FILE, atomic=False) from e
+    return value
+
+
+# a file system without hard links (some FUSE or SMB mounts): created in place, as before
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK})
+
+
+def _write_new(path: Path, value: bytes) -> None:
+    """Creates ``path`` owner-only holding ``value``, fsynced (a secret linked into place must not
+    come back empty after a power loss)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         os.fchmod(fd, 0o600)
         if os.write(fd, value) != len(value):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # a short write: the disk filled up
-    except OSError as e:
-        os.unlink(path)  # an empty or cut secret would stop every later start
-        raise write_failure(e, path, _SECRET_FILE, atomic=False) from e
+        os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _create_in_place(path: Path, value: bytes) -> bytes:
+    """The secret created at ``path`` itself (another process's if it made it first)."""
+    try:
+        _write_new(path, value)
+    except FileExistsError:
+        return _read_secret_file(path)
+    except OSError:
+        path.unlink(missing_ok=True)  # an empty or cut secret would stop every later start
+        raise
     return value
 
 

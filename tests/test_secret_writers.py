@@ -1,0 +1,47 @@
+"""The cluster's secret file, made by the first process that needs it: the master, the
+supervisor it starts, a worker, a file state with a directory of its own, all may start at once
+on a fresh ``storm.local.dir``. Before, the file was created empty (``O_EXCL``) and then written:
+a second process that came between read it empty and refused to start, and a process killed
+between left it empty for good, so that every later start refused it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from squall._secret import load_or_create_secret
+
+
+def test_a_process_starting_while_another_makes_the_secret_gets_the_same_one(tmp_path, monkeypatch):
+    conf = {"storm.local.dir": str(tmp_path)}
+    real_write = os.write
+    theirs = []
+
+    def write(fd, data):
+        monkeypatch.setattr(os, "write", real_write)
+        theirs.append(load_or_create_secret(conf))  # another daemon, starting now
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    mine = load_or_create_secret(conf)  # main: the other one raised "the cluster's secret ... is empty"
+    assert theirs == [mine] and len(mine) == 64
+    assert (tmp_path / "secret").read_bytes() == mine
+    assert load_or_create_secret(conf) == mine
+
+
+KILLED_WHILE_WRITING = """
+import os, sys
+from squall._secret import load_or_create_secret
+os.write = lambda fd, data: os._exit(9)  # killed as it writes the secret
+load_or_create_secret({"storm.local.dir": sys.argv[1]})
+"""
+
+
+def test_a_process_killed_while_it_makes_the_secret_leaves_none_that_stops_later_starts(tmp_path):
+    done = subprocess.run([sys.executable, "-c", KILLED_WHILE_WRITING, str(tmp_path)], check=False,
+                          capture_output=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 9, done.stderr
+    secret = load_or_create_secret({"storm.local.dir": str(tmp_path)})  # main: "... is empty"
+    assert len(secret) == 64 and (tmp_path / "secret").read_bytes() == secret

@@ -1278,25 +1278,53 @@ class FileSpout(Spout):
 
     def _rename_done(self, name: str, read: os.stat_result) -> None:
         """Renames the file read (``read``: its stat) with ``done_suffix``, unless it was moved or
-        replaced meanwhile: a new file of the same name is for the next listing to read."""
+        replaced meanwhile: a new file of the same name is for the next listing to read.
+
+        Whatever file has the name is first renamed aside (a hidden name of its own), atomically,
+        and only then compared with the file read: a producer moving a new file in under the
+        name (``mv``, which replaces) between a check by name and the rename had its new file
+        renamed done, or removed, unread. A new file taken aside is put back under its name."""
         src = os.path.join(self.directory, name)
+        aside = os.path.join(self.directory, f".finishing.{uuid.uuid4().hex}")
         try:
-            there = os.lstat(src)
+            os.rename(src, aside)
         except FileNotFoundError:
             there = None
-        if there is None or (there.st_dev, there.st_ino) != (read.st_dev, read.st_ino):
+        else:
+            there = os.lstat(aside)
+            if (there.st_dev, there.st_ino) != (read.st_dev, read.st_ino):
+                self._put_back(aside, src)
+                there = None
+        if there is None:
             log.warning("FileSpout %r: %s was moved or replaced while it was read; every line read "
                         "is acked, and the file is left as it is", self.spout_id, src)
             return
         # never over an earlier file's done name (a name that comes back every day): that archive
         # would be lost. HdfsSpout's rename to its archive directory fails rather than replace.
         done, n = src + self.done_suffix, 0
-        while not rename_no_replace(src, done):
+        while not rename_no_replace(aside, done):
             n += 1
             done = f"{src}.{n}{self.done_suffix}"
         if n:
             log.warning("FileSpout %r: %s is taken (an earlier file of that name, done); renamed %s "
                         "to %s instead", self.spout_id, src + self.done_suffix, src, done)
+
+    def _put_back(self, aside: str, src: str) -> None:
+        """Puts the file taken aside, not the one read, back under its name ``src`` (or, should a
+        third file have come there meanwhile, ``<src>.<n>``: never replacing one)."""
+        back, n = src, 0
+        try:
+            while not rename_no_replace(aside, back):
+                n += 1
+                back = f"{src}.{n}"
+        except OSError as e:
+            log.error("FileSpout %r: a new file came under the name %s while the file read there was renamed done, "
+                      "and cannot be put back (%s): it is at %s, unread; move it back to be read",
+                      self.spout_id, src, e, aside)
+            raise
+        if n:
+            log.warning("FileSpout %r: %s came under the name %s while the file read there was renamed done, "
+                        "and another file came there meanwhile; renamed it %s", self.spout_id, back, src, back)
 
     def _maybe_commit(self) -> None:
         if self.acks_since_commit >= self.commit_every or (

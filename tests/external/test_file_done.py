@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import os
 
+import pytest
+
 from tests.external.test_file_progress import Task, lines, write_lines
 
 
@@ -76,3 +78,73 @@ def test_rename_no_replace_whose_source_is_removed_after_the_link_reports_it_ren
     monkeypatch.setattr(os, "link", link_then_source_removed)
     assert rename_no_replace(tmp_path / "a", tmp_path / "b")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b"] and (tmp_path / "b").read_text() == "x"
+
+
+def producer_moves_a_new_file_in(monkeypatch, src, lines_: list[str], after_link: bool) -> None:
+    """Makes the producer move a new file in under ``src``'s name (``mv``, which replaces) during
+    the spout's done rename: before its link, or after it."""
+    real_link = os.link
+
+    def move_in() -> None:
+        new = src.parent.parent / "new.tmp"
+        write_lines(new, lines_)
+        os.replace(new, src)
+
+    def link(a, b, **kw):
+        monkeypatch.setattr(os, "link", real_link)
+        if not after_link:
+            move_in()
+        real_link(a, b, **kw)
+        if after_link:
+            move_in()
+
+    monkeypatch.setattr(os, "link", link)
+
+
+@pytest.mark.parametrize("after_link", [False, True], ids=["before-link", "after-link"])
+def test_a_new_file_moved_in_under_the_name_being_renamed_done_is_read_not_archived(tmp_path, monkeypatch,
+                                                                                    after_link):
+    """The producer moves tomorrow's ``events.log`` in just as the spout renames today's done.
+    Before, the rename worked by name: before its link the new file was the one renamed done,
+    after it the new file was the one unlinked; either way its lines were never read."""
+    src, local = tmp_path / "in", tmp_path / "local"
+    src.mkdir()
+    write_lines(src / "events.log", ["day1-a", "day1-b"])
+    task = Task(src, local)
+    producer_moves_a_new_file_in(monkeypatch, src / "events.log", ["day2-a", "day2-b"], after_link)
+    finish(task, ["day1-a", "day1-b"])
+    monkeypatch.undo()
+    assert (src / "events.log.done").read_text() == "day1-a\nday1-b\n"
+    assert (src / "events.log").read_text() == "day2-a\nday2-b\n"
+    task.ack(task.out.emitted[2:])  # the new file's lines, read by finish's last pump
+    task.pump()
+    assert {p.name: p.read_text() for p in src.iterdir() if not p.name.startswith(".")} == {
+        "events.log.done": "day1-a\nday1-b\n", "events.log.1.done": "day2-a\nday2-b\n"}
+    assert lines(task.out.emitted) == ["day1-a", "day1-b", "day2-a", "day2-b"]
+
+
+def test_a_new_file_taken_aside_in_place_of_the_one_read_is_put_back_under_its_name(tmp_path, monkeypatch, caplog):
+    """The new file comes just before the done rename takes the name aside: it is the one taken,
+    so it goes back under its name, to be read; the file read, replaced by it, is left as it is."""
+    src, local = tmp_path / "in", tmp_path / "local"
+    src.mkdir()
+    write_lines(src / "events.log", ["day1-a"])
+    task = Task(src, local)
+    real_rename = os.rename
+
+    def rename(a, b, **kw):
+        monkeypatch.setattr(os, "rename", real_rename)
+        write_lines(tmp_path / "new.tmp", ["day2-a"])
+        os.replace(tmp_path / "new.tmp", src / "events.log")
+        real_rename(a, b, **kw)
+
+    monkeypatch.setattr(os, "rename", rename)
+    with caplog.at_level(logging.WARNING, "squall.external.files"):
+        finish(task, ["day1-a"])
+    monkeypatch.undo()
+    assert [p.name for p in src.iterdir()] == ["events.log"] and (src / "events.log").read_text() == "day2-a\n"
+    assert any("was moved or replaced while it was read" in r.getMessage() for r in caplog.records)
+    task.ack(task.out.emitted[1:])
+    task.pump()
+    assert lines(task.out.emitted) == ["day1-a", "day2-a"]
+    assert {p.name: p.read_text() for p in src.iterdir()} == {"events.log.done": "day2-a\n"}

@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import stat
+import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -473,9 +474,14 @@ def append_dead_letter(directory: str, name: str, entry: dict, kept: Kept | None
                             atomic=False) from e
 
 
+_APPENDING = threading.Lock()  # `_append_line`'s, between the threads of this process
+
+
 def _append_line(directory: str, path: str, line: bytes) -> str:
     """Appends ``line`` to ``path`` in ``directory`` (both this user's own, never a symlink) and
-    fsyncs it; a failed append is cut off again, so the next line starts on a line of its own."""
+    fsyncs it; a failed append is cut off again, so the next line starts on a line of its own.
+    Appends to one file take turns (an ``flock``), so that cutting one off never cuts off
+    another writer's."""
     private_dir(directory)
     st = os.lstat(directory)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
@@ -488,15 +494,22 @@ def _append_line(directory: str, path: str, line: bytes) -> str:
             raise
         raise FileConnectorError(f"dead-letter file {path} is a symlink: refusing to write through it") from None
     try:
-        size = os.fstat(fd).st_size
-        try:
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        except OSError:
-            os.ftruncate(fd, size)  # no half line for the next entry to run into
-            raise
+        # one append at a time: a failed one is cut back to the size it found, which would cut off
+        # an entry another writer of the file appended meanwhile (two spouts sharing the directory
+        # and an input file name, a task and a live copy of it). flock for other processes (its
+        # lock goes with the descriptor); the lock of this process for its own threads, which
+        # flock does not exclude where it is emulated by POSIX locks (NFS)
+        with _APPENDING:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            try:
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError:
+                os.ftruncate(fd, size)  # no half line for the next entry to run into
+                raise
     finally:
         os.close(fd)
     return path

@@ -308,10 +308,12 @@ def test_the_live_latency_is_of_the_last_second_or_a_dash_when_nothing_was_acked
             self.acked, self.latency = 0, 0.0
 
         def get_topology_info(self, name):
+            task = {"emitted": {"default": self.acked, "__ack_init": self.acked}, "acked": self.acked,
+                    "complete_latency_sum": self.acked * self.latency / 1000.0, "complete_latency_count": self.acked}
             return {"name": name, "status": "ACTIVE", "uptime_secs": 1.0, "errors": [],
                     "components": {"s": {"type": "spout", "executors": 1, "tasks": 1, "emitted": self.acked,
                                          "acked": self.acked, "failed": 0, "executed": 0,
-                                         "complete_latency_ms": self.latency}}}
+                                         "complete_latency_ms": self.latency, "task_stats": {"7": task}}}}
 
         def get_topology_page(self, name):
             return {"spouts": [{"spoutId": "s", "emitted": self.acked, "acked": self.acked, "failed": 0,

@@ -13,11 +13,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Self
 
 from .._config import Config
 from .._errors import NotAliveException
 from .._redact import RedactingFilter
+from .._system import is_system_id
 from ..cluster.local import LocalCluster
 from ._flux import from_args, sleep_seconds
 from ._options import UserError, conf_file, parse_overrides
@@ -174,13 +176,47 @@ def _watch(cluster: LocalCluster, names: list[str], ttl: float | None, view: Any
     return last, reason
 
 
+@dataclass(frozen=True, slots=True)
+class _TaskReading:
+    """What one task had counted at a reading: its tuples emitted on the streams the pages show
+    (system streams left out) and, at a spout, its trees acked with their complete latencies'
+    sum (seconds)."""
+
+    emitted: int
+    latency_sum: float
+    latency_n: int
+
+    def since(self, before: _TaskReading | None) -> _TaskReading:
+        """What the task counted since ``before``: all of this reading when there was none, or
+        when a count went down (its worker restarted, and its counts with it, from zero)."""
+        if before is None or self.emitted < before.emitted or self.latency_n < before.latency_n:
+            return self
+        return _TaskReading(self.emitted - before.emitted, self.latency_sum - before.latency_sum,
+                            self.latency_n - before.latency_n)
+
+
+def _task_readings(component: dict[str, Any]) -> dict[str, _TaskReading]:
+    """Task id -> its `_TaskReading`, for the tasks of ``component`` (of `get_topology_info`)
+    whose worker reported."""
+    out = {}
+    for task, st in component.get("task_stats", {}).items():
+        emitted = sum(int(n) for stream, n in (st.get("emitted") or {}).items() if not is_system_id(stream))
+        out[str(task)] = _TaskReading(emitted, float(st.get("complete_latency_sum") or 0.0),
+                                      int(st.get("complete_latency_count") or 0))
+    return out
+
+
 class _Sampler:
-    """Reads `get_topology_info` and works out per-second rates since the previous reading."""
+    """Reads `get_topology_info` and works out per-second rates since the previous reading.
+
+    The rates add up each task's change, as ``squall monitor`` does: a task whose worker
+    restarted counts from zero again, and is counted from zero, while the other tasks count on
+    (the component's totals would go down: a negative emit rate, and no latency)."""
 
     def __init__(self, start: float) -> None:
         self._start = start
-        # (topology, component) -> (time, emitted, latency sum, latency count)
-        self._prev: dict[tuple[str, str], tuple[float, int, float, int]] = {}
+        # (topology, component) -> time of the previous reading, and each task's reading then
+        self._prev: dict[tuple[str, str], tuple[float, dict[str, _TaskReading]]] = {}
 
     def sample(self, cluster: LocalCluster, names: list[str], last: dict[str, dict[str, Any]]
                ) -> list[tuple[dict[str, Any], dict[str, tuple[float, float | None]]]]:
@@ -191,6 +227,7 @@ class _Sampler:
                 info = cluster.get_topology_info(name)
             except NotAliveException:
                 continue
+            readings = {cid: _task_readings(c) for cid, c in user_components(info)}
             try:
                 with_statistics(info, cluster.get_topology_page(name))
             except NotAliveException:
@@ -199,13 +236,14 @@ class _Sampler:
             last[name] = info
             rates = {}
             for cid, c in user_components(info):
-                lat_n = c["acked"] if c["type"] == "spout" else 0
-                lat_sum = c["complete_latency_ms"] * lat_n / 1000.0
-                t0, emitted0, sum0, n0 = self._prev.get((name, cid), (self._start, 0, 0.0, 0))
-                rate = (c["emitted"] - emitted0) / (now - t0) if now > t0 else 0.0
-                latency = 1000.0 * (lat_sum - sum0) / (lat_n - n0) if lat_n > n0 else None
+                t0, before = self._prev.get((name, cid), (self._start, {}))
+                added = [r.since(before.get(task)) for task, r in readings[cid].items()]
+                emitted = sum(a.emitted for a in added)
+                rate = emitted / (now - t0) if now > t0 else 0.0
+                lat_n = sum(a.latency_n for a in added) if c["type"] == "spout" else 0
+                latency = 1000.0 * sum(a.latency_sum for a in added) / lat_n if lat_n else None
                 rates[cid] = (rate, latency)
-                self._prev[(name, cid)] = (now, c["emitted"], lat_sum, lat_n)
+                self._prev[(name, cid)] = (now, readings[cid])
             out.append((info, rates))
         return out
 

@@ -184,3 +184,72 @@ def test_at_rate_one_a_bolt_that_holds_thousands_of_inputs_counts_every_ack():
             return next(x for x in cluster.get_topology_page("held")["bolts"] if x["boltId"] == "holds")
         assert wait_until(lambda: bolt()["acked"] == HELD, 20), bolt()
         assert bolt()["executed"] == HELD
+
+
+BEFORE_CRASH, AFTER_CRASH = 300, 50  # tuples the spout sends before its worker crashes, and after its restart
+STAGE = {"now": "before"}  # LocalCluster's workers are threads of this process: they read this
+
+
+class CrashOnceSpout(Spout):
+    """Sends BEFORE_CRASH ids, raises in ``next_tuple`` (crashing its worker) once the test says
+    so, and its restarted instance sends AFTER_CRASH more."""
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.n = 0
+
+    def next_tuple(self):
+        if STAGE["now"] == "crash":
+            STAGE["now"] = "after"
+            raise RuntimeError("test: the spout's worker crashes")
+        if self.n < (BEFORE_CRASH if STAGE["now"] == "before" else AFTER_CRASH):
+            self.n += 1
+            self.collector.emit([self.n], msg_id=(STAGE["now"], self.n))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+
+
+class _Clock:
+    """``squall.cli._local``'s ``time``: its readings one second apart, so a rate is a count."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_squall_locals_live_rates_count_a_restarted_worker_from_zero(monkeypatch):
+    """``emit/s`` and the spout's latency of the last second after its worker restarted: the
+    restarted spout's 50 tuples, not the drop from 300 to 50 (read -250/s before) nor no latency
+    (the acked count went down, so nothing seemed acked since)."""
+    from squall.cli import _local
+
+    from ..conftest import wait_until
+
+    clock = _Clock()
+    monkeypatch.setattr(_local, "time", clock)
+    b = TopologyBuilder()
+    b.set_spout("src", CrashOnceSpout())
+    b.set_bolt("sink", Sink()).shuffle_grouping("src")
+    STAGE["now"] = "before"
+    with LocalCluster() as cluster:
+        cluster.submit_topology("r", {"topology.stats.sample.rate": 1.0}, b.create_topology())
+
+        def acked() -> int:
+            return cluster.get_topology_info("r")["components"]["src"]["acked"]
+        assert wait_until(lambda: acked() == BEFORE_CRASH, 30), acked()
+        sampler, last = _local._Sampler(0.0), {}
+        clock.now = 1.0
+        (_info, rates), = sampler.sample(cluster, ["r"], last)
+        assert rates["src"][0] == BEFORE_CRASH and rates["src"][1] > 0
+        STAGE["now"] = "crash"
+        assert wait_until(lambda: STAGE["now"] == "after" and acked() == AFTER_CRASH, 30), acked()
+        clock.now = 2.0
+        (info, rates), = sampler.sample(cluster, ["r"], last)
+        emit_rate, latency = rates["src"]
+        assert info["components"]["src"]["emitted"] == AFTER_CRASH
+        assert emit_rate == AFTER_CRASH
+        assert latency is not None and latency > 0
+        assert rates["sink"] == (0.0, None)  # a bolt: no emits, no complete latency

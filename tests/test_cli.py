@@ -493,6 +493,38 @@ def test_monitor_counts_each_task_from_zero_after_its_worker_restarted_and_the_o
     assert [int(line.split("\t")[5]) for line in capsys.readouterr().out.splitlines()[1:]] == [400] * 4
 
 
+class _RelaunchedMaster:
+    """A component "b" with two tasks in two workers, 100 tuples each between polls; before poll 3
+    task 2's worker restarted (launch 2) and its new worker has counted 150 by then: more than
+    the 100 its predecessor had counted at poll 2, so its count did not go down."""
+
+    def __init__(self):
+        self.polls = 0
+
+    def get_topology_info(self, name):
+        self.polls += 1
+        step = self.polls - 1
+        tasks = {"1": {"launch_id": 1, "emitted": {"default": 100 * step}},
+                 "2": {"launch_id": 1, "emitted": {"default": 100 * step}} if self.polls < 3
+                 else {"launch_id": 2, "emitted": {"default": 150 + 100 * (self.polls - 3)}}}
+        return {"name": name, "errors": [],
+                "components": {"b": {"type": "bolt", "executors": 2, "tasks": 2, "task_stats": tasks}}}
+
+
+def test_monitor_counts_a_task_from_zero_after_its_worker_restarted_even_when_its_count_grew(monkeypatch, capsys):
+    """A restarted worker's task is counted from zero by its launch, not only when its count went
+    down: one that counted 150 after its restart, past the 100 of its predecessor (a crash loop,
+    a young worker), read 50 tuples instead of 150."""
+    from squall.cli import _cluster
+
+    monkeypatch.setattr(_cluster, "_master", lambda args: contextlib.nullcontext(_RelaunchedMaster()))
+    monkeypatch.setattr(_cluster.time, "sleep", lambda secs: None)
+    args = argparse.Namespace(name="t", component="b", stream=None, watch="emitted", interval=0.001, count=3)
+    assert _cluster.cmd_monitor(args) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [int(r[5]) for r in rows] == [200, 100 + 150, 200]
+
+
 def _run_with_stdout_closed(*argv: str) -> subprocess.CompletedProcess:
     """Runs ``python -m squall ARGV`` with stdout a pipe whose reader is already gone, as in
     ``squall info T | head`` once head has read its lines."""

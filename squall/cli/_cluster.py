@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -573,6 +574,22 @@ def _warn_over_tasks(info: dict[str, Any], executors: dict[str, int]) -> None:
 _BATCH_COUNT_STREAMS = ("$coord-", "$pack-")
 
 
+@dataclass(frozen=True, slots=True)
+class _TaskCount:
+    """A task's count of the watched tuples at a poll, in its worker's launch ``launch_id``
+    (`get_topology_info`'s ``task_stats``): a restarted worker counts from zero again."""
+
+    launch_id: int | None
+    count: int
+
+    def since(self, before: _TaskCount | None) -> int:
+        """The tuples counted since ``before``: all of them when the task is new, or when its
+        worker restarted since (another launch, or a count that went down: from zero)."""
+        if before is None or before.launch_id != self.launch_id or self.count < before.count:
+            return self.count
+        return self.count - before.count
+
+
 def cmd_monitor(args: argparse.Namespace) -> int:
     """``squall monitor NAME [-i SECS] [-m COMPONENT] [-s STREAM] [-w emitted|transferred] [--count N]``.
 
@@ -580,9 +597,9 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     stream (without ``-s``: on each of its streams but Trident's batch counts and packs and the
     system streams, named in the stream column) since the last poll and the throughput in tuples
     per millisecond (thousands a second). The counts are each task's own, as its worker last
-    reported them (exact: not the UI's sampled estimates), and a task's count that went down (its
-    worker restarted, and its counts with it) is counted from zero, while the component's other
-    tasks count on.
+    reported them (exact: not the UI's sampled estimates), and a task whose worker restarted (its
+    counts with it: another launch, or a count that went down) is counted from zero, while the
+    component's other tasks count on.
     """
     with _master(args) as master, _interrupted_by_sigint():
         info = master.get_topology_info(args.name)
@@ -592,17 +609,17 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
         streams: dict[str, set[str]] = {cid: set() for cid in watched}  # what each one's rows count
 
-        def counts(info: dict[str, Any], cid: str) -> dict[str, int]:
+        def counts(info: dict[str, Any], cid: str) -> dict[str, _TaskCount]:
             """Task id -> its count of the watched tuples, for the tasks whose worker reported."""
             out = {}
             for task, stats in info["components"][cid].get("task_stats", {}).items():
                 by_stream = stats.get(args.watch) or {}
                 if args.stream is not None:
-                    out[str(task)] = int(by_stream.get(args.stream, 0))
+                    out[str(task)] = _TaskCount(stats.get("launch_id"), int(by_stream.get(args.stream, 0)))
                     continue
                 counted = [st for st in by_stream if not st.startswith(_BATCH_COUNT_STREAMS) and not is_system_id(st)]
                 streams[cid].update(counted)
-                out[str(task)] = sum(int(by_stream[st]) for st in counted)
+                out[str(task)] = _TaskCount(stats.get("launch_id"), sum(int(by_stream[st]) for st in counted))
             return out
         last = {cid: counts(info, cid) for cid in watched}
         if args.stream is not None:  # Storm's Monitor: "stream: X not found"
@@ -629,8 +646,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
                     c = info["components"][cid]
                     delta = 0
                     for task, now_count in counts(info, cid).items():
-                        before = last[cid].get(task, 0)
-                        delta += now_count - before if now_count >= before else now_count  # restarted: from zero
+                        delta += now_count.since(last[cid].get(task))
                         last[cid][task] = now_count
                     throughput = delta / diff_ms if diff_ms else 0.0
                     stream = args.stream or ",".join(sorted(streams[cid])) or "default"

@@ -180,18 +180,20 @@ def _watch(cluster: LocalCluster, names: list[str], ttl: float | None, view: Any
 class _TaskReading:
     """What one task had counted at a reading: its tuples emitted on the streams the pages show
     (system streams left out) and, at a spout, its trees acked with their complete latencies'
-    sum (seconds)."""
+    sum (seconds), in the worker launch ``launch_id`` (its counts start from zero with each)."""
 
+    launch_id: int | None
     emitted: int
     latency_sum: float
     latency_n: int
 
     def since(self, before: _TaskReading | None) -> _TaskReading:
         """What the task counted since ``before``: all of this reading when there was none, or
-        when a count went down (its worker restarted, and its counts with it, from zero)."""
-        if before is None or self.emitted < before.emitted or self.latency_n < before.latency_n:
+        when its worker restarted since (another launch, or a count that went down)."""
+        if (before is None or self.launch_id != before.launch_id or self.emitted < before.emitted
+                or self.latency_n < before.latency_n):
             return self
-        return _TaskReading(self.emitted - before.emitted, self.latency_sum - before.latency_sum,
+        return _TaskReading(self.launch_id, self.emitted - before.emitted, self.latency_sum - before.latency_sum,
                             self.latency_n - before.latency_n)
 
 
@@ -201,7 +203,7 @@ def _task_readings(component: dict[str, Any]) -> dict[str, _TaskReading]:
     out = {}
     for task, st in component.get("task_stats", {}).items():
         emitted = sum(int(n) for stream, n in (st.get("emitted") or {}).items() if not is_system_id(stream))
-        out[str(task)] = _TaskReading(emitted, float(st.get("complete_latency_sum") or 0.0),
+        out[str(task)] = _TaskReading(st.get("launch_id"), emitted, float(st.get("complete_latency_sum") or 0.0),
                                       int(st.get("complete_latency_count") or 0))
     return out
 
@@ -210,8 +212,9 @@ class _Sampler:
     """Reads `get_topology_info` and works out per-second rates since the previous reading.
 
     The rates add up each task's change, as ``squall monitor`` does: a task whose worker
-    restarted counts from zero again, and is counted from zero, while the other tasks count on
-    (the component's totals would go down: a negative emit rate, and no latency)."""
+    restarted (another launch) counts from zero again, and is counted from zero, while the other
+    tasks count on (the component's totals would go down: a negative emit rate, and no latency;
+    or, when the new launch had already counted more than the old one, too few)."""
 
     def __init__(self, start: float) -> None:
         self._start = start

@@ -1064,7 +1064,10 @@ class Master:
         tasks: dict[int, dict[str, Any]] = {}
         for state in topo.slots.values():
             for t, st in (state.heartbeat.stats if state.heartbeat else {}).items():
-                tasks[int(t)] = st
+                # the launch that counted them (a relaunch drops the slot's heartbeat, and only the
+                # current launch's are taken): a reader that sees it change knows the task counts
+                # from zero again, even when its new counts are already above its old ones
+                tasks[int(t)] = {**st, "launch_id": state.launch_id}
         components = {}
         for cid, spec in plan.topology.components.items():
             stats = [tasks[t] for t in plan.component_tasks[cid] if t in tasks]

@@ -186,13 +186,14 @@ def test_at_rate_one_a_bolt_that_holds_thousands_of_inputs_counts_every_ack():
         assert bolt()["executed"] == HELD
 
 
-BEFORE_CRASH, AFTER_CRASH = 300, 50  # tuples the spout sends before its worker crashes, and after its restart
-STAGE = {"now": "before"}  # LocalCluster's workers are threads of this process: they read this
+# LocalCluster's workers are threads of this process: they read this. "sends": the tuples the
+# spout sends before its worker crashes, and after its restart
+STAGE: dict = {"now": "before", "sends": {"before": 0, "after": 0}}
 
 
 class CrashOnceSpout(Spout):
-    """Sends BEFORE_CRASH ids, raises in ``next_tuple`` (crashing its worker) once the test says
-    so, and its restarted instance sends AFTER_CRASH more."""
+    """Sends ``STAGE["sends"]["before"]`` ids, raises in ``next_tuple`` (crashing its worker)
+    once the test says so, and its restarted instance sends ``STAGE["sends"]["after"]`` more."""
 
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
@@ -202,7 +203,7 @@ class CrashOnceSpout(Spout):
         if STAGE["now"] == "crash":
             STAGE["now"] = "after"
             raise RuntimeError("test: the spout's worker crashes")
-        if self.n < (BEFORE_CRASH if STAGE["now"] == "before" else AFTER_CRASH):
+        if self.n < STAGE["sends"][STAGE["now"]]:
             self.n += 1
             self.collector.emit([self.n], msg_id=(STAGE["now"], self.n))
 
@@ -220,10 +221,12 @@ class _Clock:
         return self.now
 
 
-def test_squall_locals_live_rates_count_a_restarted_worker_from_zero(monkeypatch):
+@pytest.mark.parametrize(("before", "after"), [(300, 50), (50, 300)])
+def test_squall_locals_live_rates_count_a_restarted_worker_from_zero(monkeypatch, before, after):
     """``emit/s`` and the spout's latency of the last second after its worker restarted: the
-    restarted spout's 50 tuples, not the drop from 300 to 50 (read -250/s before) nor no latency
-    (the acked count went down, so nothing seemed acked since)."""
+    restarted spout's tuples, all of them. Before, the drop from 300 to 50 read -250/s and no
+    latency (the acked count went down, so nothing seemed acked since); a restarted worker that
+    sent more than its predecessor had (50, then 300) read 250/s."""
     from squall.cli import _local
 
     from ..conftest import wait_until
@@ -233,23 +236,23 @@ def test_squall_locals_live_rates_count_a_restarted_worker_from_zero(monkeypatch
     b = TopologyBuilder()
     b.set_spout("src", CrashOnceSpout())
     b.set_bolt("sink", Sink()).shuffle_grouping("src")
-    STAGE["now"] = "before"
+    STAGE.update(now="before", sends={"before": before, "after": after})
     with LocalCluster() as cluster:
         cluster.submit_topology("r", {"topology.stats.sample.rate": 1.0}, b.create_topology())
 
         def acked() -> int:
             return cluster.get_topology_info("r")["components"]["src"]["acked"]
-        assert wait_until(lambda: acked() == BEFORE_CRASH, 30), acked()
+        assert wait_until(lambda: acked() == before, 30), acked()
         sampler, last = _local._Sampler(0.0), {}
         clock.now = 1.0
         (_info, rates), = sampler.sample(cluster, ["r"], last)
-        assert rates["src"][0] == BEFORE_CRASH and rates["src"][1] > 0
+        assert rates["src"][0] == before and rates["src"][1] > 0
         STAGE["now"] = "crash"
-        assert wait_until(lambda: STAGE["now"] == "after" and acked() == AFTER_CRASH, 30), acked()
+        assert wait_until(lambda: STAGE["now"] == "after" and acked() == after, 30), acked()
         clock.now = 2.0
         (info, rates), = sampler.sample(cluster, ["r"], last)
         emit_rate, latency = rates["src"]
-        assert info["components"]["src"]["emitted"] == AFTER_CRASH
-        assert emit_rate == AFTER_CRASH
+        assert info["components"]["src"]["emitted"] == after
+        assert emit_rate == after
         assert latency is not None and latency > 0
         assert rates["sink"] == (0.0, None)  # a bolt: no emits, no complete latency

@@ -1140,7 +1140,8 @@ class Master:
                 host=host, port=int(port), supervisor_id=supervisor_of.get(slot, ""),
                 executors=[plan.executors[i] for i in topo.assignment[slot]],
                 uptime_secs=float((figures or {}).get("uptime_secs", 0.0)), restarts=state.restarts,
-                figures=figures, windows=parse_windows(hb.windows if hb is not None else {})))
+                launch_id=state.launch_id, figures=figures,
+                windows=parse_windows(hb.windows if hb is not None else {})))
         return TopologyView(plan=plan, status=topo.status.value, uptime_secs=now - topo.launched,
                             workers=workers, errors=list(topo.errors), now=now, debug=dict(topo.debug))
 

@@ -41,6 +41,9 @@ class WorkerView:
     executors: list[ExecutorSpec]
     uptime_secs: float = 0.0
     restarts: int = 0
+    # the launch whose heartbeat ``windows`` come from (a relaunch drops the slot's heartbeat):
+    # another one than at an earlier reading means its tasks count from zero again
+    launch_id: int | None = None
     figures: dict[str, Any] | None = None
     # task -> window -> its figures (from the last heartbeat; empty before the first)
     windows: dict[int, dict[str, list[Stat]]] = field(default_factory=dict)

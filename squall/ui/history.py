@@ -7,10 +7,10 @@ acks, as in Storm) and complete latency every few seconds into a bounded ring pe
 before, so a freshly opened page draws the last ``ui.history.secs`` at once.
 
 The rates are counted per spout task: a worker that restarts (a crash, a ``kill -9``) reports
-its tasks' counts from zero again, and a task whose count went down is counted from zero, as
-``squall monitor`` counts it, while the other tasks count on. Rates taken from the topology's
-totals alone read 0 for every interval in which the spout's worker restarted, the very moments
-the failures chart is there to show.
+its tasks' counts from zero again, and a task whose worker launch changed (or whose count went
+down) is counted from zero, as ``squall monitor`` counts it, while the other tasks count on.
+Rates taken from the topology's totals alone read 0 for every interval in which the spout's
+worker restarted, the very moments the failures chart is there to show.
 
 `History` is the pure core (time is passed in); `HistorySampler` is the thread that feeds it.
 """
@@ -29,10 +29,12 @@ log = logging.getLogger(__name__)
 
 
 class TaskCounts(NamedTuple):
-    """One spout task's all-time acked and failed counts, as its worker last reported them."""
+    """One spout task's all-time acked and failed counts, as its worker last reported them, and
+    that worker's launch (None: not known), whose counts start from zero."""
 
     acked: int
     failed: int
+    launch_id: int | None = None
 
 
 class Totals(NamedTuple):
@@ -51,8 +53,8 @@ class HistorySample(NamedTuple):
     """One point of a topology's history, as `/topology/<id>/history` serves it.
 
     ``time`` is wall-clock seconds; the rates are per second since the previous sample (0 for
-    the first one), added up over the spout tasks, a task whose count went down (its worker
-    restarted) counted from zero.
+    the first one), added up over the spout tasks, a task whose worker restarted (another
+    launch, or a count that went down) counted from zero.
     """
 
     time: float
@@ -121,7 +123,9 @@ class History:
         before = self._tasks.setdefault(t.topology_id, {})
         acked = failed = 0
         for task, now_counts in t.tasks.items():
-            was = before.get(task, TaskCounts(0, 0))
+            was = before.get(task, TaskCounts(0, 0, now_counts.launch_id))
+            if was.launch_id != now_counts.launch_id:
+                was = TaskCounts(0, 0)  # its worker restarted since: all it counted is new
             acked += _increase(now_counts.acked, was.acked)
             failed += _increase(now_counts.failed, was.failed)
             before[task] = now_counts

@@ -40,26 +40,28 @@ def read_totals(link: UiMasterLink) -> Iterator[Totals]:
     for t in link.read("list"):
         try:
             page = link.read("topology_page", name=t["name"], window=ALL_TIME, sys=False)
-            rows = link.read("statistics", name=t["name"])["tasks"]
+            statistics = link.read("statistics", name=t["name"])
         except NotAliveException:
             continue  # killed between the calls
         spouts = {s["spoutId"] for s in page["spouts"]}
         for stats in page["topologyStats"]:
             if stats["window"] == ALL_TIME:
                 yield Totals(t["id"], int(stats["acked"] or 0), int(stats["failed"] or 0),
-                             float(stats["completeLatency"] or 0.0), _spout_task_counts(rows, spouts))
+                             float(stats["completeLatency"] or 0.0),
+                             _spout_task_counts(statistics["tasks"], spouts, statistics.get("launches", [])))
 
 
-def _spout_task_counts(rows: list[list[Any]], spouts: set[str]) -> dict[int, TaskCounts]:
+def _spout_task_counts(rows: list[list[Any]], spouts: set[str], launches: list[list[Any]]) -> dict[int, TaskCounts]:
     """Spout task id -> its all-time acked and failed counts, from the ``statistics`` verb's task
     rows (`squall.ui.stats_pages.TaskRow` as lists), over the streams the topology page counts
-    (system streams left out)."""
+    (system streams left out), with the worker launch that counted them (its ``launches``)."""
     counts: dict[int, list[int]] = {}
     for component, task, metric, _source, stream, value in rows:
         if component in spouts and metric in (ACKED, FAILED) and not stream.startswith("__"):
             pair = counts.setdefault(int(task), [0, 0])
             pair[metric == FAILED] += int(value)
-    return {task: TaskCounts(acked, failed) for task, (acked, failed) in counts.items()}
+    launch_of = {int(task): launch for task, launch in launches}
+    return {task: TaskCounts(acked, failed, launch_of.get(task)) for task, (acked, failed) in counts.items()}
 
 
 class WebPages:

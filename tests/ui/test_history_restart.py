@@ -13,13 +13,15 @@ pytest.importorskip("starlette", reason="the UI needs the ui extra: pip install 
 from squall.ui.link import DirectLink
 from squall.ui.pages import WebPages, read_totals
 
-BEFORE, AFTER = 50, 20  # tuples the spout emits before its worker crashes, and after its restart
-STAGE = {"now": "before"}  # LocalCluster's workers are threads of this process: they read this
+# LocalCluster's workers are threads of this process: they read this. "sends": the tuples the
+# spout emits before its worker crashes, and after its restart
+STAGE: dict = {"now": "before", "sends": {"before": 0, "after": 0}}
 
 
 class CrashOnceSpout(Spout):
-    """Emits BEFORE tuples, raises in ``next_tuple`` (crashing its worker) once the test says so,
-    and its restarted instance emits AFTER more. Failed tuples are not replayed."""
+    """Emits ``STAGE["sends"]["before"]`` tuples, raises in ``next_tuple`` (crashing its worker)
+    once the test says so, and its restarted instance emits ``STAGE["sends"]["after"]`` more.
+    Failed tuples are not replayed."""
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("n"))
@@ -32,7 +34,7 @@ class CrashOnceSpout(Spout):
         if STAGE["now"] == "crash":
             STAGE["now"] = "after"
             raise RuntimeError("test: the spout's worker crashes")
-        if self.n < (BEFORE if STAGE["now"] == "before" else AFTER):
+        if self.n < STAGE["sends"][STAGE["now"]]:
             self.n += 1
             self.collector.emit([self.n], msg_id=(STAGE["now"], self.n))
 
@@ -53,25 +55,28 @@ def _failed(link) -> int:
 
 
 @pytest.mark.timeout(60)
-def test_the_failures_chart_counts_the_failures_after_the_spouts_worker_restarted():
+@pytest.mark.parametrize(("before", "after"), [(50, 20), (20, 50)])
+def test_the_failures_chart_counts_the_failures_after_the_spouts_worker_restarted(before, after):
+    """The restarted worker's failures are all in the chart's rate: whether its count went down
+    (50, then 20) or, a new launch, past its predecessor's (20, then 50: read as 30 before)."""
     b = TopologyBuilder()
     b.set_spout("src", CrashOnceSpout())
     b.set_bolt("fail", FailAll()).shuffle_grouping("src")
-    STAGE["now"] = "before"
+    STAGE.update(now="before", sends={"before": before, "after": after})
     with LocalCluster() as cluster:
         cluster.submit_topology("h", Config(), b.create_topology())
         link = DirectLink(cluster)
         pages = WebPages(link, {"squall.ui.history.interval.secs": 1})
-        assert wait_until(lambda: _failed(link) == BEFORE, 20), _failed(link)
+        assert wait_until(lambda: _failed(link) == before, 20), _failed(link)
         pages.sampler.sample_once()
         STAGE["now"] = "crash"
-        # the restarted worker's spout counts from zero: the topology's total goes down to AFTER
-        assert wait_until(lambda: STAGE["now"] == "after" and _failed(link) == AFTER, 30), _failed(link)
+        # the restarted worker's spout counts from zero: the topology's total is what it sent since
+        assert wait_until(lambda: STAGE["now"] == "after" and _failed(link) == after, 30), _failed(link)
         pages.sampler.sample_once()
         storm_id = cluster.get_topology_info("h")["id"]
         first, second = pages.sampler.samples(storm_id)
-        assert (first.failed, second.failed) == (BEFORE, AFTER)
-        # the AFTER failures happened between the two samples: the chart's rate shows them
-        assert second.failed_per_sec * (second.time - first.time) == pytest.approx(AFTER)
+        assert (first.failed, second.failed) == (before, after)
+        # the restarted worker's failures happened between the two samples: the chart's rate shows them
+        assert second.failed_per_sec * (second.time - first.time) == pytest.approx(after)
         assert second.acked_per_sec == 0.0
         cluster.kill_topology("h", wait_secs=0)

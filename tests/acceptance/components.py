@@ -178,6 +178,34 @@ class BranchingBolt(Bolt):
         declarer.declare(Fields("num"))
 
 
+class FailHoldOrBranchBolt(Bolt):
+    """By its input's number ``n``: fails it when ``n % 5 == 0``; else holds it, never acked
+    (it times out), when ``n % 7 == 0``; else emits ``[n, 0]`` and ``[n, 1]`` anchored to it
+    and acks it."""
+
+    def execute(self, tup):
+        n = tup.get_value(0)
+        if n % 5 == 0:
+            self.collector.fail(tup)
+        elif n % 7:
+            self.collector.emit([n, 0], tup)
+            self.collector.emit([n, 1], tup)
+            self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("num", "branch"))
+
+
+class FailBranchOneOfElevenBolt(Bolt):
+    """Fails branch 1 of a number ``n % 11 == 0`` (of `FailHoldOrBranchBolt`), acks the rest."""
+
+    def execute(self, tup):
+        if tup.get_value(0) % 11 == 0 and tup.get_value(1) == 1:
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)
+
+
 class AggBolt(Bolt):
     """Collects ``n`` inputs, then emits one tuple anchored to all of them and acks them
     (integration_test's agg-bolt: a fan-in with anchors from several trees)."""

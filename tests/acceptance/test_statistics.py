@@ -9,7 +9,15 @@ from squall import Config, TopologyBuilder
 from squall.testing import AckFailMapTracker
 
 from ..conftest import wait_until
-from .components import AckBolt, BranchingBolt, Counter, TickCountingBasicBolt, TickCountingBolt
+from .components import (
+    AckBolt,
+    BranchingBolt,
+    Counter,
+    FailBranchOneOfElevenBolt,
+    FailHoldOrBranchBolt,
+    TickCountingBasicBolt,
+    TickCountingBolt,
+)
 from .test_acking import tracked_feeder
 
 N = 30
@@ -78,3 +86,66 @@ def test_tick_tuples_are_not_counted_as_a_bolts_inputs_on_every_host(cluster):
     assert [(bolts[c]["executed"], bolts[c]["acked"], bolts[c]["failed"]) for c in ("basic", "plain")] == \
         [(N, N, 0), (N, N, 0)]
     assert all(not tracker.is_failed(i) for i in range(N))
+
+
+FAILING_N = 100
+
+
+@pytest.mark.hosts("process")  # Spark's master is the same code; its host adds 8 s of submit to the suite
+def test_failures_and_timeouts_read_what_happened_at_storms_default_rate(cluster):
+    """Explicit fails at two bolts and timeouts of tuples a bolt holds, at Storm's default sample
+    rate (0.05): the figures squall keeps exact at any rate (a spout's acked and failed, every
+    failed count, emitted and transferred: docs/ui.md) equal what the test counts happened, on
+    the topology page, the component pages' stream and executor rows, and the exact counters of
+    ``get_topology_info`` (the trust trial, tests/process, checks the failed counts through a
+    worker's SIGKILL and /metrics)."""
+    feeder, tracker = tracked_feeder(tracker=AckFailMapTracker())
+    builder = TopologyBuilder()
+    builder.set_spout("1", feeder)
+    builder.set_bolt("split", FailHoldOrBranchBolt(), 2).shuffle_grouping("1")
+    builder.set_bolt("sink", FailBranchOneOfElevenBolt(), 2).shuffle_grouping("split")
+    cluster.submit_topology("failing", {"topology.message.timeout.secs": 1, "topology.workers": 2},
+                            builder.create_topology())
+    numbers = range(1, FAILING_N + 1)
+    for n in numbers:
+        feeder.feed([n], n)
+    failed_at_split = [n for n in numbers if n % 5 == 0]
+    held = [n for n in numbers if n % 5 and n % 7 == 0]
+    branched = [n for n in numbers if n % 5 and n % 7]
+    failed_at_sink = [n for n in branched if n % 11 == 0]
+    acked = [n for n in branched if n % 11]
+    assert wait_until(lambda: all(tracker.is_acked(n) or tracker.is_failed(n) for n in numbers), 60)
+    assert [n for n in numbers if tracker.is_acked(n)] == acked
+    failed = len(failed_at_split) + len(held) + len(failed_at_sink)  # 20 + 11 + 6
+
+    def page() -> dict:
+        return cluster.get_topology_page("failing")
+    # the workers' next heartbeats bring the last figures
+    assert wait_until(lambda: next(w for w in page()["topologyStats"] if w["window"] == ":all-time")["failed"]
+                      == failed)
+    top = page()
+    for window in top["topologyStats"]:
+        assert (window["acked"], window["failed"]) == (len(acked), failed), window
+        assert window["emitted"] == window["transferred"] == FAILING_N + 2 * len(branched), window
+    spout, = top["spouts"]
+    assert (spout["emitted"], spout["transferred"], spout["acked"], spout["failed"]) == \
+        (FAILING_N, FAILING_N, len(acked), failed)
+    bolts = {b["boltId"]: b for b in top["bolts"]}
+    assert (bolts["split"]["emitted"], bolts["split"]["transferred"], bolts["split"]["failed"]) == \
+        (2 * len(branched), 2 * len(branched), len(failed_at_split))
+    assert bolts["sink"]["failed"] == len(failed_at_sink)
+    for component, source, failures in (("split", "1", failed_at_split), ("sink", "split", failed_at_sink)):
+        comp = cluster.get_component_page("failing", component)
+        assert [(s["component"], s["stream"], s["failed"]) for s in comp["inputStats"]] == \
+            [(source, "default", len(failures))]
+        assert sum(e["failed"] for e in comp["executorStats"]) == len(failures)
+    spout_page = cluster.get_component_page("failing", "1")
+    assert [(s["stream"], s["emitted"], s["acked"], s["failed"]) for s in spout_page["outputStats"]] == \
+        [("default", FAILING_N, len(acked), failed)]
+    # the engine's exact counters, what squall info and squall monitor show, agree
+    info = cluster.get_topology_info("failing")["components"]
+    assert (info["1"]["acked"], info["1"]["failed"]) == (len(acked), failed)
+    assert (info["split"]["executed"], info["split"]["acked"], info["split"]["failed"]) == \
+        (FAILING_N, len(branched), len(failed_at_split))
+    assert (info["sink"]["executed"], info["sink"]["acked"], info["sink"]["failed"]) == \
+        (2 * len(branched), 2 * len(branched) - len(failed_at_sink), len(failed_at_sink))

@@ -11,6 +11,7 @@ from squall.testing import AckFailMapTracker, FeederSpout, SimulatedClock, Tuple
 from squall import LocalCluster
 
 from ..conftest import wait_until
+from ..feeders import PreemptedFeederSpout, executed
 from .conftest import RecordingCollector, StubContext
 
 
@@ -59,7 +60,8 @@ def test_sliding_sum_then_tumbling_average_and_only_tuples_out_of_every_window_c
 
 
 def test_event_time_sums_follow_the_tuples_timestamps(sliding_tuple_ts):
-    feeder = FeederSpout(Fields("value", "ts", "msgid"))
+    # held before each emit as under load: the clock moves once the sums executed what was fed
+    feeder = PreemptedFeederSpout(Fields("value", "ts", "msgid"), 0.05)
     tracker = AckFailMapTracker()
     feeder.set_ack_fail_delegate(tracker)
     builder = sliding_tuple_ts.make_builder(feeder)
@@ -69,12 +71,12 @@ def test_event_time_sums_follow_the_tuples_timestamps(sliding_tuple_ts):
         cluster.submit_topology("tuple-ts", sliding_tuple_ts.conf, builder.create_topology())
         for i in range(1, 13):  # value i at i seconds of event time
             feeder.feed([i, i * 1000, i], i)
-        time.sleep(0.3)
+        assert wait_until(lambda: executed(cluster, "tuple-ts", "slidingsum") == 12)
         cluster.advance_cluster_time(1)  # watermark 12 s - 5 s lag: windows ending 3 s and 6 s
         # (-2, 3] holds 1..3; (1, 6] holds 2..6
         assert wait_until(lambda: _values(capture, "slidingsum") == [6, 20]), capture.results()
         feeder.feed([100, 20_000, 13], 13)
-        time.sleep(0.3)
+        assert wait_until(lambda: executed(cluster, "tuple-ts", "slidingsum") == 13)
         cluster.advance_cluster_time(1)  # watermark 15 s: windows ending 9, 12, 15 s
         assert wait_until(lambda: _values(capture, "slidingsum") == [6, 20, 35, 50, 23]), capture.results()
         assert wait_until(lambda: all(tracker.is_acked(i) for i in range(1, 11)))  # left (10, 15]

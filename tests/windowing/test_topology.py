@@ -16,6 +16,12 @@ from squall.testing import AckFailMapTracker, FeederSpout, SimulatedClock, Tuple
 from squall.testing._registry import SharedLog
 
 from ..conftest import wait_until
+from ..feeders import PreemptedFeederSpout, executed
+
+# The simulated-time tests' spout is held this long before each emit, as a spout preempted
+# under load: each moves the clock only once the window bolt executed what was fed, or an
+# input still on its way when the clock moved would land a window later.
+HELD_SECS = 0.3
 
 
 class RecordingWindowBolt(BaseWindowedBolt):
@@ -65,6 +71,10 @@ def _acked(tracker, ids):
     return {m for m in ids if tracker.is_acked(m)}
 
 
+def _executed(cluster, name):
+    return executed(cluster, name, "window")
+
+
 def test_each_input_is_acked_exactly_when_it_leaves_its_last_window():
     bolt = RecordingWindowBolt().with_window(Count(3), Count(2))
     capture = TupleCaptureBolt()
@@ -103,15 +113,15 @@ def test_an_unanchored_emit_is_anchored_to_every_tuple_of_the_window():
 
 def test_processing_time_window_fires_on_the_cluster_clock():
     bolt = RecordingWindowBolt().with_window(Duration.seconds(4), Duration.seconds(2))
-    feeder, tracker, topo = _topology(bolt)
+    feeder, tracker, topo = _topology(bolt, spout=PreemptedFeederSpout(Fields("v"), HELD_SECS))
     with LocalCluster(clock=SimulatedClock(1_000_000)) as cluster:
         cluster.submit_topology("ptime", Config(), topo)  # the window's timer: every 2 s from t0
         feeder.feed([1], "a")
         feeder.feed([2], "b")
-        time.sleep(0.2)
+        assert wait_until(lambda: _executed(cluster, "ptime") == 2)
         cluster.advance_cluster_time(1)
         feeder.feed([3], "c")
-        time.sleep(0.2)
+        assert wait_until(lambda: _executed(cluster, "ptime") == 3)
         cluster.advance_cluster_time(1)  # t0 + 2
         assert wait_until(lambda: bolt.windows() == [[1, 2, 3]]), bolt.log.items()
         cluster.advance_cluster_time(2)  # t0 + 4: a and b arrived 4 s ago, they leave and are acked
@@ -128,7 +138,7 @@ def test_processing_time_window_fires_on_the_cluster_clock():
 def test_event_time_windows_follow_the_watermark_and_late_tuples_go_to_their_stream():
     bolt = RecordingWindowBolt().with_tumbling_window(Duration.of(10)).with_timestamp_field("ts") \
         .with_late_tuple_stream("late")
-    feeder = FeederSpout(Fields("v", "ts"))
+    feeder = PreemptedFeederSpout(Fields("v", "ts"), HELD_SECS)
     tracker = AckFailMapTracker()
     feeder.set_ack_fail_delegate(tracker)
     capture = TupleCaptureBolt()
@@ -140,7 +150,7 @@ def test_event_time_windows_follow_the_watermark_and_late_tuples_go_to_their_str
         cluster.submit_topology("etime", Config(), builder.create_topology())
         for v, ts in (("a", 101), ("b", 105), ("c", 112), ("d", 125)):
             feeder.feed([v, ts], v)
-        time.sleep(0.3)
+        assert wait_until(lambda: _executed(cluster, "etime") == 4)
         cluster.advance_cluster_time(1)  # the watermark interval: watermark 125
         # windows end on multiples of 10 and hold (end - 10, end]; the one ending 130 waits
         assert wait_until(lambda: bolt.windows() == [["a", "b"], ["c"]]), bolt.log.items()
@@ -152,7 +162,7 @@ def test_event_time_windows_follow_the_watermark_and_late_tuples_go_to_their_str
         assert stream == "late" and late.values == ["old", 50] and late.source_component == "feeder"
         assert not tracker.is_acked("c") and not tracker.is_acked("d")
         feeder.feed(["e", 140], "e")
-        time.sleep(0.2)
+        assert wait_until(lambda: _executed(cluster, "etime") == 6)  # a-d, old, e
         cluster.advance_cluster_time(1)  # watermark 140
         assert wait_until(lambda: bolt.windows()[2:] == [["d"], ["e"]]), bolt.log.items()
         assert wait_until(lambda: tracker.is_acked("c") and tracker.is_acked("d"))

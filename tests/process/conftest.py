@@ -1,6 +1,7 @@
 """A real process-host cluster for these tests: a master (with its supervisor) as a subprocess,
 on free ports, in the test's own ``storm.local.dir``."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -73,7 +74,10 @@ class Cluster:
             self.master.wait(10)
         sup = _squall_processes(str(self.dir))
         for pid in sup:  # a supervisor left by a SIGKILLed master
-            os.kill(pid, signal.SIGTERM)
+            # one may have ended since it was listed: the master's stop ends its supervisor,
+            # which ends its workers, on their own time
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
         assert wait_until(lambda: not _squall_processes(str(self.dir)), 15), _squall_processes(str(self.dir))
 
 

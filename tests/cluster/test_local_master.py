@@ -126,10 +126,16 @@ def test_the_masters_news_reaches_in_process_workers_without_waiting_for_their_h
 
 
 class SlowCleanupBolt(AckBolt):
-    """Takes ``secs`` in ``cleanup`` and records that it finished."""
+    """Takes ``secs`` in ``cleanup`` and records that it finished; takes ``prepare_secs`` in
+    ``prepare`` (as one preempted on a loaded machine) and records that it finished."""
 
-    def __init__(self, recorder: Recorder, secs: float) -> None:
-        self.recorder, self.secs = recorder, secs
+    def __init__(self, recorder: Recorder, secs: float, prepare_secs: float = 0.0) -> None:
+        self.recorder, self.secs, self.prepare_secs = recorder, secs, prepare_secs
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        time.sleep(self.prepare_secs)
+        self.recorder.record("prepared")
 
     def cleanup(self):
         time.sleep(self.secs)
@@ -160,9 +166,12 @@ def test_a_kill_without_wait_returns_once_every_cleanup_ran():
     recorder = Recorder()
     b = TopologyBuilder()
     b.set_spout("feed", FeederSpout(["x"]))
-    b.set_bolt("slow", SlowCleanupBolt(recorder, 1.2), 2).shuffle_grouping("feed")
+    b.set_bolt("slow", SlowCleanupBolt(recorder, 1.2, prepare_secs=0.3), 2).shuffle_grouping("feed")
     with LocalCluster() as cluster:
         cluster.submit_topology("slow", {}, b.create_topology())
+        # submit returns before the loops run prepare, and only a bolt that prepared is cleaned
+        # up (Storm's order): the kill comes once both have (held 0.3 s each, as under load)
+        assert wait_until(lambda: recorder.count("prepared") == 2)
         cluster.kill_topology("slow", wait_secs=0)
         assert recorder.count("cleaned") == 2
         assert "slow" not in cluster.get_topology_names()

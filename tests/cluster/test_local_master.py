@@ -67,6 +67,22 @@ def test_every_host_keeps_the_newest_ten_errors_of_each_component():
     assert len(errors) == 20
 
 
+def test_a_repeated_error_is_one_record_also_with_other_errors_between_its_repeats():
+    """A stalled Trident batch's attempts raise the same error again and again, and a store's
+    timeouts may come between them. Before, only a repeat of the component's last record was
+    folded: each timeout between split the stall's record, and under load the stall test read
+    4 records of it, where the bolt's 10 kept records are meant for different errors."""
+    errors: list[ErrorRecord] = []
+    for i in range(MAX_ERRORS_PER_COMPONENT + 5):
+        add_error(errors, ErrorRecord("bolt", 3, float(i), "stalled at txid 5", ""))
+        if i % 2:
+            add_error(errors, ErrorRecord("bolt", 4, float(i), "Redis timed out", ""))
+    add_error(errors, ErrorRecord("other", 4, 99.0, "stalled at txid 5", ""))  # another component's own
+    assert [(e.component, e.error, e.count) for e in errors] == [
+        ("bolt", "Redis timed out", 7), ("bolt", "stalled at txid 5", 15), ("other", "stalled at txid 5", 1)]
+    assert errors[1].last_time == float(MAX_ERRORS_PER_COMPONENT + 4)
+
+
 def test_a_local_cluster_writes_nothing_to_disk(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with LocalCluster() as cluster:

@@ -21,6 +21,19 @@ from squall.external.trident_files import FileTridentSpout
 from squall.external.trident_redis import RedisMapState
 
 
+def count(task, txid: int, key: str, n: int = 1) -> None:
+    """One batch ``txid`` of a map state's ``task``: ``n`` added to ``key``."""
+    from squall.trident.state import ValueUpdater
+
+    class Add(ValueUpdater):
+        def update(self, stored):
+            return (stored or 0) + n
+
+    task.begin_commit(txid)
+    task.multi_update([[key]], [Add()])
+    task.commit(txid)
+
+
 @pytest.mark.parametrize("kind", ["transactional", "opaque"])
 def test_a_redis_down_under_a_map_state_is_reported_naming_it_and_counts_stay_exact(tmp_path, redis_server, kind, caplog):
     data = tmp_path / "in"
@@ -114,19 +127,6 @@ def test_a_task_that_had_not_written_yet_does_not_hide_an_empty_server_from_the_
     from zero, silently."""
     from squall._errors import ReportedFailedException
     from squall.external.trident_redis import Options
-    from squall.trident.state import ValueUpdater
-
-    class Add(ValueUpdater):
-        def __init__(self, n):
-            self.n = n
-
-        def update(self, stored):
-            return (stored or 0) + self.n
-
-    def count(task, txid, key, n=1):
-        task.begin_commit(txid)
-        task.multi_update([[key]], [Add(n)])
-        task.commit(txid)
 
     options = Options(data_type=data_type, hash_key="counts" if data_type == "hash" else None, local_cache_size=0)
     factory = RedisMapState.transactional(redis_server.url, options)
@@ -154,19 +154,6 @@ def test_a_task_started_over_its_values_notices_the_server_come_back_empty_befor
     restarted empty, 500 more clicks: 483 stored, no error."""
     from squall._errors import ReportedFailedException
     from squall.external.trident_redis import Options
-    from squall.trident.state import ValueUpdater
-
-    class Add(ValueUpdater):
-        def __init__(self, n):
-            self.n = n
-
-        def update(self, stored):
-            return (stored or 0) + self.n
-
-    def count(task, txid, key, n=1):
-        task.begin_commit(txid)
-        task.multi_update([[key]], [Add(n)])
-        task.commit(txid)
 
     options = Options(data_type=data_type, hash_key="counts" if data_type == "hash" else None, local_cache_size=0)
     factory = RedisMapState.opaque(redis_server.url, options)

@@ -186,31 +186,6 @@ def test_at_rate_one_a_bolt_that_holds_thousands_of_inputs_counts_every_ack():
         assert bolt()["executed"] == HELD
 
 
-# LocalCluster's workers are threads of this process: they read this. "sends": the tuples the
-# spout sends before its worker crashes, and after its restart
-STAGE: dict = {"now": "before", "sends": {"before": 0, "after": 0}}
-
-
-class CrashOnceSpout(Spout):
-    """Sends ``STAGE["sends"]["before"]`` ids, raises in ``next_tuple`` (crashing its worker)
-    once the test says so, and its restarted instance sends ``STAGE["sends"]["after"]`` more."""
-
-    def open(self, conf, context, collector):
-        super().open(conf, context, collector)
-        self.n = 0
-
-    def next_tuple(self):
-        if STAGE["now"] == "crash":
-            STAGE["now"] = "after"
-            raise RuntimeError("test: the spout's worker crashes")
-        if self.n < STAGE["sends"][STAGE["now"]]:
-            self.n += 1
-            self.collector.emit([self.n], msg_id=(STAGE["now"], self.n))
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("n"))
-
-
 class _Clock:
     """``squall.cli._local``'s ``time``: its readings one second apart, so a rate is a count."""
 
@@ -230,6 +205,7 @@ def test_squall_locals_live_rates_count_a_restarted_worker_from_zero(monkeypatch
     from squall.cli import _local
 
     from ..conftest import wait_until
+    from ..feeders import STAGE, CrashOnceSpout
 
     clock = _Clock()
     monkeypatch.setattr(_local, "time", clock)

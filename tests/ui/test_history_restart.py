@@ -4,43 +4,15 @@ and the failures it counts after the restart are in the chart's rate, not read a
 
 import pytest
 
-from squall import Bolt, Config, Fields, LocalCluster, Spout, TopologyBuilder
+from squall import Bolt, Config, LocalCluster, TopologyBuilder
 
 from ..conftest import wait_until
+from ..feeders import STAGE, CrashOnceSpout
 
 pytest.importorskip("starlette", reason="the UI needs the ui extra: pip install -e '.[ui]'")
 
 from squall.ui.link import DirectLink
 from squall.ui.pages import WebPages, read_totals
-
-# LocalCluster's workers are threads of this process: they read this. "sends": the tuples the
-# spout emits before its worker crashes, and after its restart
-STAGE: dict = {"now": "before", "sends": {"before": 0, "after": 0}}
-
-
-class CrashOnceSpout(Spout):
-    """Emits ``STAGE["sends"]["before"]`` tuples, raises in ``next_tuple`` (crashing its worker)
-    once the test says so, and its restarted instance emits ``STAGE["sends"]["after"]`` more.
-    Failed tuples are not replayed."""
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("n"))
-
-    def open(self, conf, context, collector):
-        super().open(conf, context, collector)
-        self.n = 0
-
-    def next_tuple(self):
-        if STAGE["now"] == "crash":
-            STAGE["now"] = "after"
-            raise RuntimeError("test: the spout's worker crashes")
-        if self.n < STAGE["sends"][STAGE["now"]]:
-            self.n += 1
-            self.collector.emit([self.n], msg_id=(STAGE["now"], self.n))
-
-    def fail(self, msg_id):
-        pass
-
 
 class FailAll(Bolt):
     def declare_output_fields(self, declarer):

@@ -34,7 +34,7 @@ from .master import Master
 from .process_launcher import write_conf
 from .served_ui import statistics_pages
 from .server import MasterServer
-from .store import hold_master_lock
+from .store import hold_master_lock, name_master_lock
 from .supervisor import PID_FILE, supervisor_lock_held
 
 log = logging.getLogger("squall.master")
@@ -159,6 +159,8 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
             await asyncio.wait(waiting, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
             if ready in waiting and ready.done() and not (server.done() or stopped.done()):
                 waiting.discard(ready)  # announce once, then wake only for a stop or the keeper
+                # the port it took (nimbus.thrift.port 0 names none): a second master's error names it
+                name_master_lock(lock, str(conf_value(conf, Config.NIMBUS_HOST)), master.port)
                 if supervise:
                     # started once the master listens, and told the port it took: with
                     # nimbus.thrift.port 0 the configured port says nothing a supervisor can use

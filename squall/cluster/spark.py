@@ -466,7 +466,7 @@ class SparkCluster(MasterClient):
         sc = self.spark.sparkContext
         base = cluster_conf(conf)
         listen, advertised = _master_addresses(sc, str(conf_value(base, Config.NIMBUS_HOST)))
-        self._lock = hold_master_lock(base)  # released by shutdown: one lone master a storm.local.dir
+        self._lock: int | None = hold_master_lock(base)  # released by shutdown: one master a storm.local.dir
         self._master = Master({**base, Config.NIMBUS_HOST: listen}, strict_slots=lambda n: _describe_slots(sc, n),
                               pages=statistics_pages())
         if check_recovered is not None:

@@ -453,32 +453,57 @@ def _named(e: BaseException) -> str:
 MASTER_LOCK = "master.lock"
 
 
-def hold_master_lock(conf: Mapping[str, Any]) -> int | None:
+def hold_master_lock(conf: Mapping[str, Any]) -> int:
     """Lock ``<storm.local.dir>/nimbus`` for this process's master, for as long as the returned
-    descriptor is open (None under Nimbus HA: ZooKeeper elects the one that leads). A lone
-    master runs what its directory holds, so a second one started there (on another port)
-    would run every topology a second time beside the first.
+    descriptor is open. A lone master runs what its directory holds, so a second one started
+    there (on another port) would run every topology a second time beside the first. Under
+    Nimbus HA each master keeps its own copies of the topologies' code there (Storm's
+    LocalFsBlobStore: one blob directory a nimbus), and drops the code of every topology
+    ZooKeeper does not list: sharing the directory, a standby would remove the plan the leader
+    has just written and not yet published, and the topology could not run after a failover.
+    The lock names this master (its pid and ``nimbus.host:nimbus.thrift.port``; once it listens,
+    `name_master_lock` names the port it took).
 
     Raises:
-        SquallError: another master holds it (its pid named).
+        SquallError: another master holds it (its pid, and its address when known, named).
     """
     from .ha import zookeeper_servers
-    if zookeeper_servers(conf):
-        return None
     directory = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "nimbus")
     path = directory / MASTER_LOCK
     fd = hold_lock(path)
     if fd is None:
-        try:
-            holder = path.read_text(errors="replace").strip()[:32] or "unknown"
-        except OSError:
-            holder = "unknown"
-        raise SquallError(f"another master (pid {holder}) runs for storm.local.dir {directory.parent}: a lone master "
+        holder = _master_lock_holder(path)
+        if zookeeper_servers(conf):
+            raise SquallError(f"another master ({holder}) runs for storm.local.dir {directory.parent}: under Nimbus "
+                              "HA each master keeps its own copies of the topologies' code in its storm.local.dir, "
+                              "and removes the code of topologies ZooKeeper does not list (another master's code "
+                              "written but not yet published too), so each master needs a storm.local.dir of its "
+                              "own")
+        raise SquallError(f"another master ({holder}) runs for storm.local.dir {directory.parent}: a lone master "
                           "runs every topology its directory holds, so a second one needs a storm.local.dir of its "
                           "own (or Nimbus HA, storm.zookeeper.servers)")
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    name_master_lock(fd, str(conf_value(conf, Config.NIMBUS_HOST)), conf_value(conf, Config.NIMBUS_THRIFT_PORT))
     return fd
+
+
+def name_master_lock(fd: int, host: str, port: Any) -> None:
+    """Write into the held master lock ``fd`` who holds it: this pid, and ``host:port`` (left
+    out while the port is 0, not yet taken), for the error a second master gets."""
+    named = f"{os.getpid()} {host}:{port}" if port else str(os.getpid())
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, named.encode(), 0)
+
+
+def _master_lock_holder(path: Path) -> str:
+    """The master that holds the lock at ``path``, as its `name_master_lock` wrote it."""
+    try:
+        words = path.read_text(errors="replace").split()
+    except OSError:
+        words = []
+    if not words:
+        return "pid unknown"
+    named = f"pid {words[0][:16]}"
+    return f"{named}, nimbus {words[1][:64]}" if len(words) > 1 else named
 
 
 def store_for(conf: Mapping[str, Any]) -> MasterStore:

@@ -415,7 +415,7 @@ def create_held(path: str | os.PathLike, mode: int = 0o666) -> BinaryIO:
 
     Raises:
         FileExistsError: ``path`` exists.
-        OSError: it cannot be created.
+        OSError: it cannot be created, or locked (then it is removed again).
     """
     while True:
         f = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode), "wb")
@@ -425,7 +425,11 @@ def create_held(path: str | os.PathLike, mode: int = 0o666) -> BinaryIO:
         except FileNotFoundError:
             mine = False
         except BaseException:
+            # not held (the file system refused the lock): no one would ever clear it but the
+            # next start of a writer of these names, and every retry would leave one more
             f.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
             raise
         if mine:
             return f

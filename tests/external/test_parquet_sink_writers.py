@@ -121,6 +121,30 @@ def test_a_writer_starting_while_another_commits_leaves_its_hidden_file_alone(tm
     assert [p.name for p in (tmp_path / "pq").iterdir()] == ["part-sink-1-0000000000.parquet"]
 
 
+def test_a_hidden_file_whose_lock_cannot_be_taken_is_not_left_behind(tmp_path, monkeypatch):
+    """The file system refuses the lock on the new hidden file (ENOLCK: an NFS mount whose lock
+    service is away). Before, create_held closed the file and raised, but left it on disk: the
+    batch failed with a .part-*.tmp behind it, one more for each replay's attempt. The batch
+    still fails (its 2 tuples replay), with nothing left but the committed file of the replay."""
+    import errno
+    import fcntl
+
+    a, out_a = sink(tmp_path)
+    real_flock = fcntl.flock
+
+    def flock(fd, op):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    write(a, 1, 2)
+    monkeypatch.setattr(fcntl, "flock", real_flock)
+    assert sorted(out_a.failed) == [1, 2] and not out_a.acked
+    assert sorted(p.name for p in (tmp_path / "pq").iterdir()) == []
+    write(a, 1, 2)  # the replay
+    assert sorted(out_a.acked) == [1, 2] and ids_in(tmp_path / "pq") == [1, 2]
+    assert [p.name for p in (tmp_path / "pq").iterdir()] == ["part-sink-1-0000000000.parquet"]
+
+
 def test_two_topologies_with_the_same_sink_id_keep_every_acked_row(tmp_path):
     """Topologies "one" and "two" each write 50 ids through a ParquetSinkBolt named
     "to_parquet" into one directory; every id either acked is there, once."""

@@ -344,6 +344,31 @@ def test_the_summary_shows_no_latency_figure_when_none_was_measured(capsys, acke
     assert shown in capsys.readouterr().out
 
 
+def test_the_summary_shows_the_errors_that_happened_last_even_when_they_first_happened_early(capsys):
+    """A worker crashed on "boom" at 1 s, twelve other components reported an error each, and it
+    crashed on "boom" again at 20 s, which `add_error` folds into the first record (x2, last at
+    20 s). The summary sorted by first time, so "the latest 10" left the crash out, while it said
+    "a worker crashed (the errors above)"; it sorts by when each error last happened."""
+    from squall.cli._local import _print_summary
+    from squall.engine.executor import ErrorRecord, add_error
+
+    errors: list[ErrorRecord] = []
+    add_error(errors, ErrorRecord("b", 3, 1.0, "ValueError: boom", "", fatal=True))
+    for i in range(12):
+        add_error(errors, ErrorRecord(f"c{i:02d}", 10 + i, 2.0 + i, f"IOError: disk {i}", ""))
+    add_error(errors, ErrorRecord("b", 3, 20.0, "ValueError: boom", "", fatal=True))
+    spout = {"type": "spout", "executors": 1, "tasks": 1, "emitted": 0, "acked": 0, "failed": 0,
+             "executed": 0, "complete_latency_ms": 0.0}
+    _print_summary({"t": {"uptime_secs": 21.0, "errors": [e.as_dict() for e in errors], "components": {"s": spout}}},
+                   "stopped", False)
+    out = capsys.readouterr().out
+    assert "errors: 13 (the latest 10 below)" in out
+    shown = [line.strip() for line in out.splitlines() if line.startswith("    [")]
+    assert len(shown) == 10
+    assert shown[-1] == "[b] task 3: ValueError: boom (x2) (worker crashed)"
+    assert shown[:-1] == [f"[c{i:02d}] task {10 + i}: IOError: disk {i}" for i in range(3, 12)]
+
+
 def test_jar_says_submitted_when_the_master_cannot_be_reached_after_the_submit(monkeypatch, capsys):
     """The note about free slots needs a second connection; losing it must not turn a submit
     that succeeded into "cannot reach the master"."""

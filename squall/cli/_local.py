@@ -286,7 +286,8 @@ def last_time(error: dict[str, Any]) -> float:
 
 
 def times(error: dict[str, Any]) -> str:
-    """`` (xN)`` for an error record that happened N > 1 times in a row, else nothing."""
+    """`` (xN)`` for an error record that happened N > 1 times (repeats folded by `add_error`),
+    else nothing."""
     count = error.get("count", 1)
     return f" (x{count})" if count > 1 else ""
 
@@ -409,7 +410,9 @@ def _print_summary(final: dict[str, dict[str, Any]], reason: str, debug: bool) -
         shown_latency = f"{latency:.2f} ms" if latency > 0 else "- (no acked tuple sampled)"
         print(f"  spouts: {emitted / secs:.1f} tuples/s emitted, {acked / secs:.1f}/s acked, "
               f"{failed} failed; mean complete latency {shown_latency}")
-        errors = sorted(info["errors"], key=lambda e: e["time"])
+        # by when each last happened: a record counts every repeat of its error (`add_error`),
+        # so its first time can be long before a repeat that ended the run
+        errors = sorted(info["errors"], key=last_time)
         if not errors:
             print("  errors: none")
             continue

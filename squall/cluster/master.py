@@ -33,7 +33,7 @@ the failed starts in a row (then it is given up); the error (the worker's own, e
 its supervisor sends) shows in ``list``.
 A worker that started and then crashed is restarted at once, unless it crashed within a minute
 of its start after a crash that did too: then it waits 1, 2, 4 ... 30 s (`crash_backoff`), and
-is never given up. An error that repeats the last one of its component is counted on that
+is never given up. An error that repeats one its component has a record of is counted on that
 record (`add_error`), not added again.
 The scheduler runs again whenever slots may have freed or appeared: a kill's removal, a
 rebalance, a supervisor that joins or leaves.

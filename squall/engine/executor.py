@@ -35,9 +35,9 @@ debug_log = logging.getLogger("squall.debug")
 class ErrorRecord:
     """An error reported by, or escaping from, a task's user code.
 
-    ``count`` is how many times it happened in a row for its component (`add_error` folds an
-    identical repeat into the record it repeats), ``time`` when it first did and ``last_time``
-    when it last did. ``host`` and ``worker`` (its port) name the worker, whose log
+    ``count`` is how many times its component reported it (`add_error` folds an identical
+    repeat into the component's record of it, other errors between or not), ``time`` when it
+    first did and ``last_time`` when it last did. ``host`` and ``worker`` (its port) name the worker, whose log
     `squall.cluster.logs.worker_log_link` links to (Storm's ``errorHost``/``errorPort``).
     """
 

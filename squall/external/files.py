@@ -1300,7 +1300,9 @@ class FileSpout(Spout):
         Whatever file has the name is first renamed aside (a hidden name of its own), atomically,
         and only then compared with the file read: a producer moving a new file in under the
         name (``mv``, which replaces) between a check by name and the rename had its new file
-        renamed done, or removed, unread. A new file taken aside is put back under its name."""
+        renamed done, or removed, unread. A new file taken aside is put back under its name, and
+        so is the file read when its done rename raises (the retry, or the task restarted,
+        finishes it)."""
         src = os.path.join(self.directory, name)
         aside = os.path.join(self.directory, f".finishing.{uuid.uuid4().hex}")
         try:
@@ -1319,9 +1321,21 @@ class FileSpout(Spout):
         # never over an earlier file's done name (a name that comes back every day): that archive
         # would be lost. HdfsSpout's rename to its archive directory fails rather than replace.
         done, n = src + self.done_suffix, 0
-        while not rename_no_replace(aside, done):
-            n += 1
-            done = f"{src}.{n}{self.done_suffix}"
+        try:
+            while not rename_no_replace(aside, done):
+                n += 1
+                done = f"{src}.{n}{self.done_suffix}"
+        except OSError as e:
+            # not renamed done (an I/O error): back under its name, where the next try (or the
+            # task restarted) finishes it, not left for good under the hidden name it was taken to
+            try:
+                back = rename_no_replace(aside, src)
+            except OSError:
+                back = False
+            if not back:
+                log.error("FileSpout %r: %s, read to its end, could not be renamed done (%s) nor put back "
+                          "under its name: it is at %s", self.spout_id, src, e, aside)
+            raise
         if n:
             log.warning("FileSpout %r: %s is taken (an earlier file of that name, done); renamed %s "
                         "to %s instead", self.spout_id, src + self.done_suffix, src, done)

@@ -148,3 +148,36 @@ def test_a_new_file_taken_aside_in_place_of_the_one_read_is_put_back_under_its_n
     task.pump()
     assert lines(task.out.emitted) == ["day1-a", "day2-a"]
     assert {p.name: p.read_text() for p in src.iterdir()} == {"events.log.done": "day2-a\n"}
+
+
+def test_a_done_rename_that_fails_leaves_the_file_under_its_name_for_the_restarted_task(tmp_path, monkeypatch):
+    """The link into the done name fails once (an I/O error), which crashes the task (its ack
+    raised). Before, the file read stayed under the hidden name it was taken aside to, for good:
+    the restarted task did not see it, and it never reached its done name. It goes back under
+    its name, and the restarted task reads it on from its committed progress (the last line's
+    ack, whose commit the crash cut off, is emitted again: at least once) and renames it done."""
+    import errno
+
+    src, local = tmp_path / "in", tmp_path / "local"
+    src.mkdir()
+    write_lines(src / "events.log", ["day1-a", "day1-b"])
+    task = Task(src, local)
+    got = task.pump()
+    assert lines(got) == ["day1-a", "day1-b"]
+    real_link = os.link
+
+    def link_fails_once(a, b, **kw):
+        monkeypatch.setattr(os, "link", real_link)
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "link", link_fails_once)
+    with pytest.raises(OSError, match="Input/output error"):
+        task.ack(got)  # the last ack finishes the file
+    assert [p.name for p in src.iterdir()] == ["events.log"]
+    task.crash()
+    again = Task(src, local)
+    replayed = again.pump()
+    assert lines(replayed) == ["day1-b"]
+    again.ack(replayed)
+    assert [p.name for p in src.iterdir()] == ["events.log.done"]
+    assert (src / "events.log.done").read_text() == "day1-a\nday1-b\n"

@@ -74,7 +74,9 @@ committed meanwhile (`CommittedElsewhere`), before its tuples fail and replay.""
 class CommittedElsewhere(SquallError):
     """Another writer of this task's name (a zombie copy of the task, whose worker the master
     took for dead, or the task that replaced it) committed ``batches`` since this one last
-    looked: the batch was not committed, and is tried again without the ids they hold."""
+    looked: the batch was not committed, and is tried again without the ids they hold. One of
+    them can be this writer's own: an earlier try whose commit landed although it raised (a
+    lost reply) and could not be found then, so its tuples failed and replayed."""
 
     def __init__(self, batches: list[CommittedBatch]) -> None:
         super().__init__(f"another writer committed batches {[b.seq for b in batches]}")
@@ -298,9 +300,10 @@ class BatchingSinkBolt(Bolt):
                     self._seq = max(self._seq, batch.seq + 1)
                 left = [key for key in ids if key not in self._committed]
                 if len(left) < len(ids):
-                    log.warning("sink %r: %d of the %d ids of batch %s#%d were committed by another writer of "
-                                "the task name (a zombie copy of this task, or the copy that replaced it): "
-                                "acked without being written again", self.component, len(ids) - len(left),
+                    log.warning("sink %r: %d of the %d ids of batch %s#%d were committed already, by another writer "
+                                "of the task name (a zombie copy of this task, or the copy that replaced it) or "
+                                "by an earlier try of this one whose commit raised although it landed: acked "
+                                "without being written again", self.component, len(ids) - len(left),
                                 len(ids), self.task_name, self._seq)
                     column = table.column(self.id_field)
                     table = table.filter(pc.is_in(column, value_set=pa.array(left, column.type)))

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import CommitFailedError, DeltaError
 
+from .._config import Config
 from .._errors import FailedException
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
 from ._sink_batch import safe_name
@@ -63,10 +64,10 @@ def _columns(state_type: StateType, key_schema: pa.Schema, value_field: str, val
 class DeltaMapState(IBackingMap):
     """The backing map in a Delta table; see the module docstring. Built by its factories."""
 
-    def __init__(self, factory: DeltaMapStateFactory, partition_index: int) -> None:
+    def __init__(self, factory: DeltaMapStateFactory, partition_index: int, app_id: str) -> None:
         self.f = factory
         self.keys = factory.key_schema.names
-        self.app_id = safe_name(f"{factory.app_id}-{partition_index}")
+        self.app_id = safe_name(f"{app_id}-{partition_index}")
         self.txid: int | None = None
         self._ensure_table()
 
@@ -225,12 +226,13 @@ class DeltaMapStateFactory(StateFactory):
     ``key_schema``: the key's columns, one per group field (an ungrouped ``persistent_aggregate``
     uses one string column for ``global_key``); ``value_type``: the value column's Arrow type;
     ``value_field``: its name; ``app_id``: the prefix of each partition's Delta application id
-    (give each topology writing the same table its own); ``local_cache_size``: `CachedMap`
+    (give each topology writing the same table its own; by default ``squall-trident-<topology
+    name>``, `app_id_in`); ``local_cache_size``: `CachedMap`
     entries per task (0: none); ``storage_options`` go to ``deltalake``.
     """
 
     def __init__(self, table_uri: str | os.PathLike, state_type: StateType, key_schema: pa.Schema,
-                 value_type: pa.DataType, *, value_field: str = "value", app_id: str = "squall-trident",
+                 value_type: pa.DataType, *, value_field: str = "value", app_id: str | None = None,
                  local_cache_size: int = 1000, global_key: str = "$DELTA-MAP-STATE-GLOBAL",
                  storage_options: dict[str, str] | None = None) -> None:
         if not isinstance(key_schema, pa.Schema) or len(key_schema) == 0:
@@ -247,7 +249,18 @@ class DeltaMapStateFactory(StateFactory):
         self.storage_options = storage_options
         self.schema = _columns(state_type, key_schema, value_field, value_type)
 
+    def app_id_in(self, conf: dict) -> str:
+        """The application id prefix of the topology whose ``conf`` this is: ``app_id``, or by
+        default ``squall-trident-<topology.name>`` (``squall-trident`` where the conf has no
+        name). Per topology, since the refusal of a txid below a partition's last one (a
+        zombie's) would otherwise stall another topology writing the table, whose txids start
+        again from 1; a topology submitted again under its name goes on from its txids."""
+        if self.app_id is not None:
+            return self.app_id
+        name = conf.get(Config.TOPOLOGY_NAME)
+        return f"squall-trident-{name}" if name else "squall-trident"
+
     def make_state(self, conf: dict, metrics: Any, partition_index: int, num_partitions: int) -> Any:
         """A map state for partition ``partition_index``; see the module docstring."""
-        backing = DeltaMapState(self, partition_index)
+        backing = DeltaMapState(self, partition_index, self.app_id_in(conf))
         return build_map_state(backing, self.state_type, self.local_cache_size, self.global_key)

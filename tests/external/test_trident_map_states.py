@@ -223,6 +223,33 @@ def test_delta_partitions_merge_into_one_table(tmp_path):
     assert OpaqueValue(1, 2).curr == 2 and TransactionalValue(1, 2).val == 2
 
 
+def test_delta_a_second_topology_on_the_table_starts_its_txids_at_1_without_being_refused(tmp_path):
+    """Topology "one" counted through txid 3; topology "two" (another name, its coordinator's
+    txids from 1) writes the same transactional table with the default app id, as it may in
+    Storm's `TransactionalMap`. Before, both had the app id ``squall-trident``: two's txid 1 was
+    refused as a zombie's below txid 3, every batch again, a stall for good. The default app id
+    is per topology now. (An opaque value written by a later txid than the batch's is refused by
+    its row, as Storm's `OpaqueValue` refuses it.)"""
+    uri = tmp_path / "counts"
+    f = DeltaMapState.transactional(uri, KEYS, pa.int64(), local_cache_size=0)
+
+    def batch_of(topology, txid, n):
+        state = f.make_state({"topology.name": topology}, None, 0, 1)
+        state.begin_commit(txid)
+        out = state.multi_update([["a"]], [Add(n)])
+        state.commit(txid)
+        return out
+
+    for txid in (1, 2, 3):
+        batch_of("one", txid, 1)
+    assert batch_of("two", 1, 10) == [13]
+    assert batch_of("two", 1, 10) == [13]  # two's replay of txid 1, not counted again
+    assert batch_of("one", 4, 100) == [113]
+    table = deltalake.DeltaTable(str(uri))
+    assert table.transaction_version("squall-trident-one-0") == 4
+    assert table.transaction_version("squall-trident-two-0") == 1
+
+
 class AddWhileFrozen(Add):
     """`Add`, after ``meanwhile()`` ran: it reads the stored value, then its task stands still
     (its machine hung) while ``meanwhile`` happens, then writes."""

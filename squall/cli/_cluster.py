@@ -39,6 +39,7 @@ from ..cluster.health import HealthCheck
 from ..cluster.process import run_nimbus, running_supervisor
 from ..cluster.seeds import describe_seeds, nimbus_seeds
 from ..cluster.supervisor import run_process_supervisor
+from ..cluster.view import counted_since
 from ._drpc import drpc_beside_nimbus
 from ._flux import FluxRun, from_args
 from ._local import last_time, times, user_components
@@ -585,9 +586,9 @@ class _TaskCount:
     def since(self, before: _TaskCount | None) -> int:
         """The tuples counted since ``before``: all of them when the task is new, or when its
         worker restarted since (another launch, or a count that went down: from zero)."""
-        if before is None or before.launch_id != self.launch_id or self.count < before.count:
+        if before is None:
             return self.count
-        return self.count - before.count
+        return counted_since(self.count, before.count, before.launch_id != self.launch_id)
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:

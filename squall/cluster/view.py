@@ -85,6 +85,14 @@ def parse_windows(raw: Any) -> dict[int, dict[str, list[Stat]]]:
     return out
 
 
+def counted_since(count: int, before: int, restarted: bool) -> int:
+    """What a task's all-time counter added since it read ``before``: all of ``count`` when its
+    worker restarted since (``restarted``: another launch counted it) or when it went down (a
+    restart not otherwise known, as Prometheus's ``rate()`` reads a counter reset), else the
+    difference. `squall monitor`, `squall local` and the UI's history read a restart so."""
+    return count if restarted or count < before else count - before
+
+
 class StatisticsPages(Protocol):
     """The pages a master serves, one function per read verb of the same name; ``window`` is
     Storm's ``?window=`` (None: all time), refused with a `BadParameterError` naming the choices.

@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
+from squall.cluster.view import counted_since
 from squall.engine.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -72,12 +73,6 @@ class HistorySample(NamedTuple):
                 "completeLatency": round(self.complete_latency_ms, 3)}
 
 
-def _increase(count: int, before: int) -> int:
-    """What a counter added since ``before``: all of ``count`` when it went down (restarted from
-    zero since, as Prometheus's ``rate()`` reads a counter reset)."""
-    return count - before if count >= before else count
-
-
 def _rate(increase: int, secs: float) -> float:
     return increase / secs if secs > 0 else 0.0
 
@@ -124,10 +119,9 @@ class History:
         acked = failed = 0
         for task, now_counts in t.tasks.items():
             was = before.get(task, TaskCounts(0, 0, now_counts.launch_id))
-            if was.launch_id != now_counts.launch_id:
-                was = TaskCounts(0, 0)  # its worker restarted since: all it counted is new
-            acked += _increase(now_counts.acked, was.acked)
-            failed += _increase(now_counts.failed, was.failed)
+            restarted = was.launch_id != now_counts.launch_id  # all it counted is new
+            acked += counted_since(now_counts.acked, was.acked, restarted)
+            failed += counted_since(now_counts.failed, was.failed, restarted)
             before[task] = now_counts
         return (0, 0) if last is None else (acked, failed)
 

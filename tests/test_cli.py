@@ -369,6 +369,23 @@ def test_the_summary_shows_the_errors_that_happened_last_even_when_they_first_ha
     assert shown[:-1] == [f"[c{i:02d}] task {10 + i}: IOError: disk {i}" for i in range(3, 12)]
 
 
+def test_a_run_counts_each_crash_of_a_worker_and_not_a_report_of_the_same_error():
+    """A worker crashed on "boom" three times (one record, x3) and its bolt also reported "boom"
+    through its collector twice, living on. The run said "a worker crashed 1 time(s)" (a record
+    counted once), and a report and a crash of one text folded into one fatal record x5; now the
+    crashes are one record x3 and the reports another x2, and the run counts 3."""
+    from squall.cli._local import crashes
+    from squall.engine.executor import ErrorRecord, add_error
+
+    errors: list[ErrorRecord] = []
+    for t in range(3):
+        add_error(errors, ErrorRecord("b", 3, 1.0 + t, "ValueError: boom", "", fatal=True))
+        if t < 2:
+            add_error(errors, ErrorRecord("b", 3, 1.5 + t, "ValueError: boom", ""))
+    assert [(e.fatal, e.count) for e in errors] == [(False, 2), (True, 3)]
+    assert crashes({"t": {"errors": [e.as_dict() for e in errors]}}) == 3
+
+
 def test_jar_says_submitted_when_the_master_cannot_be_reached_after_the_submit(monkeypatch, capsys):
     """The note about free slots needs a second connection; losing it must not turn a submit
     that succeeded into "cannot reach the master"."""

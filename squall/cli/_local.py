@@ -54,7 +54,7 @@ def cmd_local(args: argparse.Namespace) -> int:
         finally:
             cluster.shutdown()
     _print_summary(final, reason, args.debug)
-    crashed = sum(1 for info in final.values() for e in info["errors"] if e["fatal"])
+    crashed = crashes(final)
     if crashed:  # Storm's local run ends with status 1 when a worker dies of an error
         print(f"squall: error: a worker crashed {crashed} time(s) (the errors above)", file=sys.stderr)
         return 1
@@ -278,6 +278,12 @@ def _last_error(info: dict[str, Any]) -> str | None:
     e = max(info["errors"], key=last_time)
     ago = max(0.0, time.time() - last_time(e))
     return f"[{e['component']}] task {e['task']}: {e['error']}{times(e)} ({_duration(ago)} ago)"
+
+
+def crashes(final: dict[str, dict[str, Any]]) -> int:
+    """How many times a worker of the topologies in ``final`` (their `get_topology_info`) died of
+    an error: a fatal record counts each crash folded into it (`add_error`)."""
+    return sum(e.get("count", 1) for info in final.values() for e in info["errors"] if e["fatal"])
 
 
 def last_time(error: dict[str, Any]) -> float:

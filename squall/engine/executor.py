@@ -93,20 +93,21 @@ MAX_ERRORS_PER_COMPONENT = 10  # as Storm's cluster state keeps: the newest 10 o
 
 def add_error(errors: list[ErrorRecord], record: ErrorRecord) -> ErrorRecord:
     """Add ``record`` to ``errors`` (oldest first), or fold it into the record of its component
-    that says the same (the task and time aside): a worker that crashes on the same value each
+    that says the same (the task and time aside) and is as fatal: a worker that crashes on the same value each
     time it restarts, or a bolt that reports the same failure for every tuple, makes one record
     with a count, not a list that pushes every other error out, also when other errors come
     between the repeats (a stalled Trident batch's attempts with a store's timeouts between
     them). The record that holds it moves to the end, so the list stays in the order of each
     error's last time; returns it. Each component keeps its newest `MAX_ERRORS_PER_COMPONENT`
-    records, on every host."""
+    records, on every host. A crash of the worker folds only into a crash, so that a fatal
+    record's count is how many times the worker died of it (a report of the same text that the
+    worker lived through keeps a record of its own)."""
     for i in range(len(errors) - 1, -1, -1):
         last = errors[i]
-        if last.component != record.component or last.error != record.error:
+        if last.component != record.component or last.error != record.error or last.fatal != record.fatal:
             continue
         last.count += record.count
         last.last_time = max(last.last_time, record.last_time)
-        last.fatal = last.fatal or record.fatal
         last.traceback = record.traceback or last.traceback
         del errors[i]
         errors.append(last)

@@ -11,11 +11,13 @@ from typing import Any
 
 from .._collectors import StreamInfo
 from .._config import Config
+from .._errors import InvalidTopologyException
 from .._fields import GlobalStreamId
 from .._grouping import ALL, Grouping
+from .._system import CHECKPOINT_STREAM, SYSTEM_STREAM, TICK_STREAM
 from .._topology import ComponentSpec
 from ._bolt import BaseStatefulBolt, CheckpointTupleForwarder, StatefulBoltExecutor
-from ._windowed import StatefulWindowedBoltExecutor
+from ._windowed import PersistentWindowedBoltExecutor, StatefulWindowedBoltExecutor
 from .checkpoint import CHECKPOINT_COMPONENT_ID, CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, CheckpointSpout
 
 
@@ -24,6 +26,7 @@ def add_checkpointing(components: dict[str, ComponentSpec]) -> dict[str, Compone
     as given (a transform of `squall._topology.register_topology_transform`)."""
     if not any(_stateful(c.obj) for c in components.values()):
         return components
+    _check_unanchored_inputs(components)
     out = {}
     for cid, spec in components.items():
         if spec.kind != "bolt":
@@ -47,3 +50,47 @@ def add_checkpointing(components: dict[str, ComponentSpec]) -> dict[str, Compone
 
 def _stateful(obj: Any) -> bool:
     return isinstance(obj, (BaseStatefulBolt, StatefulWindowedBoltExecutor))
+
+
+_CONTROL_STREAMS = frozenset((CHECKPOINT_STREAM, SYSTEM_STREAM, TICK_STREAM))
+
+
+def _check_unanchored_inputs(components: dict[str, ComponentSpec]) -> None:
+    """Refuse a stateful windowed bolt without persistence that takes, directly or through other
+    bolts, the results of a persistent window.
+
+    A persistent window's results are emitted unanchored (Storm's), in no spout's tuple tree. A
+    stateful window without persistence drops its windows at a ROLLBACK and fails what they held
+    for the spouts to replay; nothing replays those results, and the persistent window re-fires
+    only the windows it fired after the last commit: the results that reached the bolt before
+    that commit were lost (a rollback while such a bolt held 3 of them: 3 results, 6 records,
+    missing from its windows, nothing failed or reported). Persistent, the bolt keeps them in its
+    committed window state, and the results after the commit come again from the re-fired
+    windows. A persistent window's late-tuple stream is anchored to its inputs, so it is allowed.
+
+    Raises:
+        InvalidTopologyException: naming both components and what to do.
+    """
+    for cid, spec in sorted(components.items()):
+        if type(spec.obj) is not StatefulWindowedBoltExecutor:  # its persistent subclass keeps them
+            continue
+        seen: set[str] = set()
+        todo = [cid]
+        while todo:
+            here = todo.pop()
+            for src, stream in sorted(components[here].inputs):
+                upstream = components.get(src)
+                if upstream is None or stream in _CONTROL_STREAMS:
+                    continue
+                if isinstance(upstream.obj, PersistentWindowedBoltExecutor) \
+                        and stream != upstream.conf.get(Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM):
+                    via = "" if here == cid else f", through [{here}]"
+                    raise InvalidTopologyException(
+                        f"Component [{cid}]: a stateful windowed bolt without persistence cannot take the results of "
+                        f"the persistent window [{src}] (stream [{stream}]{via}): they are unanchored, so when a "
+                        f"rollback drops [{cid}]'s windows nothing replays the ones it held from before the last "
+                        f"commit, and they are lost. Make [{cid}] persistent too (with_persistence()): its windows "
+                        f"are then restored as committed")
+                if src not in seen:
+                    seen.add(src)
+                    todo.append(src)

@@ -1,14 +1,17 @@
 """Stateful windowed bolts: window evaluations update a checkpointed state; inputs are acked once
 out of their last window and committed; a rollback drops the windows and fails what they held."""
 
+import pytest
+
 from squall import (BaseStatefulBolt, BaseStatefulWindowedBolt, BaseWindowedBolt, Bolt, Config, Count, Duration, Fields,
-                    LocalCluster, TopologyBuilder)
+                    InvalidTopologyException, LocalCluster, TopologyBuilder)
 from squall._tuple import Source, Tuple
 from squall.state._bolt import StatefulBoltExecutor
 from squall.state._windowed import StatefulWindowedBoltExecutor
 from squall.state.checkpoint import INITSTATE, PREPARE, ROLLBACK
 from squall.state.memory import HostMemory
 from squall.testing import AckFailMapTracker, FeederSpout
+from squall.testing._registry import SharedCounter, SharedFlag, SharedLog
 
 from ..conftest import wait_until
 from .test_core import BoltCtx, Recorder, cp
@@ -180,3 +183,105 @@ def test_records_a_plain_bolt_fails_replay_alone_and_roll_back_no_state():
         assert all(tracker.is_failed(i) for i in range(10, 501, 10))
         [ns] = [n for n in cluster._state_memory.namespaces("rejects") if n.startswith("sums-")]
         assert cluster.get_state("rejects", ns).get("total") == sum(good)
+
+
+class PairSums(BaseStatefulWindowedBolt):
+    """Emits each window's sum, unanchored when made persistent (Storm's persistent windows)."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("v"))
+
+    def execute(self, window):
+        self.collector.emit([sum(t[0] for t in window.get())])
+
+
+class FailsAPrepare(WindowSums):
+    """`WindowSums` that records each window's sum and each commit, and fails the first PREPARE
+    after the test sets ``fail_next`` (a checkpoint that fails: every stateful bolt rolls back)."""
+
+    def __init__(self):
+        super().__init__()
+        self.sums = SharedLog()
+        self.commits = SharedCounter()
+        self.fail_next = SharedFlag()
+
+    def execute(self, window):
+        super().execute(window)
+        self.sums.append(sum(t[0] for t in window.get()))
+
+    def pre_prepare(self, txid):
+        if self.fail_next.is_set():
+            self.fail_next.clear()
+            raise RuntimeError("a checkpoint that fails (test)")
+
+    def pre_commit(self, txid):
+        self.commits.incr()
+
+
+def _chain(downstream, through_a_plain_bolt=False):
+    b = TopologyBuilder()
+    b.set_spout("values", FeederSpout(Fields("v")))
+    b.set_bolt("pairs", PairSums().with_tumbling_window(Count(2)).with_persistence()).shuffle_grouping("values")
+    if through_a_plain_bolt:
+        b.set_bolt("filter", RejectsTens()).shuffle_grouping("pairs")
+    b.set_bolt("totals", downstream).shuffle_grouping("filter" if through_a_plain_bolt else "pairs")
+    return b
+
+
+@pytest.mark.parametrize("through_a_plain_bolt", [False, True], ids=["direct", "through a plain bolt"])
+def test_a_stateful_window_without_persistence_after_a_persistent_one_is_refused(through_a_plain_bolt):
+    """A persistent window's results are unanchored: a stateful window without persistence,
+    rolled back, failed those it held for their spouts to replay, and nothing did. On a
+    LocalCluster (pairs of 20 records, a window of 5 pairs after them, a PREPARE failed while
+    it held 3 pairs committed before): 1 window of 10 came out, not 2; 6 records lost, nothing
+    failed or reported. Refused at create_topology, naming both components and the way out."""
+    b = _chain(WindowSums().with_tumbling_window(Count(5)), through_a_plain_bolt)
+    with pytest.raises(InvalidTopologyException) as e:
+        b.create_topology()
+    msg = str(e.value)
+    assert msg.startswith("Component [totals]: a stateful windowed bolt without persistence")
+    assert "persistent window [pairs] (stream [default]" in msg and "with_persistence()" in msg
+    assert ("through [filter]" in msg) is through_a_plain_bolt
+
+
+def test_a_persistent_windows_late_stream_may_feed_a_stateful_window_without_persistence():
+    """The late-tuple stream is anchored to the late inputs: their spouts replay them."""
+    b = TopologyBuilder()
+    b.set_spout("values", FeederSpout(Fields("v", "ts")))
+    b.set_bolt("pairs", PairSums().with_tumbling_window(Duration.of(10)).with_timestamp_field("ts")
+               .with_late_tuple_stream("late").with_persistence()).shuffle_grouping("values")
+    b.set_bolt("totals", WindowSums().with_tumbling_window(Count(5))).shuffle_grouping("pairs", "late")
+    b.create_topology()
+
+
+def test_a_persistent_window_after_a_persistent_one_counts_every_record_across_a_rollback():
+    """The way out the refusal names: the second window persistent too keeps the pairs it
+    committed through a rollback, and the first re-fires those after the commit. 20 records of
+    1, in pairs (10 results), into windows of 5 pairs: a PREPARE fails while the second window
+    holds 3 pairs committed before it; both windows of 10 come out, each once."""
+    feeder = FeederSpout(Fields("v"))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    totals = FailsAPrepare()
+    b = TopologyBuilder()
+    b.set_spout("values", feeder)
+    b.set_bolt("pairs", PairSums().with_tumbling_window(Count(2)).with_persistence()).shuffle_grouping("values")
+    b.set_bolt("totals", totals.with_tumbling_window(Count(5)).with_persistence()).shuffle_grouping("pairs")
+    conf = Config()
+    conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
+    with LocalCluster() as cluster:
+        cluster.submit_topology("chain", conf, b.create_topology())
+        for i in range(6):
+            feeder.feed([1], i)
+        assert wait_until(lambda: all(tracker.is_acked(i) for i in range(6)), 20)  # acked at pairs' commit
+        seen = totals.commits.value
+        assert wait_until(lambda: totals.commits.value >= seen + 2, 20)  # and the 3 pairs committed at totals
+        totals.fail_next.set()
+        assert wait_until(lambda: not totals.fail_next.is_set(), 20)
+        seen = totals.commits.value
+        assert wait_until(lambda: totals.commits.value >= seen + 1, 20)  # recovered
+        for i in range(6, 20):
+            feeder.feed([1], i)
+        assert wait_until(lambda: len(totals.sums.items()) >= 2, 20), totals.sums.items()
+        assert wait_until(lambda: all(tracker.is_acked(i) for i in range(20)), 20)
+    assert totals.sums.items() == [10, 10]

@@ -129,22 +129,36 @@ class AnchoringCollector(OutputCollector):
 
 
 class CheckpointBarrier:
-    """Counts each ``(action, txid)`` until every one of ``inputs`` tasks has sent it (Storm's
-    ``shouldProcessTransaction``)."""
+    """Tells when every one of ``inputs`` tasks has sent a checkpoint ``(action, txid)`` (Storm's
+    ``shouldProcessTransaction``): when the last checkpoint each input task sent is that one.
+
+    Storm counts the copies of each ``(action, txid)`` instead, and keeps a count that never
+    completed: a PREPARE one input task failed (its worker died, a hook raised) while another
+    passed it on stayed counted, and when the spout tried the same txid again after its
+    rollback, the first copy of the new PREPARE completed the old count. The bolt then prepared
+    before the other task's PREPARE came, without the inputs that task had sent before it.
+    An input task passes the checkpoints on in the spout's order, one step at a time, so its
+    last one is the step it is at.
+    """
 
     def __init__(self, inputs: int) -> None:
         self.inputs = inputs
-        self._counts: dict[tuple[str, int], int] = {}
+        self._last: dict[int, tuple[str, int]] = {}  # input task -> the last (action, txid) it sent
 
-    def arrived(self, action: str, txid: int) -> bool:
-        """True when this is the last of the ``inputs`` copies of ``(action, txid)``."""
+    def arrived(self, task: int, action: str, txid: int) -> bool:
+        """Note that input task ``task`` sent ``(action, txid)``; True when that completes it:
+        every input task's last checkpoint is this one."""
         key = (action, txid)
-        n = self._counts.get(key, 0) + 1
-        if n >= self.inputs:
-            self._counts.pop(key, None)
-            return True
-        self._counts[key] = n
-        return False
+        last = self._last
+        if last.get(task) == key:
+            # the same step again from this task (a copy the spout re-sent before the others
+            # sent theirs): still one copy per task
+            return False
+        last[task] = key
+        if len(last) < self.inputs or any(k != key for k in last.values()):
+            return False
+        last.clear()  # the next time the spout sends this step counts afresh
+        return True
 
 
 def checkpoint_inputs(context: Any) -> int:
@@ -192,7 +206,7 @@ class _CheckpointAware(Bolt):
 
     def _checkpoint(self, tup: Tuple) -> None:
         txid, action = tup.values
-        if not self.barrier.arrived(action, txid):
+        if not self.barrier.arrived(tup.source_task, action, txid):
             self.collector.ack(tup)
             return
         try:

@@ -395,7 +395,37 @@ def test_a_checkpoint_counts_once_every_input_task_sent_it():
     ex.execute(Tuple([-1, INITSTATE], Source("split", "$checkpoint", 5, Fields("txid", "action"))))
     assert ex.initialized
     b = CheckpointBarrier(2)
-    assert [b.arrived(PREPARE, 1), b.arrived(COMMIT, 1), b.arrived(PREPARE, 1)] == [False, False, True]
+    assert [b.arrived(4, PREPARE, 1), b.arrived(4, COMMIT, 1), b.arrived(5, PREPARE, 1)] == [False, False, False]
+    assert [b.arrived(5, COMMIT, 1), b.arrived(4, PREPARE, 2), b.arrived(5, PREPARE, 2)] == [True, False, True]
+
+
+def _from(task, txid, action):
+    return Tuple([txid, action], Source("split", "$checkpoint", task, Fields("txid", "action")))
+
+
+def test_a_prepare_one_input_task_failed_does_not_count_when_the_transaction_is_tried_again():
+    """Storm's barrier counts the copies of each (action, txid). A PREPARE that one input task
+    failed (its worker died, a hook raised) while the other passed it on left a count of 1
+    behind; after the rollback the spout tries the same txid again, and the first copy of the
+    new PREPARE completed the count: the bolt prepared before the other task's PREPARE, so an
+    input that task sent before it was not in the transaction (not acked at its commit, its
+    update not committed; after a persistent window, whose results no spout replays, lost at
+    the next rollback). Now each input task's last checkpoint is what counts."""
+    ex, rec = stateful(inputs={"split": [4, 5]})
+    for task in (4, 5):
+        ex.execute(_from(task, -1, INITSTATE))
+    ex.execute(_from(5, 0, PREPARE))  # task 4 failed this PREPARE: it never passed it on
+    for action, txid in ((ROLLBACK, 0), (INITSTATE, -1)):  # the spout's recovery
+        for task in (4, 5):
+            ex.execute(_from(task, txid, action))
+    ex.execute(_from(5, 0, PREPARE))  # txid 0 again: task 5's copy first
+    a = Tuple(["a"], DATA)  # task 4's, sent before its PREPARE
+    ex.execute(a)
+    ex.execute(_from(4, 0, PREPARE))
+    for task in (4, 5):
+        ex.execute(_from(task, 0, COMMIT))
+    assert a in rec.acked  # in transaction 0, acked at its commit
+    assert dict(ex.state.committed()) == {"a": 1}
 
 
 def test_unanchored_emits_raise():

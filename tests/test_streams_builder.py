@@ -427,7 +427,7 @@ def test_a_window_task_punctuates_an_empty_processing_time_window_unanchored():
     collector = RecordingCollector()
     executor.prepare(dict(executor.get_component_configuration()), WindowContext(spec.inputs), collector)
     clock = _Clock(1_000_000)
-    [(period, fire)] = executor.squall_timers(clock)
+    [(period, fire), (_secs, _keep_alive)] = executor.squall_timers(clock)  # the window's trigger, its keep-alive
     assert period == 0.3
     value = test_tuple([3], component="bolt1", stream="s1", fields=["value"])
     executor.execute(value)

@@ -31,6 +31,14 @@ from .config import WindowSpec, check_window, input_streams, window_spec
 from .manager import WindowManager, window_manager
 from .watermark import WatermarkGenerator
 
+KEEP_ALIVE_TICKS_PER_TIMEOUT = 6
+"""Keep-alive ticks per message timeout (`WindowedBoltExecutor.keep_alive`)."""
+KEEP_ALIVE_RESET_TICKS = 3
+"""A held tuple's timeout is reset once it has been held this many keep-alive ticks, and every
+as many ticks after: at most two thirds of the message timeout after it arrived, then every half
+timeout, where the spout times a tuple out at the earliest a whole timeout after it was emitted
+or last reset."""
+
 LATE_TUPLES_METRIC = "__late-tuple-count"
 """The metric an event-time windowed bolt's task counts its late tuples in (every
 ``topology.builtin.metrics.bucket.size.secs``, as the built-in metrics)."""
@@ -107,6 +115,9 @@ class WindowedBoltExecutor(Bolt):
         self.manager: WindowManager | None = None
         self.watermarks: WatermarkGenerator | None = None
         self._clock: Any = _WallClock()
+        self._keep_alive_secs: float | None = None  # None: the tuples held need no keep-alive
+        self._held_since: dict[int, int] = {}  # id of a held tuple -> the keep-alive tick it was first seen at
+        self._keep_alive_ticks = 0
 
     def squall_check_at_submit(self, component_id: str, conf: dict[str, Any], streams: dict[str, Any],
                                inputs: dict[Any, Any], spouts: dict[str, dict[str, Any]] | None = None) -> None:
@@ -137,7 +148,10 @@ class WindowedBoltExecutor(Bolt):
         one, as ``(period_secs, callback)``."""
         self._clock = clock
         secs = self.spec.timer_secs() if self.spec is not None else None
-        return [] if secs is None else [(secs, self.on_timer)]
+        timers = [] if secs is None else [(secs, self.on_timer)]
+        if self._keep_alive_secs is not None:
+            timers.append((self._keep_alive_secs, self.keep_alive))
+        return timers
 
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         """Prepare the user's bolt with a `WindowedOutputCollector`, then build the window."""
@@ -148,6 +162,9 @@ class WindowedBoltExecutor(Bolt):
         self.bolt.prepare(conf, context, self.out)
         self.spec = window_spec(conf, self.component)
         self.manager = window_manager(self, self.spec.length, self.spec.sliding, self.spec.event_time)
+        if not self.persistent and conf_value(conf, Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS) is not False:
+            timeout = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
+            self._keep_alive_secs = timeout / KEEP_ALIVE_TICKS_PER_TIMEOUT
         if self.spec.event_time:
             self.watermarks = WatermarkGenerator(self.spec.lag_ms, input_streams(context.get_this_sources()))
             self.late_total = 0
@@ -227,6 +244,35 @@ class WindowedBoltExecutor(Bolt):
             now = int(self._clock.wall() * 1000)
             if not self.manager.on_time(now):
                 self.on_empty_window(now)
+
+    def keep_alive(self) -> None:
+        """Reset the message timeout of the tuples the window has held for half a timeout, and
+        again every half timeout (`KEEP_ALIVE_RESET_TICKS`).
+
+        A window holds its inputs until they leave their last window: a count window until
+        enough tuples came, an event-time window until later tuples move the watermark. While
+        the stream paused for longer than the message timeout (a quiet night), the tuples
+        held timed out, though nothing failed: their spouts replayed them, and the window held
+        the replays beside the first copies, so it counted them twice (a count window of 5 fed
+        3 records, then a 70 s pause with a 30 s timeout: [r0 r1 r2 r0 r1], [r2 r3 ...]). Storm
+        asks for a message timeout longer than any such pause. Reset, a held tuple times out
+        only when the window holding it is gone with its worker, to be replayed into a new one.
+        A persistent window acks its inputs at the commit and holds none."""
+        manager = self.manager
+        if manager is None:
+            return
+        self._keep_alive_ticks = tick = self._keep_alive_ticks + 1
+        before = self._held_since
+        held: dict[int, int] = {}
+        reset = self.collector.reset_timeout
+        for event in manager.queue:
+            tup = event.value
+            since = before.get(id(tup), tick)
+            held[id(tup)] = since
+            age = tick - since
+            if age and age % KEEP_ALIVE_RESET_TICKS == 0:
+                reset(tup)
+        self._held_since = held
 
     def cleanup(self) -> None:
         """The user's cleanup."""

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from squall.windowing import Count, Duration
+from squall._fields import Fields
+from squall._tuple import Source, Tuple
+from squall.windowing import BaseWindowedBolt, Count, Duration
+from squall.windowing.executor import WindowedBoltExecutor
 from squall.windowing.manager import EXPIRE_EVENTS_THRESHOLD, window_manager
 from squall.windowing.watermark import WatermarkGenerator
 
@@ -248,3 +251,79 @@ def test_builders_store_storm_keys_and_refuse_non_positive_values():
                 lambda: BaseWindowedBolt().with_lag(Duration(-5))):
         with pytest.raises(ValueError):
             bad()
+
+
+class _Nothing(BaseWindowedBolt):
+    def execute(self, window):
+        pass
+
+
+class _ResetRecorder:
+    """The collector a windowed bolt's executor is given: records acks and timeout resets."""
+
+    def __init__(self):
+        self.acked, self.resets = [], []
+
+    def ack(self, tup):
+        self.acked.append(tup)
+
+    def reset_timeout(self, tup):
+        self.resets.append(tup)
+
+
+class _Clock:
+    def wall(self):
+        return 1_000.0
+
+
+class _Ctx:
+    def get_this_component_id(self):
+        return "window"
+
+    def get_this_task_id(self):
+        return 3
+
+    def get_this_sources(self):
+        return {}
+
+
+def test_the_keep_alive_resets_a_held_tuple_after_half_the_timeout_then_every_half_timeout():
+    """Every sixth of the message timeout a keep-alive tick; a tuple held for 3 ticks is reset,
+    and every 3 ticks after; one that left its window is not (nor one held less long)."""
+
+    bolt = _Nothing().with_tumbling_window(Count(3))
+    ex = WindowedBoltExecutor(bolt)
+    out = _ResetRecorder()
+    ex.prepare({**bolt.get_component_configuration(), "topology.message.timeout.secs": 30}, _Ctx(), out)
+    [(secs, keep_alive)] = ex.squall_timers(_Clock())
+    assert secs == 5
+    src = Source("feeder", "default", 1, Fields("v"))
+    a, b = Tuple(["a"], src), Tuple(["b"], src)
+    ex.execute(a)
+    keep_alive()  # tick 1: a first seen
+    ex.execute(b)
+    resets = []
+    for _tick in range(2, 9):
+        keep_alive()
+        resets.append([t[0] for t in out.resets])
+        out.resets.clear()
+    # a (seen at tick 1) at ticks 4 and 7; b (seen at tick 2) at ticks 5 and 8
+    assert resets == [[], [], ["a"], ["b"], [], ["a"], ["b"]]
+    ex.execute(Tuple(["c"], src))  # the window fires; a, b, c leave at the next
+    ex.execute(Tuple(["d"], src))
+    ex.execute(Tuple(["e"], src))
+    ex.execute(Tuple(["f"], src))
+    assert [t[0] for t in out.acked] == ["a", "b", "c"]
+    for _tick in range(9, 16):
+        keep_alive()
+    assert "a" not in [t[0] for t in out.resets] and "b" not in [t[0] for t in out.resets]
+    assert sorted(t[0] for t in out.resets) == ["d", "d", "e", "e", "f", "f"]
+
+
+def test_no_keep_alive_without_message_timeouts():
+
+    bolt = _Nothing().with_tumbling_window(Count(3))
+    ex = WindowedBoltExecutor(bolt)
+    ex.prepare({**bolt.get_component_configuration(), "topology.enable.message.timeouts": False}, _Ctx(),
+               _ResetRecorder())
+    assert ex.squall_timers(_Clock()) == []

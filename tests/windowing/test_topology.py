@@ -11,9 +11,10 @@ import time
 import pytest
 
 from squall import (BaseWindowedBolt, Bolt, Config, Count, Duration, Fields, InvalidTopologyException,
-                    LocalCluster, TopologyBuilder)
+                    LocalCluster, Spout, TopologyBuilder)
 from squall.testing import AckFailMapTracker, FeederSpout, SimulatedClock, TupleCaptureBolt
-from squall.testing._registry import SharedLog
+from squall.testing._registry import SharedCounter, SharedLog, SharedQueue
+from squall.windowing.executor import WindowedBoltExecutor
 
 from ..conftest import wait_until
 from ..feeders import PreemptedFeederSpout, executed
@@ -271,3 +272,97 @@ def test_the_spouts_before_a_window_get_no_automatic_max_spout_pending_so_its_wi
             sorted(set(range(301)) ^ _acked(tracker, range(500)))[:20]
         assert not any(tracker.is_failed(i) for i in range(500))
     assert any("bolt [window] holds their inputs in windows" in r.getMessage() for r in caplog.records)
+
+class ReplayingSpout(Spout):
+    """Emits the (id, ts) records the test puts, the id as message id, and puts a failed one
+    back to be emitted again (a spout that replays); logs what it emitted, acked and failed."""
+
+    def __init__(self) -> None:
+        self.queue = SharedQueue()
+        self.emitted = SharedLog()
+        self.acked = SharedLog()
+        self.failed = SharedLog()
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.ts_of = {}
+
+    def next_tuple(self):
+        try:
+            rid, ts = self.queue.take()
+        except IndexError:
+            return
+        self.ts_of[rid] = ts
+        self.emitted.append(rid)
+        self.collector.emit([rid, ts], rid)
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id):
+        self.failed.append(msg_id)
+        self.queue.put((msg_id, self.ts_of[msg_id]))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id", "ts"))
+
+
+class TickCountingExecutor(WindowedBoltExecutor):
+    """The windowed bolt's executor, counting the ticks it is sent (one a second of the cluster's
+    clock), so the test moves the clock once the bolt's loop has seen the last move."""
+
+    def __init__(self, bolt) -> None:
+        super().__init__(bolt)
+        self.ticks = SharedCounter()
+
+    def execute(self, tup):
+        if tup.source_stream == "__tick":
+            self.ticks.incr()
+        super().execute(tup)
+
+
+@pytest.mark.parametrize("event_time", [False, True], ids=["count window", "event-time window"])
+def test_a_pause_longer_than_the_message_timeout_counts_each_held_record_once(event_time):
+    """A window holds its inputs until they leave their last window: a count window until
+    enough tuples came, an event-time window until later ones move the watermark. Three records
+    held through a 70 s pause of the stream (message timeout 30 s, nothing failing): they timed
+    out, their replays joined the window beside them, and the count window fired [r0 r1 r2 r0
+    r1] then [r2 r3 r4 r5 r6]; the event-time one [r0 r1 r2 r2] (the replays of r0 and r1 late).
+    The window now resets the timeouts of the tuples it holds: each record is in exactly one
+    window, none failed, none emitted twice."""
+    spout = ReplayingSpout()
+    bolt = RecordingWindowBolt()
+    if event_time:
+        bolt = bolt.with_tumbling_window(Duration.seconds(5)).with_timestamp_field("ts")
+    else:
+        bolt = bolt.with_tumbling_window(Count(5))
+    window = TickCountingExecutor(bolt)
+    b = TopologyBuilder()
+    b.set_spout("records", spout)
+    b.set_bolt("window", window).global_grouping("records") \
+        .add_configuration(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS, 1)
+    b.set_bolt("down", TupleCaptureBolt()).shuffle_grouping("window")
+    conf = Config()
+    conf.set_message_timeout_secs(30)
+    records = [(f"r{i}", 1000 + i) for i in range(3)] + [(f"r{i}", 1000 + 2000 * i) for i in range(3, 10)]
+    with LocalCluster(clock=SimulatedClock(1_000_000)) as cluster:
+        cluster.submit_topology("pause", conf, b.create_topology())
+        for r in records[:3]:
+            spout.queue.put(r)
+        assert wait_until(lambda: len(spout.emitted.items()) == 3)
+        for second in range(1, 71):  # the pause: the clock moves, one tick at a time
+            cluster.advance_cluster_time(1)
+            assert wait_until(lambda: window.ticks.value >= second), (window.ticks.value, second)
+        for r in records[3:]:
+            spout.queue.put(r)
+        if event_time:
+            spout.queue.put(("end", 1_000_001))  # moves the watermark past the last record's window, not its own
+        for second in range(71, 81):  # the watermark's timer (event time) and the ticks go on
+            cluster.advance_cluster_time(1)
+            assert wait_until(lambda: window.ticks.value >= second)
+        assert wait_until(lambda: {rid for ids in bolt.windows() for rid in ids} >= {r for r, _ts in records}), \
+            bolt.windows()
+        in_windows = [rid for ids in bolt.windows() for rid in ids]
+    assert spout.failed.items() == []
+    assert sorted(in_windows) == sorted(r for r, _ts in records), bolt.windows()
+    assert sorted(spout.emitted.items()) == sorted([r for r, _ts in records] + (["end"] if event_time else []))

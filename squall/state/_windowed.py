@@ -11,9 +11,10 @@ Without persistence (Storm 1.x's stateful windowing): an input is acked when it 
 window **and** the commit after that went through (the window's acks are deferred like any
 stateful bolt's), so the message timeout must cover the window. On ROLLBACK the windows are
 dropped: every tuple in them is failed, so its spout replays it and the windows fill again from
-the replays (in event time the watermark starts afresh, so replays are not late). Windows are
-therefore never lost; a window evaluated before the rollback may be evaluated again
-(at-least-once, like the state). Storm 1.x instead asks for a message id field
+the replays (in event time the watermark starts afresh: a replay is late only if newer tuples,
+by more than the lag, reached the task and a watermark was taken before it came back). Windows
+are therefore never lost, save such late replays; a window evaluated before the rollback may be
+evaluated again (at-least-once, like the state). Storm 1.x instead asks for a message id field
 (``withMessageIdField``) to skip windows already evaluated after a restart; squall needs none.
 
 With persistence: the window's tuples (their values, serialized when they arrive, and their

@@ -117,6 +117,15 @@ PLAIN_TYPES = frozenset({str, int, float, bool, bytes, type(None)})
 
 _CONTAINERS = (list, tuple, dict, set, frozenset)
 
+MAX_EXT_NESTING = 32
+"""Tuples, sets, frozensets and registered values inside one another, at most, in a value that
+crosses. Each such level is an ext type whose payload msgpack's C unpacker decodes in a call of
+its own, ~45 KB of C stack apiece (its stack of 1,024 entries), which Python's recursion limit
+does not see: a value of tuples nested ~200 deep encoded, and its receiver's decoding overran an
+8 MB stack (a segfault of the worker, again at each replay); a thread's stack of 2 MB (glibc's
+when the stack limit is unlimited) held 40 levels and not 48. So the sender refuses deeper
+values at emit, and the receiver refuses deeper bytes with an error instead of decoding them."""
+
 _RECORDS: dict[str, tuple[type, Any]] = {}  # name -> (class, serializer or None): register_record
 
 
@@ -178,6 +187,13 @@ class _Unsupported(Exception):
         self.obj = obj
         self.reason = reason
         self.fix = fix
+
+
+class _Depth(threading.local):
+    """How deep in nested ext payloads this thread's decoding is (`Serializer._ext_hook`)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
 
 
 class _Packers(threading.local):
@@ -308,6 +324,7 @@ class Serializer:
         attempt = _TransactionAttemptSerializer.NAME  # found by name at its first encode (see _default)
         self._by_name[attempt] = _Registered(attempt, object, _TransactionAttemptSerializer())
         self._packers = _Packers()
+        self._decoding = _Depth()
         # the short words this worker received lately, one per slot their bytes hash to (compiled
         # decoding, `squall._native.unpack_batch`): a word that comes again is the same str
         self._words: list = [None] * WORD_SLOTS
@@ -361,10 +378,14 @@ class Serializer:
     def _default(self, obj: Any) -> Any:
         """The packer's hook for every value msgpack does not pack itself."""
         t = type(obj)
-        if t is tuple:
+        if t is tuple and self._packers.depth < MAX_EXT_NESTING:
             return msgpack.ExtType(EXT_TUPLE, self._pack(list(obj)))
         if t is int:  # msgpack calls the hook for ints outside [-2**63, 2**64)
             return msgpack.ExtType(EXT_BIGINT, obj.to_bytes((obj.bit_length() + 8) // 8, "big", signed=True))
+        if self._packers.depth >= MAX_EXT_NESTING:  # its receiver would refuse it (see MAX_EXT_NESTING)
+            raise _Unsupported(obj, f"is nested inside more than {MAX_EXT_NESTING} tuples, sets or registered "
+                                    f"values, deeper than a worker decodes",
+                               "flatten it, or nest lists or dicts instead (they nest hundreds deep)")
         if t is set:
             return msgpack.ExtType(EXT_SET, self._pack(list(obj)))
         if t is frozenset:
@@ -551,10 +572,21 @@ class Serializer:
 
     # --- decoding ----------------------------------------------------------------------------
     def _ext_hook(self, code: int, data: bytes) -> Any:
+        if code == EXT_BIGINT:  # a leaf: nothing nested to decode
+            return int.from_bytes(data, "big", signed=True)
+        at = self._decoding
+        if at.depth >= MAX_EXT_NESTING:  # deeper would overrun the C stack (see MAX_EXT_NESTING)
+            raise SerializationError(f"a value nests tuples, sets or registered values more than {MAX_EXT_NESTING} "
+                                     f"deep, which no squall sender writes: refused undecoded")
+        at.depth += 1
+        try:
+            return self._ext_value(code, data)
+        finally:
+            at.depth -= 1
+
+    def _ext_value(self, code: int, data: bytes) -> Any:
         if code == EXT_TUPLE:
             return tuple(msgpack.unpackb(data, **self._unpack_opts))
-        if code == EXT_BIGINT:
-            return int.from_bytes(data, "big", signed=True)
         if code == EXT_SET:
             return set(msgpack.unpackb(data, **self._unpack_opts))
         if code == EXT_FROZENSET:

@@ -462,6 +462,79 @@ def test_garbage_bytes_are_a_serialization_error(data):
     assert info.value.__cause__ is not None
 
 
+_NESTED_BYTES = r"""
+import threading, msgpack
+from squall import Fields
+from squall._tuple import Source, Tuple
+from squall.engine.serialize import EXT_SET, EXT_TUPLE, FORMAT, SerializationError, Serializer
+src = Source("split", "words", 3, Fields("word"))
+ser = Serializer({}, lambda task, stream: src)
+at_bound = None
+for level in range(32):  # the most a sender may send (MAX_EXT_NESTING): decoded whole
+    at_bound = (at_bound,) if level % 2 else frozenset({at_bound})
+value = msgpack.packb(None)
+for level in range(300):  # ~1.5 KB: tuples and sets inside one another, as no squall sender writes
+    value = msgpack.packb(msgpack.ExtType(EXT_TUPLE if level % 2 else EXT_SET, value))
+batch = msgpack.packb([FORMAT, [[3, "words", [7], [[msgpack.ExtType(EXT_TUPLE, value)]], None, None]], [], [], [], []])
+
+def decode():
+    print("decoded" if ser.decode_batch(ser.encode_batch([7, Tuple([at_bound], src)]))[1].values == [at_bound]
+          else "not the value sent")
+    for decode, data in ((ser.decode_batch, batch), (ser.decode_value, value)):
+        try:
+            decode(data)
+        except SerializationError as e:
+            print(e)
+
+threading.stack_size(2 * 1024 * 1024)  # a worker's loop thread where the stack limit is unlimited
+thread = threading.Thread(target=decode)
+thread.start()
+thread.join()
+"""
+
+
+def test_bytes_nesting_ext_values_hundreds_deep_are_refused_not_decoded_into_a_segfault():
+    """Each tuple or set inside another is a call of msgpack's C unpacker, ~45 KB of C stack,
+    which Python's recursion limit does not count: 300 of them in a 1.5 KB batch killed the
+    decoding worker with SIGSEGV (and its replay the next launch). Decoded on a thread of 2 MB,
+    the smallest stack a worker's loop gets (glibc's when the stack limit is unlimited), which
+    the deepest value a sender may send fits. Run in a child process, so a crash is this test's
+    failure and not the suite's end."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(squall.__file__))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-c", _NESTED_BYTES], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, f"the decoder died ({done.returncode}): {done.stderr[-2000:]}"
+    decoded, *refused = done.stdout.splitlines()
+    assert decoded == "decoded"
+    assert len(refused) == 2 and all("more than 32 deep" in line and "refused undecoded" in line
+                                     for line in refused), refused
+
+
+def nested(levels: int, leaf=1):
+    value = leaf
+    for level in range(levels):
+        value = (value,) if level % 2 else frozenset({value})
+    return value
+
+
+def test_a_value_nested_in_more_tuples_and_sets_than_a_worker_decodes_is_refused_at_emit():
+    """The sender refuses at emit what its receiver would refuse, naming the component; 32
+    levels, the bound, cross whole."""
+    src = SOURCES[(1, "default")]
+    ser = serializer()
+    assert round_trip_value(nested(32)) == nested(32)
+    assert round_trip_value([[nested(32)]]) == [[nested(32)]]  # lists do not count
+    with pytest.raises(SerializationError, match=r"component \[spout\] on stream \[default\]: it is nested "
+                                                 r"inside more than 32 tuples, sets or registered values"):
+        ser.check(Tuple([nested(33)], src))
+    with pytest.raises(SerializationError, match="more than 32"):
+        ser.encode_value(nested(33), "state key 'x'")
+
+
 def test_a_batch_from_an_unknown_source_is_a_serialization_error():
     data = msgpack.packb([FORMAT, [[99, "nope", [7], [["a"]], None, None]], [], [], [], []])
     with pytest.raises(SerializationError, match="unknown source: task 99, stream 'nope'"):

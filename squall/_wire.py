@@ -260,7 +260,8 @@ class Client:
         if not answer.get("ok"):
             error = f"{where} refused us: {answer.get('error', 'no reason given')}"
             raise RpcError(error) if answer.get("reason") == "encryption" else AuthenticationError(error)
-        if not hmac.compare_digest(bytes(answer.get("proof", b"")), _mac(secret, b"server", transcript)):
+        proof = answer.get("proof")  # a stranger's: never converted (bytes(an int) allocates that many)
+        if not isinstance(proof, bytes) or not hmac.compare_digest(proof, _mac(secret, b"server", transcript)):
             raise AuthenticationError(f"{where} does not hold the cluster's secret")
         return FrameCodec.for_client(secret, transcript, encrypt)
 

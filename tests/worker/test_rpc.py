@@ -446,6 +446,35 @@ def test_a_handshake_answer_of_the_wrong_types_is_refused_without_a_traceback(ca
         server.stop()
 
 
+@pytest.mark.parametrize("proof", [2**40, "text", -1, None, [7] * 32], ids=["a-terabyte-int", "str", "negative", "nil", "list"])
+def test_a_server_answering_ok_with_a_proof_that_is_not_bytes_is_refused_as_not_holding_the_secret(proof):
+    """The client's check turned the stranger's proof into bytes: an int proof was taken as a
+    length (2**40: a MemoryError, 2**31: 2 GB of zeros, before the server was authenticated),
+    a str raised TypeError: never the error that says the server is not the cluster's."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    got = []
+
+    def stranger():
+        conn, _ = listener.accept()
+        with conn:
+            body = msgpack.packb({"hello": "squall", "v": 2, "nonce": b"n" * 16})
+            conn.sendall(struct.pack(">I", len(body)) + body)
+            got.append(_read_frame(conn))
+            body = msgpack.packb({"ok": True, "proof": proof})
+            conn.sendall(struct.pack(">I", len(body)) + body)
+            conn.recv(1)  # until the client closes
+
+    thread = threading.Thread(target=stranger, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(AuthenticationError, match="does not hold the cluster's secret"):
+            Client("127.0.0.1", listener.getsockname()[1], b"secret", timeout=10)
+        thread.join(10)
+        assert not thread.is_alive() and got and got[0] is not None  # it answered the hello, then was refused
+    finally:
+        listener.close()
+
+
 def _half_handshake(port):
     """A connection that reads the server's hello, sends two bytes of its answer and stops."""
     s = socket.create_connection(("127.0.0.1", port), timeout=30)

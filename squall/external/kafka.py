@@ -179,10 +179,11 @@ def round_robin_assignment(partitions: Iterable[TopicPartition], task_index: int
 
 def committed_by_topology(committed: Committed, topology_id: str) -> bool:
     """True if ``committed``'s metadata names ``topology_id`` (commits of this spout carry
-    ``{"topologyId": ...}``); metadata that is not ours or not JSON is someone else's."""
+    ``{"topologyId": ...}``); metadata that is not ours or not JSON is someone else's (JSON
+    nested too deep to parse too: a RecursionError here failed the spout's every restart)."""
     try:
         meta = json.loads(committed.metadata or "")
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(meta, dict) and meta.get("topologyId") == topology_id
 

@@ -135,6 +135,9 @@ THEIRS = Committed(7, json.dumps({"topologyId": "topo-0", "taskId": 0}))
     # a commit by this topology (restart, rebalance): always resumed
     (S.EARLIEST, OURS, 7), (S.LATEST, OURS, 7), (S.UNCOMMITTED_LATEST, OURS, 7),
     (S.EARLIEST, Committed(7, "not json"), 2),
+    # JSON nested deeper than Python's recursion limit, within Kafka's 4096 bytes of metadata: another
+    # tool's commit, not ours (it raised RecursionError out of the spout's assignment, at every restart)
+    (S.EARLIEST, Committed(7, "[" * 2000 + "]" * 2000), 2), (S.UNCOMMITTED_EARLIEST, Committed(7, "[" * 2000), 7),
 ])
 def test_first_poll_offset(strategy, committed, expected):
     assert first_poll_offset(strategy, committed, "topo-1", 2, 20) == expected

@@ -46,6 +46,8 @@ class Serializer(Protocol):
 
 
 _END = b"end"
+MAX_MESSAGE_BYTES = 100 * 1024 * 1024
+"""The largest MessagePack message read from a subprocess (msgpack's own default buffer)."""
 _SHOWN = 200  # characters of a bad message an error shows
 
 
@@ -99,7 +101,7 @@ class MsgpackSerializer:
     name = "msgpack"
 
     def __init__(self) -> None:
-        self._unpacker = msgpack.Unpacker(raw=False)
+        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=MAX_MESSAGE_BYTES)
         self._fed = 0
 
     def encode(self, message: Any) -> bytes:
@@ -109,7 +111,12 @@ class MsgpackSerializer:
             raise ProtocolError(f"cannot be written as MessagePack ({e})") from None
 
     def feed(self, data: bytes) -> list[Any]:
-        self._unpacker.feed(data)
+        try:
+            self._unpacker.feed(data)
+        except msgpack.BufferFull:  # an empty message of its own: say what it means
+            raise ProtocolError(f"a MessagePack message over {MAX_MESSAGE_BYTES} bytes (it is still unfinished "
+                                f"after {self._fed + len(data) - self._unpacker.tell()} bytes): emit smaller "
+                                f"tuples") from None
         self._fed += len(data)
         try:
             return list(self._unpacker)

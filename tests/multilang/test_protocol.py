@@ -54,6 +54,20 @@ def test_msgpack_objects_delimit_themselves_and_carry_bytes():
     assert msgpack.unpackb(ser.encode({"pid": 1})) == {"pid": 1}
 
 
+def test_a_msgpack_message_over_the_buffer_is_a_protocol_error_saying_so():
+    """msgpack's own BufferFull has no text and is no ProtocolError: a bolt died "handling its
+    message raised BufferFull: ", and a spout's exchange let it out past its kill of the
+    subprocess."""
+    ser = MsgpackSerializer()
+    assert ser.feed(ser.encode([5])) == [[5]]
+    ser.feed(b"\xc6" + (200 << 20).to_bytes(4, "big"))  # a bin of 200 MiB
+    chunk = b"x" * (4 << 20)
+    with pytest.raises(ProtocolError, match=r"a MessagePack message over 104857600 bytes \(it is still unfinished "
+                                            r"after 10\d{7} bytes\): emit smaller tuples"):
+        for _ in range(40):
+            ser.feed(chunk)
+
+
 def test_the_serializer_is_chosen_by_short_or_storm_class_name_and_a_bad_one_is_named():
     for name, kind in [("json", JsonSerializer), ("org.apache.storm.multilang.JsonSerializer", JsonSerializer),
                        ("msgpack", MsgpackSerializer),

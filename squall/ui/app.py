@@ -239,6 +239,8 @@ async def _json_body(request: Request) -> Any:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError) as e:
         raise ApiError(400, f"the body is not valid JSON: {e}") from None
+    except RecursionError:  # "[[[[...": json's parser recurses per level
+        raise ApiError(400, "the body is not valid JSON: nested too deep to parse") from None
 
 
 _SLASH = "\uffff"  # an encoded "/" while a raw path is matched (a noncharacter: in no id)

@@ -118,6 +118,8 @@ def test_deactivate_activate_and_debug_take_effect(fresh):
     ('{"rebalance": {}}', ["'rebalance'"]),
     ('[1, 2]', ["an array"]),
     ('{"rebalanceOptions": ', ["not valid JSON"]),
+    # 10 KB, under the body's bound: a RecursionError, answered 500 with a traceback in the log
+    pytest.param("[" * 5000 + "]" * 5000, ["not valid JSON", "nested"], id="nested-5000-deep"),
     ('{"rebalanceOptions": {"executors": {"nope": 1}}}', ["nope"]),
     ('{"rebalanceOptions": {"numWorkers": 1000000000}}', ["numWorkers", "1000000000", "tasks"]),
 ])

@@ -87,7 +87,7 @@ class JsonSerializer:
             self._lines = []
             try:
                 out.append(json.loads(raw.decode("utf-8")))
-            except (UnicodeDecodeError, ValueError) as e:
+            except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: "[[[[..." too deep
                 raise ProtocolError(f"a message that is not valid JSON ({e}): {shown(raw)}") from None
         return out
 

@@ -39,6 +39,10 @@ def test_json_messages_are_read_whatever_the_chunks_and_may_span_lines():
 def test_json_that_is_not_json_is_an_error_showing_it():
     with pytest.raises(ProtocolError, match=r"not valid JSON .*\{command: emit"):
         JsonSerializer().feed(b"{command: emit}\nend\n")
+    # nested past the parser's recursion: a RecursionError, which a spout's exchange let out past its
+    # kill of the subprocess
+    with pytest.raises(ProtocolError, match=r"not valid JSON \(maximum recursion depth .*'\[\[\["):
+        JsonSerializer().feed(b"[" * 5000 + b"]" * 5000 + b"\nend\n")
 
 
 def test_a_value_json_cannot_carry_is_named():

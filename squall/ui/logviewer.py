@@ -159,6 +159,9 @@ def search_file(path: Path, needle: bytes, start: int = 0, num_matches: int = DE
         while pos < size and len(matches) < num_matches:
             f.seek(pos)
             chunk = f.read(_SEARCH_CHUNK + len(needle) - 1)
+            if len(chunk) < len(needle):  # the end, sooner than its size said: cut short under the search
+                pos = size
+                break
             i = chunk.find(needle)
             if i < 0:
                 pos += max(1, len(chunk) - len(needle) + 1)

@@ -60,6 +60,44 @@ def test_search_returns_storms_json_with_context_and_the_offset_to_go_on_from(cl
     assert [m["byteOffset"] for m in again["matches"]] == [11 * 21 + 12]
 
 
+def test_a_search_of_a_log_cut_short_under_it_ends_at_the_cut(root, monkeypatch):
+    """A log truncated in place (``: > worker.log``, logrotate's copytruncate) after the search
+    took its size: each read past the cut came back empty and the search stepped on one byte a
+    read, ~210,000 reads here (a thread of the UI busy for minutes on a log of gigabytes)."""
+    import builtins
+
+    from squall.ui import logviewer
+    log = root / "wc-1-7" / "6700" / "worker.log"
+    reads = []
+
+    class Counted:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def seek(self, pos):
+            return self.f.seek(pos)
+
+        def read(self, n):
+            reads.append(n)
+            return self.f.read(n)
+
+    def cut_after_open(path, mode):
+        f = builtins.open(path, mode)  # noqa: SIM115 (closed by Counted's __exit__, as search_file's with)
+        os.truncate(path, 21 * 3)  # three lines are left
+        return Counted(f)
+
+    monkeypatch.setattr(logviewer, "open", cut_after_open, raising=False)
+    matches, next_offset = logviewer.search_file(log, b"needle-2", 0, 10)
+    assert [m.byte_offset for m in matches] == [2 * 21 + 12] and next_offset is None
+    assert len(reads) <= 4, f"{len(reads)} reads of a file of 63 bytes"
+
+
 def test_download_serves_the_whole_file_as_an_attachment(client, root):
     r = client.get("/api/v1/download", params={"file": "wc-1-7/6701/worker.log"})
     assert r.status_code == 200 and r.content == b"short\n"

@@ -701,7 +701,16 @@ class RedisStreamSpout(Spout):
             reply = self._look_up_script(keys=[self.stream, self._charges], args=[self.group, *batch])
             for k, entry_id in enumerate(batch):
                 delivered, charges = reply[2 * k], reply[2 * k + 1]
-                charge = Charge.parse(charges)
+                try:
+                    charge = Charge.parse(charges)
+                except (ValueError, TypeError):
+                    # a Redis key any client may write: raising here failed this spout again at every
+                    # restart, as it reads the same value first (the Kafka spout ignores its malformed
+                    # budgets so too)
+                    log.warning("%s: the charge %r of entry %s in %s is not one (\"<failures> <deaths>\"); "
+                                "ignored: the entry starts with a fresh budget, and its next charge replaces it",
+                                self.consumer, str(charges)[:100], entry_id, self._charges)
+                    charge = Charge()
                 found[entry_id] = (int(delivered), charge.retries, charge.deaths)
         return found
 

@@ -317,8 +317,10 @@ class SparkLauncher(Launcher):
                     SPARK_HOST, port, job.launch.storm_id, rc, f" ({error.splitlines()[-1]})" if error else "")
             # the error is the exit's output, as a worker process's last lines are on the process
             # host: the master's record of an exit names its last line (the ImportError, say)
+            # what its bolts were executing if it died (its task read its board: spark_task.run_watched)
+            executing = tuple(job.record.get("executing", ()))
             out.append(WorkerExit(job.launch.storm_id, f"{SPARK_HOST}:{port}", job.launch.launch_id, rc,
-                                  rc != EXIT_CANNOT_START, error))
+                                  rc != EXIT_CANNOT_START, error, executing))
         self._cancel_overdue()
         return out
 

@@ -12,23 +12,101 @@ or the loss is not counted against the task) returns at once as lost: it would c
 launch id as the copy that died, whose peers remember that launch's message numbers and drop
 the new copy's, from 0 again, as replays; the master then starts the slot under a new launch.
 
+The worker runs in a child of the task's Python process (`run_watched`), which stays behind only
+to watch it, as the process host's supervisor watches its worker processes: a record whose
+processing kills the worker's process (a library's ``os._exit``, a segfault, the OOM killer)
+leaves its worker's board (`squall.engine.executing`) in memory the task's process shares with
+it, which the task reads after the death and returns with its exit record, so that the master
+charges that record alone (``worker-died``) as on the process host. Were the worker the task's
+own process, nothing would be left to read: the record would be replayed, and kill the worker,
+for ever. The child dies with the task's process (``PR_SET_PDEATHSIG``: Spark killing the task,
+its executor lost).
+
 This module is imported on executors: it needs only squall and its dependencies there, not
 pyspark's driver side.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import mmap
 import os
+import signal
 import socket
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
+from .._children import die_with_parent
 from .._config import MEMORY_CAP_KEYS, Config
+from ..engine.executing import MAX_LINES, board_size, read_board
+from ..worker.agent import EXIT_CRASHED
 
 EXIT_LOST = -1  # the task ended without a record: cancelled, or its Python worker or executor died
+ERROR_LIMIT = 16384  # the most of a failed start's traceback the worker's process passes to the task's
+
+
+@dataclass(frozen=True)
+class WatchedEnd:
+    """How a worker run by `run_watched` ended: its process's exit ``status`` (negative: killed
+    by that signal), the traceback of what its start raised (``error``, else empty), and
+    ``(task, root)`` of each input its bolts were executing if it died without ending on its
+    own (``executing``, from its board)."""
+
+    status: int
+    error: str
+    executing: tuple[tuple[int, int], ...]
+
+
+def run_watched(work: Callable[[Callable[[int], Any]], int], storm_id: str, launch_id: int) -> WatchedEnd:
+    """Run ``work(board_memory)``, a worker of the launch ``launch_id`` of ``storm_id``, in a
+    child of this process, and wait for it to end; see the module docstring. ``board_memory``
+    gives the worker its board (`squall.engine.executing.ExecutingBoard`) in an anonymous
+    shared mapping, which this process reads after the child ended (as hostile, `read_board`:
+    only that launch's board, still live, names anything). The child's exit status is
+    ``work``'s; what ``work`` raises is written to a pipe (the last `ERROR_LIMIT` bytes, which
+    the pipe holds without a reader) and the child exits with `EXIT_CRASHED`."""
+    from .worker_process import exit_process
+    board = mmap.mmap(-1, board_size(MAX_LINES))  # MAP_SHARED: the child's stores are seen here
+    errors, errors_out = os.pipe()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the worker's process: it never returns from here into the Spark task's code
+        try:
+            status = EXIT_CRASHED
+            try:
+                os.close(errors)
+                die_with_parent()
+                if os.getppid() != parent:  # the task's process died before the line above took
+                    os._exit(EXIT_LOST & 0xFF)
+                status = int(work(lambda size: board))
+            except BaseException:  # noqa: BLE001 (passed to the task's process, which reports it)
+                with contextlib.suppress(OSError):
+                    os.write(errors_out, traceback.format_exc().encode()[-ERROR_LIMIT:])
+            exit_process(status)
+        finally:
+            os._exit(EXIT_CRASHED)  # exit_process failed
+    os.close(errors_out)
+    try:
+        _, wait_status = os.waitpid(pid, 0)
+        pid = 0
+        # read without waiting: a child the worker forked (a multilang subprocess) may hold its end
+        os.set_blocking(errors, False)
+        error = b""
+        with contextlib.suppress(BlockingIOError):
+            error = os.read(errors, ERROR_LIMIT)
+        executing = tuple((e.task, e.root) for e in read_board(board[:], storm_id, launch_id))
+        return WatchedEnd(os.waitstatus_to_exitcode(wait_status), error.decode(errors="replace"), executing)
+    finally:
+        if pid:  # the wait was interrupted (an exception in this process): the worker goes too
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        os.close(errors)
+        board.close()
 
 
 def executor_address(master_host: str, master_port: int) -> str:
@@ -66,11 +144,24 @@ def worker_task(master: str, storm_id: str, slot: str, launch_id: int,
             yield {"status": EXIT_LOST, "error": f"Spark ran worker {slot}'s task again on its own (attempt "
                                                  f"{attempt}); it ends at once, and the master starts a new launch"}
             return
-        from ..worker.agent import EXIT_CRASHED
-        from .logs import install_worker_logging
-        from .worker_process import run
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format=f"%(asctime)s worker {slot} %(levelname)s %(message)s")
+        try:
+            end = run_watched(_run_worker, storm_id, launch_id)
+            record: dict[str, Any] = {"status": end.status}
+            if end.error:
+                record["error"] = end.error
+            if end.executing:
+                record["executing"] = end.executing
+            yield record
+        except BaseException:  # noqa: B036 - never let Spark retry a worker on its own
+            logging.getLogger("squall.worker").exception("worker %s failed", slot)
+            yield {"status": EXIT_CRASHED, "error": traceback.format_exc()}
+
+    def _run_worker(board_memory: Callable[[int], Any]) -> int:
+        """The worker, in its own process (`run_watched`)."""
+        from .logs import install_worker_logging
+        from .worker_process import run
         try:
             install_worker_logging(conf, storm_id, slot)  # relative paths: from the executor's work dir
             host = conf.get(Config.SQUALL_SPARK_WORKER_HOST)
@@ -85,10 +176,10 @@ def worker_task(master: str, storm_id: str, slot: str, launch_id: int,
                 logging.getLogger("squall.worker").warning(
                     "worker %s: no memory cap: Spark reuses its Python workers (spark.python.worker.reuse "
                     "true), whose size holds what earlier tasks left; set it to false to cap them", slot)
-            status = run(master, storm_id, slot, launch_id, conf, bind=f"tcp://{host}:0", cap_memory=not reused)
-            yield {"status": status}
-        except BaseException:  # noqa: B036 - never let Spark retry a worker on its own
+            return run(master, storm_id, slot, launch_id, conf, bind=f"tcp://{host}:0", cap_memory=not reused,
+                       board_memory=board_memory)
+        except BaseException:
             logging.getLogger("squall.worker").exception("worker %s failed", slot)
-            yield {"status": EXIT_CRASHED, "error": traceback.format_exc()}
+            raise
 
     return run_worker

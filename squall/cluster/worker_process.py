@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -66,7 +67,8 @@ def anchored(conf: dict[str, Any]) -> dict[str, Any]:
 
 def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any],
         stop: threading.Event | None = None, bind: str | None = None, cap_memory: bool = True,
-        kept: Path | None = None, resumes: int = 0, board: Path | None = None) -> int:
+        kept: Path | None = None, resumes: int = 0, board: Path | None = None,
+        board_memory: Callable[[int], Any] | None = None) -> int:
     """Run the worker until the master says stop, ``stop`` is set (SIGTERM from the supervisor)
     or user code crashes; return the exit status. The worker receives on ``bind`` (default
     the slot's own ``tcp://host:port``; port 0 picks a free one) and reports that address to
@@ -76,7 +78,8 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
     ``resumes`` above 0: it is that local restart of the launch, started from ``kept`` while no
     master answers its supervisor (`squall.cluster.local_assignment`). ``board``: the file where
     it keeps which input each bolt executor is executing, which its supervisor reads if it dies
-    (`squall.engine.executing`)."""
+    (`squall.engine.executing`); or ``board_memory``, the memory of that board as ``size ->
+    buffer`` (the Spark task's shared memory, `squall.cluster.spark_task.run_watched`)."""
     conf = anchored(conf)
     mhost, mport = master.rsplit(":", 1)
     secret = load_or_create_secret(conf)
@@ -98,7 +101,8 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
                            state_home=home, transactional_link=tx_link, cap_memory=cap_memory,
                            kept=None if kept is None else AssignmentCopy(kept, secret), resumes=resumes,
                            first_seq=resume_first_seq(resumes),
-                           board_memory=bytearray if board is None else functools.partial(mapped_file, board)).run()
+                           board_memory=board_memory if board_memory is not None
+                           else bytearray if board is None else functools.partial(mapped_file, board)).run()
     finally:
         tx_link.close()
 

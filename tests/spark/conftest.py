@@ -77,9 +77,33 @@ def _parent(pid: int) -> int:
 
 def python_workers() -> list[int]:
     """Spark's Python worker processes under this test process: those forked by a
-    ``pyspark.daemon`` (the daemon itself stays for the executor's life)."""
-    daemons = {p for p in _descendants(os.getpid()) if "pyspark.daemon" in cmdline(p)}
-    return [p for p in daemons if _parent(p) in daemons]
+    ``pyspark.daemon`` (the daemon itself stays for the executor's life), not the squall workers
+    each forks in turn (`spark_task_process`), whose command line is the daemon's too."""
+    daemons = _daemons()
+    return [p for p in _descendants(os.getpid()) if _parent(p) in daemons]
+
+
+def _daemons() -> set[int]:
+    """The ``pyspark.daemon`` processes under this test process (not the processes they forked)."""
+    forked = {p for p in _descendants(os.getpid()) if "pyspark.daemon" in cmdline(p)}
+    return {p for p in forked if _parent(p) not in forked}
+
+
+def ended(pid: int) -> bool:
+    """Whether process ``pid`` is gone, or dead and not yet reaped (a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def spark_task_process(worker_pid: int) -> int:
+    """The Spark task's Python worker that runs the squall worker ``worker_pid`` (the pid the
+    master shows) as its child (`squall.cluster.spark_task.run_watched`)."""
+    parent = _parent(worker_pid)
+    assert _parent(parent) in _daemons(), \
+        f"worker {worker_pid}'s parent {parent} is not a Spark Python worker: {cmdline(parent)}"
+    return parent
 
 
 def _descendants(pid: int) -> list[int]:

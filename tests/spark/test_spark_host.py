@@ -1,6 +1,11 @@
 """The Spark host on ``local[2]``: two workers as two long-running Spark tasks, in one
 SparkSession for the module (the test process is the Spark driver and runs the master)."""
 
+import collections
+import json
+import os
+import re
+import signal
 from collections import Counter
 from pathlib import Path
 
@@ -11,6 +16,7 @@ from squall import InvalidTopologyException, TopologyBuilder
 from ..conftest import wait_until
 from ..examples.conftest import clicks_per_window  # noqa: F401 - the example, a fixture
 from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
+from ..process.conftest import QUICK_CRASH_BACKOFF
 from ..process.test_exact_windows_sigkill import exact_after_a_kill
 from ..process.recovery_topology import RECOVERY_CONF, acked, kill_a_worker_without, recovery_topology, stop_and_wait
 from ..process.restart_log_topology import Logs, Ticker
@@ -18,14 +24,15 @@ from ..process.semantics_topology import (FailsAll, ListSpout, records, task_cou
                                           word_count)
 from ..process.worker_log_reading import kill_mid_stream_and_count
 from ..state.counting import check_counts, committed_counts, counting_topology
-from .conftest import Running, python_workers, spark_cluster_of
+from .conftest import Running, ended, python_workers, spark_cluster_of, spark_task_process
 
 SENTENCES = [f"w{i % 7} w{i % 11} w{i % 13} shared" for i in range(600)]
 
 
 @pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory):
-    yield from spark_cluster_of("local[2]", tmp_path_factory)
+    # a worker a poison record kills again and again is restarted after 0, 0.1, 0.2 ... s
+    yield from spark_cluster_of("local[2]", tmp_path_factory, **QUICK_CRASH_BACKOFF)
 
 
 def test_word_count_is_exact_across_two_spark_tasks(spark_cluster, tmp_path):
@@ -50,7 +57,9 @@ def test_a_failed_tuple_reaches_its_spout_in_another_task(spark_cluster, tmp_pat
 
 
 def test_a_killed_python_worker_is_restarted_and_its_tuples_fail_at_once_and_replay(spark_cluster, tmp_path):
-    """SIGKILL of the Python process of the worker without the spout: Spark restarts it
+    """SIGKILL of the Spark task's Python worker that runs the worker without the spout (the
+    worker's own process dies with it; its own death alone, which the task reports, is the
+    other tests'): the master restarts it
     elsewhere (a new port), the other worker keeps running, and, beyond Storm, the spout fails
     the tuples lost with it at once (the master's notice, and the move to the new address)
     rather than after the 60 s message timeout, so every id emitted before the kill is acked
@@ -62,7 +71,11 @@ def test_a_killed_python_worker_is_restarted_and_its_tuples_fail_at_once_and_rep
         before = {w["slot"]: w for w in c.get_topology_info("recover")["workers"]}
         # the endless DurableSpout emits 0, 1, 2, ...: every id below its emit count was emitted before the kill
         sent = c.get_topology_info("recover")["components"]["source"]["emitted"]
-        victim = kill_a_worker_without(c, "recover", "source")
+        info = c.get_topology_info("recover")
+        ports = {st["worker"] for st in info["components"]["source"]["task_stats"].values()}
+        victim = next(w for w in info["workers"] if int(w["slot"].rsplit(":", 1)[1]) not in ports)
+        os.kill(spark_task_process(victim["pid"]), signal.SIGKILL)
+        assert wait_until(lambda: ended(victim["pid"]), 10), "the worker outlived its Spark task's Python worker"
 
         def restarted():
             w = {w["slot"]: w for w in c.get_topology_info("recover")["workers"]}[victim["slot"]]
@@ -122,9 +135,12 @@ def test_kill_cancels_the_spark_jobs_and_leaves_no_python_worker(spark_cluster, 
     assert wait_until(lambda: len(acked(tmp_path)) > 100, 60)
     assert len(sc.statusTracker().getActiveJobsIds()) == 2
     assert len(python_workers()) == 2
+    workers = [w["pid"] for w in spark_cluster.get_topology_info("killed")["workers"]]
+    assert len(workers) == 2
     spark_cluster.kill_topology("killed", wait_secs=0)
     assert wait_until(lambda: not sc.statusTracker().getActiveJobsIds(), 20), "a worker's Spark job is still running"
     assert wait_until(lambda: not python_workers(), 20), f"Python workers left: {python_workers()}"
+    assert wait_until(lambda: all(ended(pid) for pid in workers), 20), "a squall worker outlived its Spark task"
     assert spark_cluster.list_topologies() == []
 
 
@@ -212,3 +228,56 @@ def test_trident_state_is_kept_by_the_driver_master_across_a_crashed_task_and_a_
         assert wait_until(lambda: len(opens(tmp_path)) == 3, 90), opens(tmp_path)
     assert [o["n"] for o in opens(tmp_path)] == [1, 2, 3]
     assert opens(tmp_path)[2]["keys"] == ["open/1", "open/2", "open/3"]
+
+
+@pytest.mark.timeout(300)  # 4 to 6 deaths of one worker, each a new Spark job
+def test_poison_entries_that_kill_their_spark_worker_are_charged_and_dead_lettered(
+        spark_cluster, redis_server, tmp_path):  # noqa: F811 - fixtures
+    """A record whose processing kills its worker's process (``os._exit(7)``, as a native crash
+    or the OOM killer would) on the Spark host, as on the process host
+    (tests/process/test_poison_kills_other_worker.py): the bolt runs only in the worker without
+    the spout. The input that worker's bolt was executing when it died is charged to its record
+    (``worker-died``), the others in flight fail uncharged as a lost worker: each poison entry
+    reaches the dead-letter stream after its retries, every good entry reaches the output, none
+    is dead-lettered or charged, every entry is acked, and the spout's worker never restarts."""
+    from squall.external.retry import RetryBackoff
+
+    from ..process.test_poison_kills_other_worker import (GROUP, MAX_RETRIES, POISON, STREAM, Check, Elsewhere,
+                                                          NotesFailures)
+    good = 300
+    r = redis_server.client()
+    values = [str(i) for i in range(good)]
+    for k, value in enumerate(POISON):
+        values.insert((k + 1) * good // (len(POISON) + 1), value)
+    ids = {r.xadd(STREAM, {"payload": v}): v for v in values}
+    b = TopologyBuilder()
+    b.set_spout("events", NotesFailures(redis_server.url, STREAM, GROUP, ["payload"], batch_size=50,
+                                        backoff=RetryBackoff(0.0, 0.001, MAX_RETRIES, 0.01)))
+    b.set_bolt("check", Check(redis_server.url), 2).custom_grouping("events", Elsewhere())
+    conf = topology_conf(tmp_path, **{"topology.message.timeout.secs": 300})  # no failure but the deaths
+    with Running(spark_cluster, "poison", conf, b.create_topology()) as c:
+        done = lambda: (r.xlen(f"{STREAM}:dead") == len(POISON) and r.xpending(STREAM, GROUP)["pending"] == 0
+                        and len(set(r.lrange("out", 0, -1))) == good)
+        assert wait_until(done, 120), (r.xlen(f"{STREAM}:dead"), len(set(r.lrange("out", 0, -1))),
+                                       r.lrange("deaths", 0, -1), r.lrange("fails", 0, -1)[-10:])
+        info = c.get_topology_info("poison")
+
+    out = collections.Counter(r.lrange("out", 0, -1))
+    assert set(out) == {str(i) for i in range(good)}   # every good entry, at least once
+    dead = [fields for _, fields in r.xrange(f"{STREAM}:dead")]
+    assert sorted(ids[d["id"]] for d in dead) == sorted(POISON)   # never a good one
+    for d in dead:
+        cause = json.loads(d["cause"])
+        assert cause["component"] == "check" and cause["kind"] == "worker-died", cause
+        assert re.fullmatch(rf"failed {MAX_RETRIES + 1} times \(max_retries {MAX_RETRIES}\); last: its worker died "
+                            rf"while \[check\] task \d+ executed it: exit status 7", d["error"]), d["error"]
+    fails = [line.split() for line in r.lrange("fails", 0, -1)]
+    charged = collections.Counter(ids[entry] for entry, _kind, caused in fails if caused == "1")
+    assert charged == {value: MAX_RETRIES + 1 for value in POISON}, charged   # never a good entry
+    assert {kind for _entry, kind, _caused in fails} <= {"worker-died", "worker-lost"}
+    deaths = collections.Counter(line.split()[0] for line in r.lrange("deaths", 0, -1))
+    emissions = collections.Counter(ids[entry] for entry, _kind, _caused in fails)
+    for value in POISON:
+        assert MAX_RETRIES + 1 <= deaths[value] <= emissions[value], (value, deaths, emissions)
+    restarts = sorted(w["restarts"] for w in info["workers"])
+    assert restarts == [0, sum(deaths.values())], (info["workers"], deaths)

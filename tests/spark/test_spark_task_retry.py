@@ -7,12 +7,15 @@ error, for about as long as the dead copy had run."""
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 
 from ..conftest import wait_until
-from ..process.recovery_topology import RECOVERY_CONF, acked, kill_a_worker_without, recovery_topology, stop_and_wait
+from ..process.recovery_topology import RECOVERY_CONF, acked, recovery_topology, stop_and_wait
 from ..process.semantics_topology import topology_conf
-from .conftest import Running, spark_cluster_of
+from .conftest import Running, ended, spark_cluster_of, spark_task_process
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +27,15 @@ def test_a_worker_task_spark_retries_itself_is_started_again_under_a_new_launch(
     # endless, until the test stops it: the killed worker had sent many messages before it died
     with Running(retrying_cluster, "retried", topology_conf(tmp_path, **RECOVERY_CONF), recovery_topology()) as c:
         assert wait_until(lambda: len(acked(tmp_path)) > 2000, 90), "the topology did not start processing"
-        victim = kill_a_worker_without(c, "retried", "source")
+        # the Spark task's Python worker, not the squall worker it runs (whose death the task
+        # reports itself): the task fails, and Spark runs it again
+        info = c.get_topology_info("retried")
+        ports = {st["worker"] for st in info["components"]["source"]["task_stats"].values()}
+        victim = next(w for w in info["workers"] if int(w["slot"].rsplit(":", 1)[1]) not in ports)
+        task = spark_task_process(victim["pid"])
+        os.kill(task, signal.SIGKILL)
+        assert wait_until(lambda: ended(victim["pid"]), 10), \
+            "the squall worker outlived its Spark task's Python worker"
 
         def relaunched():
             w = {w["slot"]: w for w in c.get_topology_info("retried")["workers"]}[victim["slot"]]

@@ -73,10 +73,13 @@ def test_a_spark_python_worker_that_spark_reuses_is_not_capped_and_says_so(reuse
     """A Python worker Spark reuses keeps what earlier launches left in it: a cap would stop
     every later launch at its first reading (a crash loop), so only fresh ones are capped."""
     import squall.cluster.logs as logs
+    import squall.cluster.spark_task as spark_task
     import squall.cluster.worker_process as worker_process
     from squall.cluster.spark_task import worker_task
 
     monkeypatch.setattr(logs, "install_worker_logging", lambda *a: None)  # this process's logging stays pytest's
+    # the worker in this process, not a child of it, so that what it does is seen here
+    monkeypatch.setattr(spark_task, "run_watched", lambda work, *a: spark_task.WatchedEnd(work(bytearray), "", ()))
     calls = []
     monkeypatch.setattr(worker_process, "run", lambda *a, **kw: calls.append(kw["cap_memory"]) or 0)
     if reuse is None:

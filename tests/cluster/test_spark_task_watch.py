@@ -1,0 +1,64 @@
+"""`squall.cluster.spark_task.run_watched`: the Spark task's worker runs in a child of the task's
+process, which reads the worker's board after it died (`squall.engine.executing`), as the process
+host's supervisor does. Real processes (fork), no Spark."""
+
+import os
+import signal
+
+from squall.cluster.spark_task import EXIT_CRASHED, WatchedEnd, run_watched
+from squall.engine.executing import ExecutingBoard
+
+STORM, LAUNCH = "t-1-1", 5
+
+
+def executing(task, root, then):
+    """A worker whose bolt on ``task`` is executing ``root`` when ``then(board)`` runs."""
+    def work(memory):
+        board = ExecutingBoard(STORM, LAUNCH, 2, memory)
+        board.entry(0, 9)  # a second bolt executor, idle
+        board.entry(1, task).root = root
+        return then(board)
+    return work
+
+
+def test_a_worker_that_ends_its_process_names_the_input_it_was_executing():
+    assert run_watched(executing(4, 77, lambda b: os._exit(7)), STORM, LAUNCH) == WatchedEnd(7, "", ((4, 77),))
+
+
+def test_a_worker_sigkilled_names_the_input_it_was_executing():
+    end = run_watched(executing(4, 1 << 63, lambda b: os.kill(os.getpid(), signal.SIGKILL)), STORM, LAUNCH)
+    assert end == WatchedEnd(-signal.SIGKILL, "", ((4, 1 << 63),))
+
+
+def test_a_worker_that_ends_on_its_own_names_nothing():
+    def stopped(board):
+        board.end()
+        return 0
+    assert run_watched(executing(4, 77, stopped), STORM, LAUNCH) == WatchedEnd(0, "", ())
+
+
+def test_another_launchs_board_names_nothing():
+    assert run_watched(executing(4, 77, lambda b: os._exit(7)), STORM, LAUNCH + 1) == WatchedEnd(7, "", ())
+
+
+def test_what_the_workers_start_raises_is_its_error():
+    def broken(memory):
+        raise ImportError("no module named 'yaml' (simulated)")
+    end = run_watched(broken, STORM, LAUNCH)
+    assert end.status == EXIT_CRASHED and end.executing == ()
+    assert end.error.startswith("Traceback (most recent call last):")
+    assert end.error.rstrip().endswith("ImportError: no module named 'yaml' (simulated)")
+
+
+def test_the_worker_runs_in_a_process_of_its_own():
+    parent = os.getpid()
+    assert run_watched(lambda memory: 3 if os.getpid() != parent and os.getppid() == parent else 9,
+                       STORM, LAUNCH) == WatchedEnd(3, "", ())
+
+
+def test_a_worker_whose_run_returns_no_status_ends_as_crashed_and_never_returns_into_the_task():
+    parent = os.getpid()
+    end = run_watched(lambda memory: None, STORM, LAUNCH)
+    assert os.getpid() == parent  # (a child that came back here would run the rest of this test too)
+    assert end.status == EXIT_CRASHED and end.error.rstrip().endswith(
+        "TypeError: int() argument must be a string, a bytes-like object or a real number, not 'NoneType'"), end

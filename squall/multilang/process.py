@@ -117,9 +117,10 @@ class ShellProcess:
         pid_dir = tempfile.mkdtemp(prefix="squall-multilang-pids-")
         self._dirs.append(pid_dir)
         try:
-            # it dies with the thread that started it, the component's: a SIGKILLed worker left it running
+            # it dies with the thread that started it, the component's: a SIGKILLed worker left it
+            # running; and it leads a process group of its own, which `kill` ends whole (`_signal_group`)
             self._proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, cwd=self.cwd, env=env,
+                                          stderr=subprocess.PIPE, cwd=self.cwd, env=env, process_group=0,
                                           preexec_fn=die_with_parent)  # noqa: PLW1509 (one prctl call, resolved before the fork)
         except OSError as e:
             self._remove_dirs()
@@ -221,11 +222,13 @@ class ShellProcess:
 
     # --- end ------------------------------------------------------------------------------------
     def kill(self, because: str) -> None:
-        """End the subprocess now (SIGKILL) and remove its directories; ``because`` says why, in
-        the error a read or write that fails next raises. Any thread; idempotent."""
+        """End the subprocess now (SIGKILL, to its process group: `_signal_group`) and remove
+        its directories; ``because`` says why, in the error a read or write that fails next
+        raises. Any thread; idempotent."""
         if because and not self.killed_because:
             self.killed_because = because
         proc = self._proc
+        self._signal_group(signal.SIGKILL)
         if proc is not None and proc.poll() is None:
             try:
                 proc.kill()
@@ -238,13 +241,49 @@ class ShellProcess:
                 log.warning("%s: subprocess %s did not end after SIGKILL", self.where, proc.pid)
         self._remove_dirs()
 
+    def _signal_group(self, sig: int) -> None:
+        """Send ``sig`` to the subprocess's process group: the command and what it started in
+        it. A command that is a wrapper (``sh -c "python3 bolt.py; ..."``, a script that
+        activates a virtualenv) does not exec the program: the program is its child, the
+        process that answered the handshake, and signalling the command alone left it running,
+        blocked on its tuple for ever (Storm's supervisor kills the pid its ``pidDir`` lists).
+        Only while the command's process is not reaped: until then its pid, the group's id,
+        cannot be another process's."""
+        proc = self._proc
+        if proc is None or proc.returncode is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _exits_within(self, timeout: float) -> bool:
+        """Whether the command's process ends within ``timeout`` seconds, waited for without
+        reaping it (`_signal_group`)."""
+        proc = self._proc
+        if proc is None or proc.returncode is not None:
+            return True
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except OSError:  # no pidfd (a kernel before 5.3): reaped, then
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        try:
+            return bool(select.select([pidfd], [], [], timeout)[0])
+        finally:
+            os.close(pidfd)
+
     def running(self) -> bool:
         """Whether the subprocess was started and has not ended."""
         return self._proc is not None and self._proc.poll() is None
 
     def close(self) -> None:
         """End the subprocess on a clean shutdown: close its input (a multilang library exits
-        at end of input), SIGTERM it if it is still there a moment later, then SIGKILL."""
+        at end of input), SIGTERM its process group if it is still there a moment later, then
+        SIGKILL (`kill`)."""
         proc = self._proc
         if proc is None:
             return
@@ -253,14 +292,10 @@ class ShellProcess:
                 proc.stdin.close()
         except OSError:
             pass
-        try:
-            proc.wait(timeout=1)
-        except subprocess.TimeoutExpired:
-            proc.terminate()
-            try:
-                proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                pass
+        # waited for without reaping it, so that `kill` can still end what it started
+        if not self._exits_within(1):
+            self._signal_group(signal.SIGTERM)
+            self._exits_within(2)
         self.kill("")
         # the pipes are closed once no thread reads them (a reader ends at the EOF the kill
         # made); one still read after CLOSE_WAIT_SECS (a child of the subprocess keeps the pipe

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import signal
 import sys
 import threading
@@ -156,6 +157,35 @@ def test_a_subprocess_that_stops_answering_heartbeats_fails_the_tuple_it_holds_a
     assert "it sent nothing, not even a sync for a heartbeat" in error["error"]
     assert "topology.subprocess.timeout.secs 1" in error["error"]
     assert wait_until(lambda: not processes_mentioning(marker), 5)  # killed, and the restarted ones too
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_subprocess_started_by_a_wrapper_script_is_killed_with_it():
+    """The command is a shell that runs the bolt's program (a virtualenv's activate, then
+    python: the shell does not exec it), which blocks for good on its tuple. At the heartbeat
+    timeout squall killed the shell only: the program, the process that answered the handshake
+    with its pid, stayed running for ever, after the topology and the cluster had gone (Storm's
+    supervisor kills the pid its pidDir lists). Now its whole process group goes."""
+    conf = Config()
+    conf[Config.TOPOLOGY_SUBPROCESS_TIMEOUT_SECS] = 1
+    marker = f"wrapped-{os.getpid()}"
+    wrapper = ["sh", "-c", f"{sys.executable} stuck.py {marker}; exit $?"]
+    info: list = []
+    error = _run_until_error("wrapped", ShellBolt(wrapper, cwd=str(BARE)), conf, info)
+
+    assert not error["fatal"] and info  # its tuple failed, a new subprocess started
+    assert "it sent nothing, not even a sync for a heartbeat" in error["error"]
+    pid = int(re.search(r"\(pid (\d+)\)", error["error"]).group(1))  # the program's, from the handshake
+    assert pid in processes_mentioning(marker) or not _alive(pid)
+    assert wait_until(lambda: not _alive(pid), 10), f"the wrapped program {pid} outlived its killed subprocess"
+    assert wait_until(lambda: not processes_mentioning(marker), 5)  # the new one ended with the cluster
 
 
 def test_a_bolts_heartbeat_follows_the_clusters_clock():

@@ -7,13 +7,14 @@ last lines go into every error, so that a Python traceback or a Node stack in th
 is what the user reads in the UI, not squall's.
 
 Reads go through ``os.read`` on the pipe and the serializer's framing, never a buffered file,
-so that a read can wait with a time limit (``select``) without data hiding in a buffer.
+so that a read can wait with a time limit (``poll``) without data hiding in a buffer.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import math
 import os
 import select
 import shutil
@@ -43,6 +44,16 @@ CLOSE_WAIT_SECS = 2.0  # how long close() waits for a read in progress (it ends 
 _READ_BYTES = 1 << 16
 
 
+def _ready_within(fd: int, events: int, timeout: float) -> bool:
+    """Whether ``fd`` is ready for ``events`` (``select.POLLIN``, ``select.POLLOUT``) within
+    ``timeout`` seconds; its end (hang-up, error) counts as ready, for the read or write that
+    follows to find. poll(), not select(): a worker holding many sockets and files gives a new
+    subprocess's pipes descriptors past 1023, which select() refuses (ValueError)."""
+    poller = select.poll()
+    poller.register(fd, events)
+    return bool(poller.poll(max(0, math.ceil(timeout * 1000))))
+
+
 def _write_within(fd: int, data: bytes, timeout: float) -> None:
     """Write ``data`` to the pipe ``fd``; `SubprocessTimeout` once nothing of it was taken for
     ``timeout`` seconds."""
@@ -51,7 +62,7 @@ def _write_within(fd: int, data: bytes, timeout: float) -> None:
     os.set_blocking(fd, False)
     try:
         while view:
-            if not select.select([], [fd], [], timeout)[1]:
+            if not _ready_within(fd, select.POLLOUT, timeout):
                 raise SubprocessTimeout(f"it took nothing of its input for {timeout:g} s")
             try:
                 view = view[os.write(fd, view):]
@@ -205,10 +216,8 @@ class ShellProcess:
             raise self.failure("it is not running")
         fd = proc.stdout.fileno()
         while not self._ready:
-            if timeout is not None:
-                ready, _, _ = select.select([fd], [], [], timeout)
-                if not ready:
-                    raise SubprocessTimeout(f"{self.where}: nothing from the subprocess within {timeout:g} s")
+            if timeout is not None and not _ready_within(fd, select.POLLIN, timeout):
+                raise SubprocessTimeout(f"{self.where}: nothing from the subprocess within {timeout:g} s")
             try:
                 data = os.read(fd, _READ_BYTES)
             except (OSError, ValueError):
@@ -272,7 +281,7 @@ class ShellProcess:
                 return False
             return True
         try:
-            return bool(select.select([pidfd], [], [], timeout)[0])
+            return _ready_within(pidfd, select.POLLIN, timeout)
         finally:
             os.close(pidfd)
 

@@ -86,3 +86,37 @@ def test_a_read_after_close_is_a_multilang_error_and_never_touches_a_reused_desc
     p.close()
     with pytest.raises(MultilangError, match=r"ShellBolt \[t\] task 1: .*closed"):
         p.read()
+
+
+def test_a_subprocess_whose_pipes_are_past_descriptor_1023_is_read_and_written_with_time_limits(monkeypatch):
+    """A worker holding many sockets and files (or many shell tasks: three pipes each) gives a
+    new subprocess's pipes descriptors past 1023, which select() cannot watch: every ShellBolt
+    and ShellSpout then failed to start with "ValueError: filedescriptor out of range in
+    select()", naming no component, and its worker crash-looped."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard limit of open files is {hard}: no descriptor past 1023 to test with")
+    if soft != resource.RLIM_INFINITY and soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    monkeypatch.setattr(process_module, "setup_message",
+                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
+    filler: list[int] = []
+    try:
+        while not filler or filler[-1] < 1030:  # the next descriptors handed out are past 1023
+            filler.append(os.open(os.devnull, os.O_RDONLY))
+        p = ShellProcess([sys.executable, "checker.py"], JsonSerializer(), "ShellSpout [t] task 1",
+                         cwd=str(Path(__file__).parent / "bare"))
+        p.launch({}, None, 30)  # the handshake's read has a time limit
+        assert p._proc is not None and p._proc.stdout.fileno() > 1023
+        p.write({"id": "7", "comp": "src", "stream": "default", "task": 1, "tuple": ["42"]}, 30)  # a spout's write
+        emit, ack = p.read(30), p.read(30)
+        assert (emit.command, emit.tuple, emit.anchors) == ("emit", [42], ("7",))
+        assert (ack.command, ack.id) == ("ack", "7")
+        p.close()
+        assert not p.running()
+    finally:
+        for fd in filler:
+            os.close(fd)
+        if soft != resource.RLIM_INFINITY and soft < 1200:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

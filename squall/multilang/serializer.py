@@ -63,7 +63,9 @@ class JsonSerializer:
     name = "json"
 
     def __init__(self) -> None:
-        self._partial = b""  # an unfinished line
+        # an unfinished line, as the reads that brought it: joined once, when its newline comes
+        # (joined at every read, a 50 MB message read 64 KB at a time took 26 s to frame)
+        self._partial: list[bytes] = []
         self._lines: list[bytes] = []  # the lines of the message being read
 
     def encode(self, message: Any) -> bytes:
@@ -75,8 +77,15 @@ class JsonSerializer:
         return data + b"\nend\n"
 
     def feed(self, data: bytes) -> list[Any]:
+        if b"\n" not in data:
+            if data:
+                self._partial.append(data)
+            return []
         out = []
-        *complete, self._partial = (self._partial + data).split(b"\n")
+        *complete, rest = data.split(b"\n")
+        if self._partial:
+            complete[0] = b"".join([*self._partial, complete[0]])
+        self._partial = [rest] if rest else []
         for line in complete:
             line = line.rstrip(b"\r")
             if line != _END:
@@ -92,7 +101,7 @@ class JsonSerializer:
         return out
 
     def pending(self) -> bytes:
-        return b"\n".join([*self._lines, self._partial]).strip()
+        return b"\n".join([*self._lines, b"".join(self._partial)]).strip()
 
 
 class MsgpackSerializer:

@@ -36,6 +36,37 @@ def test_json_messages_are_read_whatever_the_chunks_and_may_span_lines():
         assert ser.pending() == b""
 
 
+def test_a_large_json_message_is_framed_without_copying_what_came_before_at_each_read():
+    """A 12.5 MB emit read 64 KB at a time, as ShellProcess reads: the serializer joined the
+    unfinished line with each read, copying all of it again every time (a 50 MB message took 26
+    s to frame, near Storm's 30 s heartbeat timeout, which a healthy subprocess then hit). What
+    each read of that line allocates is measured (tracemalloc's peak, no clock): about the
+    read, never what came before; the line is joined once, when its end comes. The message
+    also ends in CRLF, and half its text before that was pending."""
+    import tracemalloc
+    chunk = 1 << 16
+    value = "\u00e9" * (100 * chunk)  # non-ASCII: 2 bytes each in UTF-8
+    data = b'{"command": "emit", "tuple": ["' + value.encode() + b'"]}\r\nend\r\n'
+    ser = JsonSerializer()
+    got = []
+    tracemalloc.start()
+    try:
+        for i in range(0, len(data), chunk):
+            piece = data[i:i + chunk]
+            before, _ = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
+            got += ser.feed(piece)
+            _, peak = tracemalloc.get_traced_memory()
+            if b"\n" not in piece:  # within the line: only the read itself may be kept
+                assert peak - before < 4 * chunk, f"read {i // chunk} allocated {peak - before} bytes"
+            if i == len(data) // 2 // chunk * chunk:
+                assert ser.pending().startswith(b'{"command": "emit"')
+    finally:
+        tracemalloc.stop()
+    assert got == [{"command": "emit", "tuple": [value]}]
+    assert ser.pending() == b""
+
+
 def test_json_that_is_not_json_is_an_error_showing_it():
     with pytest.raises(ProtocolError, match=r"not valid JSON .*\{command: emit"):
         JsonSerializer().feed(b"{command: emit}\nend\n")

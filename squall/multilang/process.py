@@ -12,6 +12,7 @@ so that a read can wait with a time limit (``poll``) without data hiding in a bu
 
 from __future__ import annotations
 
+import atexit
 import collections
 import logging
 import math
@@ -108,6 +109,9 @@ class ShellProcess:
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._stderr_thread: threading.Thread | None = None
         self._dirs = [owned_dir] if owned_dir else []  # removed when it ends: its resources, its pid directory
+        self._made_in = os.getpid()  # the process whose exit ends it (`_end_at_exit`), not a fork of it
+        if owned_dir:
+            _UNENDED.add(self)
         self._eof = False
         self.owner: threading.Thread | None = None  # the component's thread: the subprocess does not outlive it
         self.killed_because = ""  # set by `kill`: why squall ended it, for the error that follows
@@ -127,6 +131,7 @@ class ShellProcess:
                 env[k] = f"{env['PATH']}{os.pathsep}{v}" if k == "PATH" and env.get("PATH") else v
         pid_dir = tempfile.mkdtemp(prefix="squall-multilang-pids-")
         self._dirs.append(pid_dir)
+        _UNENDED.add(self)
         try:
             # it dies with the thread that started it, the component's: a SIGKILLed worker left it
             # running; and it leads a process group of its own, which `kill` ends whole (`_signal_group`)
@@ -370,6 +375,7 @@ class ShellProcess:
     def _remove_dirs(self) -> None:
         while self._dirs:
             shutil.rmtree(self._dirs.pop(), ignore_errors=True)
+        _UNENDED.discard(self)
 
 
 class _Reaper:
@@ -410,6 +416,48 @@ class _Reaper:
 
 
 _REAPER = _Reaper()
+
+
+class _Unended:
+    """The subprocesses whose directories are not removed yet, for `_end_at_exit`."""
+
+    def __init__(self) -> None:
+        self._processes: weakref.WeakSet[ShellProcess] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def add(self, process: ShellProcess) -> None:
+        with self._lock:
+            self._processes.add(process)
+
+    def discard(self, process: ShellProcess) -> None:
+        with self._lock:
+            self._processes.discard(process)
+
+    def take(self) -> list[ShellProcess]:
+        with self._lock:
+            out = list(self._processes)
+            self._processes.clear()
+            return out
+
+
+_UNENDED = _Unended()
+
+
+def _end_at_exit() -> None:
+    """At this process's exit, end the subprocesses it started and remove their directories (pid
+    directory, resources' copy). A crashing worker process exits through its atexit functions
+    (`squall.cluster.worker_process.exit_process`) without any close or cleanup of its
+    components: the subprocesses died with it (PDEATHSIG), but each task's directories stayed
+    in the temporary directory for good, one more set at every restart of a crash-looping
+    worker, as Storm's supervisor would remove a dead worker's. A fork of this process that
+    exits ends nothing of its parent's."""
+    me = os.getpid()
+    for process in _UNENDED.take():
+        if process._made_in == me:
+            process.kill("its worker process exited")
+
+
+atexit.register(_end_at_exit)
 
 
 def _signal_name(number: int) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,3 +48,42 @@ def test_a_subprocess_dies_with_its_sigkilled_worker():
         worker.kill()
         if child and _alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+CRASHING_WORKER = textwrap.dedent("""
+    import json, sys
+    from squall.multilang import process
+    from squall.multilang.process import ShellProcess
+    from squall.multilang.resources import pack, unpack
+    from squall.multilang.serializer import JsonSerializer
+    from squall.cluster.worker_process import exit_process
+
+    bare = sys.argv[1]
+    process.setup_message = lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}}
+    owned = unpack(pack(bare, "ShellBolt [t]"), "squall-multilang-t-")  # its resources' copy, as _launch makes it
+    p = ShellProcess([sys.executable, "silent.py"], JsonSerializer(), "ShellBolt [t] task 1", cwd=owned, owned_dir=owned)
+    p.launch({}, None, 30)
+    print(json.dumps({"dirs": list(p._dirs), "pid": p.pid}), flush=True)
+    exit_process(1)  # the worker crashes (another component's error): its atexit functions, then os._exit
+""")
+
+
+def test_a_crashed_workers_shell_subprocess_leaves_no_directories_behind():
+    """A worker process that crashes ends through `exit_process` (its atexit functions, then
+    os._exit): no close or cleanup of its components runs, and each shell task's pid
+    directory and copy of its resources stayed in the temporary directory for good, one more
+    set at every restart of a crash-looping worker (Storm's supervisor removes a dead worker's
+    directories)."""
+    import json
+    from pathlib import Path
+    bare = Path(__file__).parent / "bare"
+    worker = subprocess.run([sys.executable, "-c", CRASHING_WORKER, str(bare)], capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert worker.returncode == 1, worker.stderr
+    made = json.loads(worker.stdout.splitlines()[0])
+    assert len(made["dirs"]) == 2  # the resources' copy and the pid directory
+    left = [d for d in made["dirs"] if Path(d).exists()]
+    for d in left:
+        shutil.rmtree(d, ignore_errors=True)
+    assert not left, f"left behind by the crashed worker: {left}"
+    assert wait_until(lambda: not _alive(made["pid"]), 10)

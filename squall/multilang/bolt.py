@@ -16,8 +16,9 @@ spout in that worker forgets its retry counts at each restart). So, when the dea
 down to a tuple, squall fails that tuple as an ``exception`` of the bolt (its record charged,
 `squall.FailureCause.record_caused`), fails the others the subprocess held as lost (not
 charged), reports the error, and starts a new subprocess in the same worker. The tuple is the
-first the subprocess was given after its last ack or fail (a subprocess works through its
-input in order, as storm.py's and pystorm's do), unless that last answer was a fail after an
+first the subprocess was given (its writing started: one it dies reading is its) after its
+last ack or fail (a subprocess works through its input in order, as storm.py's and pystorm's
+do), unless that last answer was a fail after an
 error it reported (pystorm's ``exit_on_exception``: it failed the tuple that raised, then
 exited): then that fail charged the record already. A subprocess that dies before answering
 anything, with no tuple to put it down to (it cannot start its work at all), is a fault of the
@@ -158,7 +159,7 @@ class ShellBolt(ShellComponent, Bolt):
         # (`_suspect`): each tuple's place in the order queued, which is the order written
         self._places: dict[str, int] = {}
         self._queued = 0
-        self._written = 0  # the place of the last tuple written whole (the writer's)
+        self._written = 0  # the place of the last tuple whose writing started (the writer's)
         self._answered = 0  # the latest place it acked or failed (the reader's)
         self._answers = 0
         self._failed_after_error = False  # its last answer was a fail after an error it reported
@@ -350,8 +351,10 @@ class ShellBolt(ShellComponent, Bolt):
                         return
                     continue
                 if isinstance(item, tuple):  # a tuple: (its place, its message)
-                    process.write_bytes(item[1])
+                    # given from the moment its writing starts: a subprocess that dies reading a
+                    # large tuple (out of memory) never takes all of it, and that death is the tuple's
                     self._written = item[0]
+                    process.write_bytes(item[1])
                 else:
                     process.write(item)
         except MultilangError as e:

@@ -153,3 +153,45 @@ def test_each_poison_record_is_dead_lettered_after_its_retries_and_every_good_re
     assert sum(w["restarts"] for w in info["workers"]) == 0  # the subprocesses were started again, not the worker
     errors = [e for e in info["errors"] if e["component"] == "check" and e["error"].startswith("MultilangError")]
     assert errors and not any(e["fatal"] for e in errors)
+
+
+def test_a_record_too_large_for_the_subprocess_to_read_is_dead_lettered_not_replayed_for_ever(tmp_path):
+    """A 2 MB record kills the subprocess while it reads it (chokes.py: as one under a memory
+    limit does), before squall has written all of it. That record was never counted as given
+    (only a tuple written whole was), so each death was put down to no tuple: the record failed
+    as lost, uncharged, and replayed, killing the next subprocess; a spout that charges only
+    what a record caused replays it for ever. Here the FileSpout's own guard against records
+    that kill their worker (sent alone after such a loss) dead-lettered it as "its worker died
+    each of the 3 times it was in flight alone", without the subprocess's error, and its
+    isolation sent 37 to 65 of the good records out twice. A tuple is the subprocess's from
+    the moment its writing starts: the record is charged with the death it caused."""
+    src = tmp_path / "in"
+    src.mkdir()
+    huge = "9" * (2 << 20)
+    lines = [str(i) for i in range(100)] + [huge] + [str(i) for i in range(100, 200)]
+    (src / "a.txt").write_text("".join(f"{x}\n" for x in lines))
+    fails, out = SharedLog(), SharedLog()
+    b = TopologyBuilder()
+    b.set_spout("lines", RecordingFileSpout(fails, src, commit_every=50, poll_secs=0.05,
+                                            progress_dir=tmp_path / "local", max_retries=2))
+    b.set_bolt("check", ShellBolt([sys.executable, "chokes.py"], ["n"], resources=BARE)).shuffle_grouping("lines")
+    b.set_bolt("keep", Keep(out)).shuffle_grouping("check")
+    conf = Config()
+    conf.set_message_timeout_secs(300)  # no failure but the subprocess's deaths
+    with LocalCluster({"storm.local.dir": str(tmp_path / "local")}) as cluster:
+        cluster.submit_topology("huge", conf, b.create_topology())
+        assert wait_until(lambda: (src / "a.txt.done").exists(), 60), \
+            (len(out.items()), collections.Counter((k, c) for _, k, c in fails.items()))
+        info = cluster.get_topology_info("huge")
+        cluster.kill_topology("huge", wait_secs=0)
+
+    assert sorted(out.items()) == list(range(200))  # every good record, once
+    dead = [json.loads(x) for x in (tmp_path / "local" / "filespout" / "lines" / "dead-letter" / "a.txt.dead")
+            .read_text().splitlines()]
+    assert [json.loads(d["record"])[0] for d in dead] == [huge]
+    assert dead[0]["cause"]["kind"] == EXCEPTION and "exit code 9" in dead[0]["reason"]
+    assert "chokes.py: out of memory reading a message over 1 MB" in dead[0]["reason"]
+    at = sum(len(x) + 1 for x in lines[:100])  # the huge record's offset
+    charged = [offset for offset, _kind, caused in fails.items() if caused]
+    assert charged == [at] * 3  # its 3 deaths, each charged to it; the others it held were lost, not charged
+    assert sum(w["restarts"] for w in info["workers"]) == 0

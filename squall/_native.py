@@ -879,8 +879,10 @@ class StaleWatch:
             if self._fd is None:
                 return True
             # stale: wait (a span at most, to see a close or a touch) for something to read
-            try:
-                readable = bool(select.select([self._fd], [], [], secs)[0])
+            try:  # poll(), not select(), which refuses a descriptor past 1023
+                watch = select.poll()
+                watch.register(self._fd, select.POLLIN)
+                readable = bool(watch.poll(secs * 1000))
             except (OSError, ValueError):
                 readable = True  # the caller's read reports it
             if readable and self._polled + secs - time.monotonic() <= 0:

@@ -328,8 +328,12 @@ class Client:
         sent into one that is gone."""
         if self._broken is not None:
             return True
-        try:  # a socket with a timeout waits for data before any recv, MSG_DONTWAIT or not
-            readable, _w, _x = select.select([self._sock], [], [], 0)
+        # a socket with a timeout waits for data before any recv, MSG_DONTWAIT or not; poll(), not
+        # select(), which refuses a descriptor past 1023 (a process holding many files and sockets)
+        watch = select.poll()
+        try:
+            watch.register(self._sock, select.POLLIN)
+            readable = watch.poll(0)
         except (OSError, ValueError):
             return True
         return bool(readable)  # the end of the stream, or bytes no request asked for: not to be used

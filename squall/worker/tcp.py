@@ -491,8 +491,11 @@ class TcpTransport(BatchingTransport):
     def _connected(self, key: str, out: _Outbound) -> bool:
         """Whether ``out``'s connection, begun without blocking, is made now (closed if it failed)."""
         assert out.sock is not None
-        _, writable, _ = select.select([], [out.sock], [], 0)
-        if not writable:
+        # poll(), not select(): a worker holding many files and sockets has descriptors past
+        # FD_SETSIZE (1024), which select() refuses with a ValueError
+        watch = select.poll()
+        watch.register(out.sock, select.POLLOUT)
+        if not watch.poll(0):
             return False
         code = out.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if code:

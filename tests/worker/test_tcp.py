@@ -269,6 +269,39 @@ def test_a_batch_over_the_bound_is_sent_in_parts(pair):
     assert [i for _, (i, _y) in got.got] == list(range(1000))
 
 
+def test_a_worker_holding_over_1024_descriptors_connects_and_sends():
+    """A worker with many files and sockets open (shell subprocesses, sinks, a state store's
+    connections) gets descriptors past 1023. The wait for a connection begun without blocking
+    used select(), which raises ValueError for such a descriptor: the worker's loop died at its
+    first connection to a peer. It polls instead."""
+    import os
+    r, w = os.pipe()
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.dup(r))
+        got = Collect()
+        b = tcp(receive=got, slot="h:2")
+        a = tcp(peers={7: b.address})
+        loops = [Loop(a), Loop(b)]
+        try:
+            send = a.sender(7)
+            for i in range(100):
+                send((1, i))
+            a.flush()
+            assert wait_until(lambda: len(got.got) == 100 or any(lp.error for lp in loops))
+            assert [lp.error for lp in loops] == [None, None]
+            assert got.got == [(7, (1, i)) for i in range(100)]
+        finally:
+            for lp in loops:
+                lp.stop()
+            a.close()
+            b.close()
+    finally:
+        for fd in held + [r, w]:
+            os.close(fd)
+
+
 def test_items_sent_before_the_peer_listens_arrive_once_it_does():
     """Workers start at different times: what a worker sends to a peer not yet bound waits in
     its backlog, and the sender's flushes keep trying to connect."""

@@ -729,8 +729,8 @@ class FileSpout(Spout):
     ``topology.bolt.fail.fast``, a segfault) is never failed, so the failures charged to each
     line, and how far each file may have been read, are kept in
     ``<progress_dir>/filespout/<spout id>/charges-<index>.json`` (`FileCharges`, written as the
-    progress is). A line read again below where a dead task had read to, or failed as a lost
-    worker, is a suspect (`squall.external.retry.AloneGate`, the Redis Streams spout's rules):
+    progress is). A line read again below where a dead task had read to, or failed as being
+    executed when another worker died (``worker-died``), is a suspect (`squall.external.retry.AloneGate`, the Redis Streams spout's rules):
     it goes out alone, charged beforehand as if its worker will die with it, so a poison line is
     dead-lettered after ``max_retries`` deaths alone and the good lines beside it are never
     charged.
@@ -850,7 +850,7 @@ class FileSpout(Spout):
         self.tracker: OffsetManager | None = None
         self.inflight = RetryBook(self.backoff)
         # Retry budgets that outlive this task's worker (FileCharges): what goes out when, the
-        # charges of the current file's records, the lines failed as a lost worker's
+        # charges of the current file's records, the lines failed as executed when another worker died
         self.charges_path = charges_path(state, self.index)
         self.kept_charges = Kept(f"the retry budgets of FileSpout {self.spout_id!r} task {self.index}: the "
                                  f"failures charged to its records", self.kept.progress.setting)
@@ -962,7 +962,7 @@ class FileSpout(Spout):
         self.read_to = 0       # what this task may have emitted up to, as written
         self.shortest = READ_AHEAD   # the shortest line read since read_to was last moved
         self.charged: dict[int, Charge] = {}
-        self.suspects: set[int] = set()   # failed as a lost worker: emitted alone from now on
+        self.suspects: set[int] = set()   # failed as worker-died: emitted alone from now on
         self.dead: set[int] = set()       # dead-lettered, not yet below the committed offset
 
     def _load_file_charges(self, name: str, fd: int, start: int, replaced: bool) -> None:

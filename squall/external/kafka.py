@@ -23,7 +23,7 @@ With a retry limit (``retry.max_retries`` not None), the budgets outlive the spo
 record that kills the worker the spout runs in is never failed, so the spout keeps, in each
 partition's commit metadata (`squall.external.kafka_charges`), how far it may have emitted and
 the `squall.external.retry.Charge` of each record charged. A record read again below that mark
-after a restart, or failed as a lost worker, is a suspect: it goes out only when nothing else of
+after a restart, or failed as being executed when another worker died (``worker-died``), is a suspect: it goes out only when nothing else of
 any spout task of its worker that keeps charges is in flight, and nothing beside it until its
 tree ends (`AloneGate` joined to the worker's `WorkerGate`, the Redis Streams and file spouts'
 rules); its charge is committed as a death before it goes out, deleted by its
@@ -325,7 +325,7 @@ class KafkaSpout(Spout):
         self.budgets: dict[TopicPartition, PartitionCharges] = {}
         self.read_before: dict[TopicPartition, int] = {}   # below it: emitted by a task that stopped
         self.emitted_end: dict[TopicPartition, int] = {}   # past the last offset emitted here
-        self.suspects: set[MessageId] = set()              # failed as a lost worker: alone from now on
+        self.suspects: set[MessageId] = set()              # failed as worker-died: alone from now on
         self._unwritten: set[TopicPartition] = set()       # budgets changed since their last commit
         self._must_write = False   # and they must be committed before anything else goes out
         self._too_big_warned: set[TopicPartition] = set()
@@ -745,7 +745,7 @@ class KafkaSpout(Spout):
 
     def _suspect(self, msg_id: MessageId) -> bool:
         """Whether the record goes out alone (`AloneGate`): read again below where a task that
-        stopped may have emitted, or failed as a lost worker."""
+        stopped may have emitted, or failed as worker-died."""
         return msg_id.offset < self.read_before[msg_id.tp] or msg_id in self.suspects
 
     def _charge(self, r: Record) -> Charge:

@@ -23,7 +23,9 @@ hash beside the stream (`charges_key`: ``<stream>:<group>:charged``, entry id ->
 worker's death cannot be told from a record's fault while several entries were in flight, so
 it is charged only to an entry that was in flight *alone*: an entry delivered again (taken from
 the pending list after its consumer stopped: ``XPENDING``'s delivery count is above 1), or
-failed because a worker it was in died, is a suspect, and a suspect is emitted only when
+failed because another worker died while a bolt there executed it (``worker-died``), is a
+suspect (one only in flight in a worker that died, ``worker-lost``, is not: it goes out again
+beside the others), and a suspect is emitted only when
 nothing else of its task is in flight, and nothing else until its tree ends. Before it goes out
 its charge is written as if it will take its worker down with it; its ack deletes the charge,
 a failure it caused keeps it, any other failure (a timeout, a rollback, another worker's death
@@ -530,8 +532,8 @@ class RedisStreamSpout(Spout):
         """Schedules a retry after the backoff's delay, or, past the retry limit, dead-letters
         the entry with the cause. Only failures the entry caused (``cause.record_caused``: a
         bolt failed it or raised on it) count against ``max_retries``; after a lost worker or a
-        timeout the entry is retried without being charged (after a lost worker, as a suspect,
-        alone: see the module docstring). A worker's death is charged only when it takes this
+        timeout the entry is retried without being charged (beside the others; after
+        ``worker-died``, as a suspect, alone: see the module docstring). A worker's death is charged only when it takes this
         spout down too, with the entry in flight alone: then no one calls this method, and the
         charge written before the entry went out stays."""
         alone = self._gate.ended(msg_id)

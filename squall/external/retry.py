@@ -285,8 +285,8 @@ class AloneGate(Generic[M]):
     file spouts).
 
     A record delivered again after its spout stopped without acking it (Redis's delivery count
-    above 1; a line read again below where the dead task had read to), or failed as a lost
-    worker (`lost_worker`), is a *suspect*: it goes out only once nothing else is in flight of
+    above 1; a line read again below where the dead task had read to), or failed as being
+    executed when its (other) worker died (`lost_worker`), is a *suspect*: it goes out only once nothing else is in flight of
     any spout task of its worker that joined the same `WorkerGate` (``worker``: every task that
     opens with ``worker_gate(context)``), and nothing of them goes out beside it until its tree
     ends. A suspect that must wait claims the worker: from then on the other tasks hold back
@@ -429,10 +429,16 @@ class AloneGate(Generic[M]):
 
     @staticmethod
     def lost_worker(cause: FailureCause) -> bool:
-        """Whether ``cause`` is a worker's death (not a process in one, a shell component's),
-        with the record in flight or, `WORKER_DIED`, being executed: the record failed with it
-        becomes a suspect."""
-        return cause.kind == WORKER_DIED or (cause.kind == WORKER_LOST and not cause.component)
+        """Whether ``cause`` makes the record failed with it a suspect: a bolt was executing it
+        when its (other) worker died (`WORKER_DIED`). A record that was only in flight there
+        (`WORKER_LOST`) is not one: this spout lives, so being alone would charge it nothing for
+        that death, and were every record in flight a suspect, each would go out alone after the
+        previous one's whole tree (with a persistent window, a checkpoint each: after a worker's
+        SIGKILL the records it held came back at one per checkpoint, those read behind them
+        waiting too). Should one
+        of them kill the spout's own worker on its replay, its delivery count makes it a
+        suspect then (`AloneGate`), one death later."""
+        return cause.kind == WORKER_DIED
 
     def death_reason(self, charge: Charge, delivered: int | None = None) -> tuple[str, FailureCause]:
         """The dead letter's reason and cause for a suspect found charged past ``max_retries``

@@ -220,3 +220,52 @@ def test_on_local_cluster_a_poison_entry_under_fail_fast_is_dead_lettered_and_ev
             cluster.kill_topology("poison", 0)
     figures = p.check_outcome(r, ids)
     assert figures["good delivered again"] > 0, figures   # good entries were beside a poison one
+
+
+def test_entries_lost_with_another_worker_go_out_again_together_only_the_executed_one_alone(redis_server):
+    """Another worker dies (SIGKILLed, say) while 20 of the spout's entries are in flight: the
+    spout, alive, is told each one's failure as its host tells it, the one a bolt there was
+    executing (the 8th) as ``worker-died`` (charged), the 19 others as ``worker-lost``. The 19
+    were only in flight: they go out again together, uncharged; the executed one, a suspect,
+    goes alone in its turn (the 7 before it go, and it waits until they ended; the 12 after it
+    wait until it ended, then go together). On main all 20 were suspects, each sent alone after
+    the previous one's whole tree ended: with a persistent window (acked at the next checkpoint)
+    a process-host pipeline acked 364 entries in the 190 s after a worker's SIGKILL, about one
+    per checkpoint, and 600 were still pending."""
+    from squall._failure import WORKER_DIED, WORKER_LOST, FailureCause
+    r = redis_server.client()
+    ids = [r.xadd(STREAM, {"payload": f"v{i}"}) for i in range(20)]
+    deadline = time.monotonic() + 60
+    w = Worker(redis_server.url)
+
+    def emitted_now(rounds: int = 5) -> list[str]:
+        """What ``rounds`` calls of next_tuple emit (every retry is due at once: the backoff's
+        first delay is 0 s)."""
+        before = len(w.collector.emitted)
+        for _ in range(rounds):
+            w.spout.next_tuple()
+        return [m for _, m in w.collector.emitted[before:]]
+    try:
+        assert [m for m, _ in emit_until(w, 20, deadline)] == ids   # all in flight together
+        executed = ids[7]
+        for msg_id in ids:
+            cause = (FailureCause(WORKER_DIED, "bolt", 4, "", "killed by SIGKILL") if msg_id == executed
+                     else FailureCause(WORKER_LOST))
+            w.spout.fail_with(msg_id, cause)
+        assert emitted_now(20) == ids[:7]          # together, no ack between (on main: ids[0] alone)
+        # charged: the executed one alone (for its death), no one for having been beside it
+        assert r.hgetall(charges_key(STREAM, GROUP)) == {executed: "1 0"}
+        for msg_id in ids[:7]:
+            w.spout.ack(msg_id)
+        assert emitted_now() == [executed]       # then the suspect, alone
+        assert r.hget(charges_key(STREAM, GROUP), executed) == "2 1"   # its death, and this delivery's
+        assert emitted_now() == []
+        w.spout.ack(executed)
+        assert emitted_now(20) == ids[8:]          # the rest together
+        assert r.hlen(charges_key(STREAM, GROUP)) == 0
+        for msg_id in ids[8:]:
+            w.spout.ack(msg_id)
+        w.spout.next_tuple()
+        assert r.xpending(STREAM, GROUP)["pending"] == 0
+    finally:
+        w.spout.close()

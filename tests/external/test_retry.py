@@ -190,7 +190,9 @@ def test_alone_gate_holds_a_suspect_until_nothing_is_in_flight_and_everything_be
     assert gate.hold(False) and gate.hold(True)      # nothing beside it
     assert gate.ended(2) and not gate.hold(False)
     assert not AloneGate(None).hold(True) and not AloneGate(None).goes_alone(True)   # no limit, no holding
-    assert AloneGate.lost_worker(FailureCause(WORKER_LOST, "", -1, "", ""))
+    # only in flight in a worker that died: not a suspect (being alone would charge it nothing, and
+    # sent one tree at a time, a worker's death held every record it had back for minutes)
+    assert not AloneGate.lost_worker(FailureCause(WORKER_LOST, "", -1, "", ""))
     assert not AloneGate.lost_worker(FailureCause(WORKER_LOST, "shell", 3, "", ""))   # a process in one
     # a bolt was executing it when its worker died: charged (the record's doing) and a suspect
     died = FailureCause(WORKER_DIED, "check", 4, "", "exit status 7")

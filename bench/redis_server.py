@@ -50,7 +50,7 @@ class RedisServer:
                 if client.ping():
                     client.close()
                     return
-            except redis.ConnectionError:
+            except (redis.ConnectionError, redis.TimeoutError):  # not up yet, or slow to answer on a loaded machine
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()

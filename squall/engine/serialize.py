@@ -540,14 +540,22 @@ class Serializer:
                          + (" or make it picklable" if self.allow_pickle else
                             " or allow pickle with topology.fall.back.on.pickle: true"))
 
-    def encode_value(self, obj: Any, where: str) -> bytes:
+    def encode_value(self, obj: Any, where: str, inside: int = 0) -> bytes:
         """One value as bytes for `decode_value`, by the same rules as a tuple's values (what a
         state provider stores). ``where`` names the value in an error ("state key 'x' of
-        component [count]").
+        component [count]"). ``inside``: how many tuples, sets or registered values ``obj`` is
+        nested in where it is decoded (a part encoded apart and then put inside them, as a state
+        key's set elements: `squall.state._kv.StateCodec.key`), which count towards
+        `MAX_EXT_NESTING` as if it were packed there.
 
         Raises:
             SerializationError: naming the value's type, ``where``, and the fix.
         """
+        st = self._packers
+        outer = st.depth
+        st.depth = outer + inside
+        while len(st.pool) <= st.depth:  # packers for the levels it is inside (idle: _pack takes the next)
+            st.pool.append(self._packer())
         try:
             return self._pack(obj)
         except _Unsupported as e:
@@ -555,6 +563,8 @@ class Serializer:
                                      f"{e.reason}; {self._fix(e)}") from e.__cause__
         except (TypeError, ValueError, OverflowError, RecursionError) as e:
             raise SerializationError(f"cannot serialize {where}: {type(e).__name__}: {e}") from e
+        finally:
+            st.depth = outer
 
     def decode_value(self, data: bytes) -> Any:
         """The value `encode_value` made of ``data`` (pickled parts only while

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import msgpack
 
-from ..engine.serialize import EXT_FROZENSET, EXT_SET, PLAIN_TYPES, Serializer
+from ..engine.serialize import EXT_FROZENSET, EXT_SET, MAX_EXT_NESTING, PLAIN_TYPES, Serializer
 from ._api import KeyValueState, StateError
 
 log = logging.getLogger(__name__)
@@ -124,24 +124,33 @@ class StateCodec:
         where = f"a state key of {self.owner}"
         if type(key) in PLAIN_TYPES:
             return self._serializer.encode_value(key, where)
-        return self._serializer.encode_value(self._canonical(key, where), where)
+        return self._serializer.encode_value(self._canonical(key, where, 0), where)
 
-    def _canonical(self, obj: Any, where: str) -> Any:
+    def _canonical(self, obj: Any, where: str, depth: int) -> Any:
         """``obj`` with its sets as ``ExtType``s of their sorted elements (what the serializer
-        makes of a set, in a fixed order) and its maps in the order of their keys' encodings."""
+        makes of a set, in a fixed order) and its maps in the order of their keys' encodings;
+        ``depth``: how many tuples and sets ``obj`` is inside. A set's elements are encoded
+        apart, so each is encoded as inside its sets and tuples: the serializer refuses, as for
+        a value, a key nested deeper than a worker decodes (`MAX_EXT_NESTING`), which it would
+        otherwise store and then fail to read back at every read of the state."""
         t = type(obj)
         if t in PLAIN_TYPES:
             return obj
-        if t is tuple or t is list:
-            return t(self._canonical(v, where) for v in obj)
+        if t is list:
+            return [self._canonical(v, where, depth) for v in obj]
+        if t is tuple:
+            return tuple(self._canonical(v, where, depth + 1) for v in obj)
+        encode = self._serializer.encode_value
         if t is set or t is frozenset:
-            items = sorted(self._serializer.encode_value(self._canonical(v, where), where) for v in obj)
+            if depth >= MAX_EXT_NESTING:
+                encode(obj, where, inside=depth)  # raises, as for a value this deep (the error says so)
+            items = sorted(encode(self._canonical(v, where, depth + 1), where, inside=depth + 1) for v in obj)
             return msgpack.ExtType(EXT_SET if t is set else EXT_FROZENSET, _packed_list(items))
         if t is dict:
-            keys = [self._canonical(k, where) for k in obj]
-            pairs = sorted(zip((self._serializer.encode_value(k, where) for k in keys), keys, obj.values()),
+            keys = [self._canonical(k, where, depth) for k in obj]
+            pairs = sorted(zip((encode(k, where, inside=depth) for k in keys), keys, obj.values()),
                            key=lambda p: p[0])
-            return {k: self._canonical(v, where) for _b, k, v in pairs}
+            return {k: self._canonical(v, where, depth) for _b, k, v in pairs}
         return obj
 
     def value(self, key: Any, value: Any) -> bytes:

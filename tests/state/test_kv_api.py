@@ -35,6 +35,38 @@ def test_keys_that_are_equal_are_one_key_whatever_order_their_sets_and_maps_were
     assert frozenset([3, 11]) in keys and type(keys[0]) is frozenset  # keys read back as they were put
 
 
+
+def nested_key(levels: int, leaf=1):
+    """``leaf`` inside ``levels`` frozensets and tuples, one inside the other."""
+    key = leaf
+    for level in range(levels):
+        key = (key,) if level % 2 else frozenset({key})
+    return key
+
+
+def test_a_key_nested_deeper_than_a_worker_decodes_is_refused_at_put_not_stored_unreadable():
+    """A key's sets are encoded apart (their elements sorted by their bytes), each from the top,
+    so the serializer's bound on tuples and sets inside one another (32: the decoder refuses
+    deeper bytes) never saw a key's whole depth: ``put`` of a key 33 frozensets and tuples deep
+    stored it, and iterating the state then raised StateError ("cannot be read back") at every
+    read, as a restored window store would. It is refused at ``put`` as the same value is."""
+    import pytest
+
+    from squall.engine.serialize import SerializationError
+    s = kv()
+    s.put(nested_key(32), "at the bound")
+    s.put(("wrapped", [nested_key(31)]), "lists do not count")
+    with pytest.raises(SerializationError, match="nested inside more than 32 tuples, sets or registered values"):
+        s.put(nested_key(33), "too deep")
+    with pytest.raises(SerializationError, match="more than 32"):
+        s.put((nested_key(32),), "too deep")
+    with pytest.raises(SerializationError, match="more than 32"):
+        s.get(frozenset({nested_key(40)}))
+    entries = list(s)  # every key put reads back, and none of the refused ones was stored
+    assert len(entries) == 2, entries
+    assert (nested_key(32), "at the bound") in entries
+    assert (("wrapped", [nested_key(31)]), "lists do not count") in entries
+
 def test_a_set_key_of_strings_is_found_by_a_worker_with_another_hash_seed(tmp_path):
     # the process host's restarted worker is a new interpreter, whose str hashes (and so a set's
     # order) differ: the key must still be found

@@ -73,7 +73,13 @@ def run_watched(work: Callable[[Callable[[int], Any]], int], storm_id: str, laun
     board = mmap.mmap(-1, board_size(MAX_LINES))  # MAP_SHARED: the child's stores are seen here
     errors, errors_out = os.pipe()
     parent = os.getpid()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except BaseException:  # (EAGAIN, ENOMEM) raised to the task, whose Python worker Spark may reuse
+        os.close(errors)
+        os.close(errors_out)
+        board.close()
+        raise
     if pid == 0:  # the worker's process: it never returns from here into the Spark task's code
         try:
             status = EXIT_CRASHED

@@ -62,3 +62,22 @@ def test_a_worker_whose_run_returns_no_status_ends_as_crashed_and_never_returns_
     assert os.getpid() == parent  # (a child that came back here would run the rest of this test too)
     assert end.status == EXIT_CRASHED and end.error.rstrip().endswith(
         "TypeError: int() argument must be a string, a bytes-like object or a real number, not 'NoneType'"), end
+
+
+def test_a_fork_that_fails_leaves_no_descriptor_of_the_watch_open(monkeypatch):
+    """``os.fork`` failing (EAGAIN at the process limit, ENOMEM) raised out of `run_watched`
+    with the errors pipe's two descriptors still open: the task reports the crash and Spark's
+    Python worker, reused, keeps them, two more at each launch the master retries there."""
+    import errno
+
+    import pytest
+
+    def no_fork():
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    before = sorted(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(os, "fork", no_fork)
+    for _ in range(3):
+        with pytest.raises(OSError, match="Resource temporarily unavailable"):
+            run_watched(lambda memory: 0, STORM, LAUNCH)
+    assert sorted(os.listdir("/proc/self/fd")) == before

@@ -88,33 +88,28 @@ def _progress(r, master) -> str:
             f"restarts per worker {[w['restarts'] for w in master.get_topology_info('poison')['workers']]}")
 
 
-@pytest.mark.timeout(300)  # 4 to 6 crashes of one worker, restarted after 0, 0.1, 0.2 ... s (QUICK_CRASH_BACKOFF)
-def test_poison_entries_that_kill_another_worker_are_charged_and_dead_lettered(
-        crashing_cluster, redis_server):  # noqa: F811 - fixtures
-    r = redis_server.client()
-    values = [str(i) for i in range(GOOD)]
+def poison_topology(url: str, r, good: int) -> tuple[dict, TopologyBuilder]:
+    """Writes ``good`` values and the `POISON` ones among them to `STREAM`; returns each entry's
+    id -> value, and the topology that reads them (its bolt only in the worker without the
+    spout)."""
+    values = [str(i) for i in range(good)]
     for k, value in enumerate(POISON):
-        values.insert((k + 1) * GOOD // (len(POISON) + 1), value)
+        values.insert((k + 1) * good // (len(POISON) + 1), value)
     ids = {r.xadd(STREAM, {"payload": v}): v for v in values}
     b = TopologyBuilder()
-    b.set_spout("events", NotesFailures(redis_server.url, STREAM, GROUP, ["payload"], batch_size=50,
+    b.set_spout("events", NotesFailures(url, STREAM, GROUP, ["payload"], batch_size=50,
                                         backoff=RetryBackoff(0.0, 0.001, MAX_RETRIES, 0.01)))
-    b.set_bolt("check", Check(redis_server.url), 2).custom_grouping("events", Elsewhere())
-    conf = Config()
-    conf.set_num_workers(2)
-    conf.set_message_timeout_secs(300)  # no failure but the deaths
-    with crashing_cluster.client() as master:
-        master.submit_topology("poison", conf, b.create_topology())
-        try:
-            done = lambda: (r.xlen(f"{STREAM}:dead") == len(POISON) and r.xpending(STREAM, GROUP)["pending"] == 0
-                            and len(set(r.lrange("out", 0, -1))) == GOOD)
-            assert wait_until(done, 120), _progress(r, master)
-            info = master.get_topology_info("poison")
-        finally:
-            master.kill_topology("poison", 0)
+    b.set_bolt("check", Check(url), 2).custom_grouping("events", Elsewhere())
+    return ids, b
 
+
+def check_poison_outcome(r, ids: dict, good: int) -> tuple[collections.Counter, collections.Counter,
+                                                             collections.Counter]:
+    """Asserts what a run of `poison_topology` must leave, on any host: every good value out, the
+    poison entries alone dead-lettered and charged (each ``MAX_RETRIES + 1`` times, as deaths of
+    the bolt's worker); returns the good values' outputs, the deaths and the failures per value."""
     out = collections.Counter(r.lrange("out", 0, -1))
-    assert set(out) == {str(i) for i in range(GOOD)}   # every good entry, at least once
+    assert set(out) == {str(i) for i in range(good)}   # every good entry, at least once
     dead = [fields for _, fields in r.xrange(f"{STREAM}:dead")]
     assert sorted(ids[d["id"]] for d in dead) == sorted(POISON)   # never a good one
     for d in dead:
@@ -133,6 +128,28 @@ def test_poison_entries_that_kill_another_worker_are_charged_and_dead_lettered(
         # delivered (queued for the dead worker, then delivered to its next launch) may kill it
         # too, its root no longer pending: uncharged, and never more deaths than emissions
         assert MAX_RETRIES + 1 <= deaths[value] <= emissions[value], (value, deaths, emissions)
+    return out, deaths, emissions
+
+
+@pytest.mark.timeout(300)  # 4 to 6 crashes of one worker, restarted after 0, 0.1, 0.2 ... s (QUICK_CRASH_BACKOFF)
+def test_poison_entries_that_kill_another_worker_are_charged_and_dead_lettered(
+        crashing_cluster, redis_server):  # noqa: F811 - fixtures
+    r = redis_server.client()
+    ids, b = poison_topology(redis_server.url, r, GOOD)
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_message_timeout_secs(300)  # no failure but the deaths
+    with crashing_cluster.client() as master:
+        master.submit_topology("poison", conf, b.create_topology())
+        try:
+            done = lambda: (r.xlen(f"{STREAM}:dead") == len(POISON) and r.xpending(STREAM, GROUP)["pending"] == 0
+                            and len(set(r.lrange("out", 0, -1))) == GOOD)
+            assert wait_until(done, 120), _progress(r, master)
+            info = master.get_topology_info("poison")
+        finally:
+            master.kill_topology("poison", 0)
+
+    out, deaths, emissions = check_poison_outcome(r, ids, GOOD)
     # the bolt's worker died once per death; the spout's never did
     restarts = sorted(w["restarts"] for w in info["workers"])
     assert restarts == [0, sum(deaths.values())], (info["workers"], deaths)

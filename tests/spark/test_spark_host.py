@@ -1,10 +1,7 @@
 """The Spark host on ``local[2]``: two workers as two long-running Spark tasks, in one
 SparkSession for the module (the test process is the Spark driver and runs the master)."""
 
-import collections
-import json
 import os
-import re
 import signal
 from collections import Counter
 from pathlib import Path
@@ -240,20 +237,11 @@ def test_poison_entries_that_kill_their_spark_worker_are_charged_and_dead_letter
     (``worker-died``), the others in flight fail uncharged as a lost worker: each poison entry
     reaches the dead-letter stream after its retries, every good entry reaches the output, none
     is dead-lettered or charged, every entry is acked, and the spout's worker never restarts."""
-    from squall.external.retry import RetryBackoff
-
-    from ..process.test_poison_kills_other_worker import (GROUP, MAX_RETRIES, POISON, STREAM, Check, Elsewhere,
-                                                          NotesFailures)
+    from ..process.test_poison_kills_other_worker import (GROUP, POISON, STREAM, check_poison_outcome,
+                                                          poison_topology)
     good = 300
     r = redis_server.client()
-    values = [str(i) for i in range(good)]
-    for k, value in enumerate(POISON):
-        values.insert((k + 1) * good // (len(POISON) + 1), value)
-    ids = {r.xadd(STREAM, {"payload": v}): v for v in values}
-    b = TopologyBuilder()
-    b.set_spout("events", NotesFailures(redis_server.url, STREAM, GROUP, ["payload"], batch_size=50,
-                                        backoff=RetryBackoff(0.0, 0.001, MAX_RETRIES, 0.01)))
-    b.set_bolt("check", Check(redis_server.url), 2).custom_grouping("events", Elsewhere())
+    ids, b = poison_topology(redis_server.url, r, good)
     conf = topology_conf(tmp_path, **{"topology.message.timeout.secs": 300})  # no failure but the deaths
     with Running(spark_cluster, "poison", conf, b.create_topology()) as c:
         done = lambda: (r.xlen(f"{STREAM}:dead") == len(POISON) and r.xpending(STREAM, GROUP)["pending"] == 0
@@ -262,22 +250,6 @@ def test_poison_entries_that_kill_their_spark_worker_are_charged_and_dead_letter
                                        r.lrange("deaths", 0, -1), r.lrange("fails", 0, -1)[-10:])
         info = c.get_topology_info("poison")
 
-    out = collections.Counter(r.lrange("out", 0, -1))
-    assert set(out) == {str(i) for i in range(good)}   # every good entry, at least once
-    dead = [fields for _, fields in r.xrange(f"{STREAM}:dead")]
-    assert sorted(ids[d["id"]] for d in dead) == sorted(POISON)   # never a good one
-    for d in dead:
-        cause = json.loads(d["cause"])
-        assert cause["component"] == "check" and cause["kind"] == "worker-died", cause
-        assert re.fullmatch(rf"failed {MAX_RETRIES + 1} times \(max_retries {MAX_RETRIES}\); last: its worker died "
-                            rf"while \[check\] task \d+ executed it: exit status 7", d["error"]), d["error"]
-    fails = [line.split() for line in r.lrange("fails", 0, -1)]
-    charged = collections.Counter(ids[entry] for entry, _kind, caused in fails if caused == "1")
-    assert charged == {value: MAX_RETRIES + 1 for value in POISON}, charged   # never a good entry
-    assert {kind for _entry, kind, _caused in fails} <= {"worker-died", "worker-lost"}
-    deaths = collections.Counter(line.split()[0] for line in r.lrange("deaths", 0, -1))
-    emissions = collections.Counter(ids[entry] for entry, _kind, _caused in fails)
-    for value in POISON:
-        assert MAX_RETRIES + 1 <= deaths[value] <= emissions[value], (value, deaths, emissions)
+    _out, deaths, _emissions = check_poison_outcome(r, ids, good)
     restarts = sorted(w["restarts"] for w in info["workers"])
     assert restarts == [0, sum(deaths.values())], (info["workers"], deaths)

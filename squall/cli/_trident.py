@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -101,7 +102,10 @@ def cmd_trident(args: argparse.Namespace) -> int:
         for key, value in spark_conf.items():
             builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
         spark = builder.getOrCreate()
+        shipped = tempfile.TemporaryDirectory(prefix="squall-ship-")
         try:
+            ship_user_modules(spark, topology, shipped.name)
+
             def start_query() -> Any:
                 try:
                     query = start(topology, spark, args.checkpoint, trigger=args.trigger, query_name=name,
@@ -115,6 +119,20 @@ def cmd_trident(args: argparse.Namespace) -> int:
             return _run_until_stopped(start_query, name=name)
         finally:
             spark.stop()
+            shipped.cleanup()
+
+
+def ship_user_modules(spark: Any, topology: Any, directory: str) -> list[str]:
+    """Make the user's modules that ``topology``'s operations, spouts and states reach (FILE
+    itself, a module beside it, a package of the user's: `squall.cluster.shipping.user_modules`)
+    importable in Spark's Python processes (``addPyFile``; a package zipped into ``directory``,
+    which must outlive the session), as the Spark host ships a topology's. The query pickles
+    them by reference, and an executor whose path lacks FILE's directory (a driver started from
+    another directory, any cluster) failed every batch with ``No module named '<FILE>'``.
+    Returns the names of the modules shipped."""
+    from ..cluster.shipping import add_py_file, user_modules
+
+    return [m.__name__ for m in user_modules([topology]) if add_py_file(spark.sparkContext, m, directory)]
 
 
 class _Failed(Exception):

@@ -31,8 +31,10 @@ import os
 import site
 import sys
 import sysconfig
+import zipfile
 from collections import deque
 from collections.abc import Iterable
+from pathlib import Path
 from types import FunctionType, MethodType, ModuleType
 from typing import Any
 
@@ -254,6 +256,31 @@ def topology_modules(topology: StormTopology) -> list[Any]:
         objs.append(spec.obj)
         objs += [g.custom for g in spec.inputs.values() if g.custom is not None]
     return user_modules(objs)
+
+
+def add_py_file(spark_context: Any, module: ModuleType, directory: str | os.PathLike) -> bool:
+    """``spark_context.addPyFile`` the user's top-level ``module`` (its ``.py``) or package (zipped
+    into ``directory``, which must last as long as the Spark application: executors fetch the
+    file from the driver when a task first needs it), so that an executor's Python imports it:
+    a class the driver pickled by reference, a module the code imports only inside a function,
+    a value of the user's class in a tuple. False for a module with no file to ship (a namespace
+    package), which the executors must then be able to import themselves."""
+    file = getattr(module, "__file__", None)
+    if not file:
+        log.warning("module %s has no file to ship to Spark's executors; they must be able to import it",
+                    module.__name__)
+        return False
+    path = Path(file)
+    if path.name != "__init__.py":
+        spark_context.addPyFile(str(path))
+        return True
+    package = path.parent
+    archive = Path(directory) / f"{module.__name__}.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for f in package.rglob("*.py"):
+            z.write(f, f.relative_to(package.parent))
+    spark_context.addPyFile(str(archive))
+    return True
 
 
 def pickle_topology(topology: StormTopology, obj: Any = None) -> bytes:

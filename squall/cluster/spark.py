@@ -31,10 +31,8 @@ import sys
 import tempfile
 import threading
 import time
-import zipfile
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Self
 
 from .._config import Config, cluster_conf, conf_value
@@ -47,7 +45,7 @@ from .launcher import Launch, Launcher, WorkerExit
 from .master import Master
 from .served_ui import statistics_pages
 from .server import MasterServer
-from .shipping import topology_modules
+from .shipping import add_py_file, topology_modules
 from .spark_task import EXIT_LOST, worker_task
 from .store import hold_master_lock
 from .supervisor import Supervisor
@@ -528,20 +526,10 @@ class SparkCluster(MasterClient):
     def _ship(self, module: Any) -> None:
         """``SparkContext.addPyFile`` a user's top-level module (a .py) or package (zipped), so
         that what the pickled topology imports later on an executor is there too."""
-        path = Path(module.__file__)
         if module.__name__ in self._shipped:
             return
         self._shipped.add(module.__name__)
-        sc = self.spark.sparkContext
-        if path.name != "__init__.py":
-            sc.addPyFile(str(path))
-            return
-        pkg = path.parent
-        archive = Path(self._tmp.name) / f"{module.__name__}.zip"
-        with zipfile.ZipFile(archive, "w") as z:
-            for f in pkg.rglob("*.py"):
-                z.write(f, f.relative_to(pkg.parent))
-        sc.addPyFile(str(archive))
+        add_py_file(self.spark.sparkContext, module, self._tmp.name)
 
     def remove_shipped(self) -> None:
         """Remove the directory of the packages zipped for ``addPyFile`` (`_ship`), as this

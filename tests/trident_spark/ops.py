@@ -64,8 +64,9 @@ class GatedStateFactory(StateFactory):
                            self.gate, self.hold_txid)
 
 
-def word_count(directory: str, factory, max_batch_records: int = 3):
-    """Storm's word count over the lines of ``directory``'s files, counted into ``factory``'s map."""
+def word_count(directory: str, factory, max_batch_records: int = 3, split=None):
+    """Storm's word count over the lines of ``directory``'s files, counted into ``factory``'s map
+    (``split``: the function making the words, default `Split`)."""
     from squall import Fields
     from squall.external.trident_files import FileTridentSpout
     from squall.trident import TridentTopology
@@ -73,16 +74,17 @@ def word_count(directory: str, factory, max_batch_records: int = 3):
 
     topology = TridentTopology()
     topology.new_stream("lines", FileTridentSpout(directory, ["sentence"], max_batch_records=max_batch_records)) \
-        .each(Fields("sentence"), Split(), Fields("word")) \
+        .each(Fields("sentence"), split if split is not None else Split(), Fields("word")) \
         .group_by(Fields("word")) \
         .persistent_aggregate(factory, Count(), Fields("count"))
     return topology
 
 
-def gated_word_count(directory: str, table: str, gate: str):
+def gated_word_count(directory: str, table: str, gate: str, split=None):
     """test_driver_kill's word count: 4 lines a file a batch into the transactional Delta map at
     ``table``, held after committing txid 2 until ``<gate>/go`` exists (see `_GatedState`)."""
-    return word_count(directory, GatedStateFactory(delta_counts_factory(table), gate, 2), max_batch_records=4)
+    return word_count(directory, GatedStateFactory(delta_counts_factory(table), gate, 2), max_batch_records=4,
+                      split=split)
 
 
 def delta_counts_factory(table: str, app_id: str = "wc"):

@@ -210,6 +210,24 @@ def test_squall_local_runs_a_topology_file_and_prints_a_summary(tmp_path):
     assert "errors: none" in proc.stdout
 
 
+@pytest.mark.timeout(60)  # it used to look for a module name forever
+@pytest.mark.parametrize("name", ["word-count.py", "2nd topology.py"])
+def test_a_file_whose_name_is_no_python_identifier_runs_under_an_identifier_of_its_own(tmp_path, capsys, name):
+    """FILE is imported as a module named after it (its classes pickle by reference to that name):
+    a name Python cannot import (a dash, a space, a digit first) is made one, not searched for
+    without end among names that were never identifiers either."""
+    from squall.cli._topology_file import import_file
+
+    path = Path(write(tmp_path, name, TINY_TOPOLOGY))
+    module = import_file(path)
+    try:
+        assert module.__name__.isidentifier() and sys.modules[module.__name__] is module
+        assert module.__name__ == {"word-count.py": "word_count", "2nd topology.py": "_2nd_topology"}[name]
+    finally:
+        del sys.modules[module.__name__]
+    assert main(["local", str(path), "--ttl", "1"]) == 0, capsys.readouterr().err
+
+
 def test_a_storm_style_file_runs_once(tmp_path, capsys):
     """A file without build() or topology is not imported first and then run as __main__: its
     module-level code runs once."""

@@ -66,9 +66,11 @@ def on_sys_path(directory: Path) -> Iterator[None]:
 
 
 def _module_name(path: Path) -> str:
-    """FILE's stem, unless another module already has that name (as ``json.py`` would) or the
-    standard library does (``calendar.py``: its classes would be shipped as the library's)."""
-    candidates = itertools.chain([path.stem], (f"_squall_local_{path.stem}_{i}" for i in itertools.count(1)))
+    """FILE's stem made an identifier (`_identifier`), unless another module already has that
+    name (as ``json.py`` would) or the standard library does (``calendar.py``: its classes would
+    be shipped as the library's)."""
+    stem = _identifier(path.stem)
+    candidates = itertools.chain([stem], (f"_squall_local_{stem}_{i}" for i in itertools.count(1)))
     for name in candidates:
         if not name.isidentifier() or name in sys.stdlib_module_names:
             continue
@@ -76,6 +78,16 @@ def _module_name(path: Path) -> str:
         if existing is None or getattr(existing, "__file__", None) == str(path):
             return name
     raise AssertionError("unreachable")
+
+
+def _identifier(stem: str) -> str:
+    """``stem`` as a name Python can import: each character an identifier cannot hold an
+    underscore, and an underscore first where it starts with a digit (``word-count`` ->
+    ``word_count``, ``2nd topology`` -> ``_2nd_topology``). The names tried after it
+    (`_module_name`) are built on it, so they are identifiers too: built on a stem that was
+    none, none of them was, and the search for a free one never ended."""
+    name = "".join(c if ("a" + c).isidentifier() else "_" for c in stem) or "_"
+    return name if name.isidentifier() else "_" + name
 
 
 def import_file(path: Path) -> ModuleType:

@@ -878,12 +878,12 @@ class Stream:
         out = _need_fields("persistent_aggregate", function_fields)
         if isinstance(aggregator, CombinerAggregator):
             totals = _aggregate(self, "persistent_aggregate", inputs, aggregator, out, scope="global")
-            return totals.partition_persist(state_factory, out, CombinerAggStateUpdater(aggregator), out)
+            return totals._persist("persistent_aggregate", state_factory, out, CombinerAggStateUpdater(aggregator), out)
         if isinstance(aggregator, ReducerAggregator):
             if len(out) != 1:
                 raise ValueError(f"persistent_aggregate: a reducer gives one field, got {out.to_list()}")
-            return self.global_().partition_persist(
-                state_factory, inputs if inputs is not None else self.get_output_fields(),
+            return self.global_()._persist(
+                "persistent_aggregate", state_factory, inputs if inputs is not None else self.get_output_fields(),
                 ReducerAggStateUpdater(aggregator), out)
         raise ValueError(f"persistent_aggregate: {type(aggregator).__name__} is not a CombinerAggregator "
                          "or a ReducerAggregator")
@@ -903,11 +903,16 @@ class Stream:
             inputs = self.get_output_fields()
         if not callable(getattr(updater, "update_state", None)):
             raise ValueError(f"partition_persist: {type(updater).__name__} has no update_state")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
-        out = _as_fields(function_fields) or Fields()
+        return self._persist("partition_persist", state_factory, inputs, updater, _as_fields(function_fields) or Fields())
+
+    def _persist(self, operation: str, state_factory: Any, inputs: Fields, updater: Any, out: Fields) -> TridentState:
+        """The state node of a ``partition_persist``, or of a ``persistent_aggregate`` (built on
+        one): ``operation`` is what the user called, and what an error of its state is named
+        after (`squall.trident.failures`)."""
         g = self._topology._graph
         state_id = g.next_state_id()
         g.states[state_id] = StateSpec(state_id, state_factory)
-        node = self._add("partition_persist", out, P.PartitionPersistProcessor(state_id, inputs, updater),
+        node = self._add(operation, out, P.PartitionPersistProcessor(state_id, inputs, updater),
                          committer=True, state_id=state_id)
         return TridentState(self._topology, node)
 
@@ -1071,13 +1076,12 @@ class GroupedStream:
         inputs, aggregator, out = self._args("persistent_aggregate", input_fields, aggregator, function_fields)
         if isinstance(aggregator, CombinerAggregator):
             totals = _aggregate(self._stream, "persistent_aggregate", inputs, aggregator, out, "batch", self._group)
-            return totals.partition_persist(state_factory, _union(self._group, out),
-                                            MapCombinerAggStateUpdater(aggregator, self._group, out),
-                                            _concat(self._group, out))
+            return totals._persist("persistent_aggregate", state_factory, _union(self._group, out),
+                                   MapCombinerAggStateUpdater(aggregator, self._group, out), _concat(self._group, out))
         if isinstance(aggregator, ReducerAggregator):
             ins = inputs if inputs is not None else _subtract(self.get_output_fields(), self._group)
-            return self._stream.partition_by(self._group).partition_persist(
-                state_factory, _union(self._group, ins),
+            return self._stream.partition_by(self._group)._persist(
+                "persistent_aggregate", state_factory, _union(self._group, ins),
                 MapReducerAggStateUpdater(aggregator, self._group, ins), _concat(self._group, out))
         raise ValueError(f"persistent_aggregate: {type(aggregator).__name__} is not a CombinerAggregator "
                          "or a ReducerAggregator")

@@ -28,6 +28,7 @@ from squall.trident.executor import BatchInfo, TridentBoltExecutor
 from squall.trident.failures import STALL_FAILURES, TridentOperationError, operation_failed
 from squall.trident.planner import plan
 from squall.trident.state import MemoryMapState
+from squall.trident.state.api import BaseStateUpdater
 
 from .test_coordinator import RecordingCollector, open_master
 from .test_executor import A1, SPEC, Context, Recorder, data
@@ -115,6 +116,56 @@ def test_an_operation_that_raises_is_named_with_the_tuple_it_was_given(stream_of
     error = run_one(stream_of, values)
     assert str(error) == expected
     assert error.__cause__ is error.error
+
+
+class _CommitFails:
+    """A map state whose ``commit`` raises after the inner state's (a store that went away)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def commit(self, txid):
+        self.inner.commit(txid)
+        raise ConnectionError("the store went away")
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class CommitFailsFactory:
+    def make_state(self, conf, metrics, partition_index, num_partitions):
+        return _CommitFails(MemoryMapState.factory().make_state(conf, metrics, partition_index, num_partitions))
+
+
+@pytest.mark.parametrize("persist, expected", [
+    (lambda s: s.group_by(Fields("id")).persistent_aggregate(CommitFailsFactory(), Count(), Fields("count")),
+     "persistent_aggregate(Count) named 'counts'"),
+    (lambda s: s.persistent_aggregate(CommitFailsFactory(), Count(), Fields("count")),
+     "persistent_aggregate(Count) named 'counts'"),
+    (lambda s: s.partition_persist(CommitFailsFactory(), Fields("id", "text"), RecordUpdater()),
+     "partition_persist(RecordUpdater) named 'counts'"),
+])
+def test_a_state_that_fails_is_named_as_the_operation_the_user_wrote(persist, expected):
+    """A ``persistent_aggregate``'s state step (Trident builds it as a ``partition_persist``) is
+    named as the ``persistent_aggregate`` it is; before: ``partition_persist(Count)``."""
+    topo = TridentTopology()
+    persist(topo.new_stream("s", FeederBatchSpout(["id", "text"])).name("counts"))
+    bolt = plan(topo).bolts[-1]  # the state's
+    body = bolt.body
+    body.prepare({}, BodyContext(), Output())
+    (stream,) = body.input_fields
+    batch = BatchInfo(TransactionAttempt(3, 1))
+    with pytest.raises(TridentOperationError) as raised:
+        body.init_batch(batch)
+        body.execute(batch, stream, [7, 1] if len(body.input_fields[stream]) == 2 else [7])
+        body.finish_batch(batch)
+    assert str(raised.value) == (f"{expected} raised ConnectionError: the store went away; at the end of the batch "
+                                 "(the state's update and commit, for a state)")
+
+
+class RecordUpdater(BaseStateUpdater):
+    def update_state(self, state, tuples, collector) -> None:
+        pass
 
 
 def test_the_values_are_masked_then_cut_to_200_characters():

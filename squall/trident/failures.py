@@ -218,17 +218,29 @@ def stalled_text(txid: int, spouts: Sequence[str], failures: int, last: str) -> 
             f"replays the same records), or what else the failure names.")
 
 
-def query_stalled_text(txid: int, last: str) -> str:
+def query_stalled_text(txid: int, last: str, on_driver: bool = False) -> str:
     """The failure of a Trident query on Spark's engine whose batch ``txid`` failed for ``last``:
     Spark retried the failed task (``spark.task.maxFailures``) and then failed the query; the
-    stall is a query that stopped, and that fails the same way each time it is started again."""
+    stall is a query that stopped, and that fails the same way each time it is started again.
+    ``on_driver``: it failed on the driver instead, in ``foreachBatch`` (a state's update or
+    commit, or an operation after a state), which Spark does not retry, and whose cause may pass
+    (a store that was unreachable): a start replays the txid, and the states apply it once."""
+    shown = shown_text(last[:16 * 1000])[:2000]
+    out = (f"fix the operation so that it handles this record (a function may emit nothing for it) and start the "
+           f"query again on the same checkpoint: it resumes at txid {txid}, and what the batches before it "
+           f"committed stays counted once.")
+    if on_driver:
+        return (f"Trident query stopped at txid {txid} (micro-batch {txid - 1}): its batch failed on the driver, in "
+                f"foreachBatch, which Spark does not retry: {shown}. Started again from its checkpoint, the query "
+                f"replays txid {txid} with the same records, and each transactional or opaque state applies it "
+                f"once: where the cause has passed (a store that was unreachable), that is the way out. Where it "
+                f"stays (an operation that raises on a record of the batch), the query fails the same way at each "
+                f"start; as in Storm's Trident, there is no way to skip a batch or a record: {out}")
     return (f"Trident query stopped at txid {txid} (micro-batch {txid - 1}): its batch failed after Spark's "
-            f"retries (spark.task.maxFailures), the last time: {shown_text(last[:16 * 1000])[:2000]}. Started "
+            f"retries (spark.task.maxFailures), the last time: {shown}. Started "
             f"again from its checkpoint, the query replays txid {txid} with the same records, and fails the same "
             f"way while the cause stays; as in Storm's Trident, there is no way to skip a batch or a record. To get "
-            f"out, fix the operation so that it handles this record (a function may emit nothing for it) and start "
-            f"the query again on the same checkpoint: it resumes at txid {txid}, and what the batches before it "
-            f"committed stays counted once.")
+            f"out, {out}")
 
 
 __all__ = ["ERROR_CHARS", "SECRET_MIN_CHARS", "STALL_FAILURES", "VALUE_CHARS", "TridentOperationError", "operation_failed",

@@ -278,12 +278,16 @@ class BatchRunner:
             # the query fails here (Spark's rule for foreachBatch), and started again it replays
             # this txid: where an operation raised, say so, naming it and the record
             # (squall.trident.failures); any other failure goes on as it is
+            # a TridentOperationError itself was raised here, on the driver (a state, or an
+            # operation after one): foreachBatch, which Spark does not retry; a Spark task's
+            # reaches here as the text of Spark's error
+            on_driver = isinstance(e, TridentOperationError)
             if isinstance(e, TridentOperationError):
                 e.at_batch(txid)
             last = _operation_error(e)
             if last is None:
                 raise
-            raise TridentQueryStalled(query_stalled_text(txid, last)) from e
+            raise TridentQueryStalled(query_stalled_text(txid, last, on_driver)) from e
 
     def _run(self, df: Any, txid: int) -> None:
         with quiet_call_sites():

@@ -286,8 +286,8 @@ class AloneGate(Generic[M]):
 
     A record delivered again after its spout stopped without acking it (Redis's delivery count
     above 1; a line read again below where the dead task had read to), or failed as being
-    executed when its (other) worker died (`lost_worker`), is a *suspect*: it goes out only once nothing else is in flight of
-    any spout task of its worker that joined the same `WorkerGate` (``worker``: every task that
+    executed when its (other) worker died (`lost_worker`), is a *suspect*: it goes out only once
+    nothing else is in flight of any spout task of its worker that joined the same `WorkerGate` (``worker``: every task that
     opens with ``worker_gate(context)``), and nothing of them goes out beside it until its tree
     ends. A suspect that must wait claims the worker: from then on the other tasks hold back
     their records too, so that what is in flight drains and the suspect is not starved. The
@@ -435,9 +435,8 @@ class AloneGate(Generic[M]):
         that death, and were every record in flight a suspect, each would go out alone after the
         previous one's whole tree (with a persistent window, a checkpoint each: after a worker's
         SIGKILL the records it held came back at one per checkpoint, those read behind them
-        waiting too). Should one
-        of them kill the spout's own worker on its replay, its delivery count makes it a
-        suspect then (`AloneGate`), one death later."""
+        waiting too). Should one of them kill the spout's own worker on its replay, its
+        delivery count makes it a suspect then (`AloneGate`), one death later."""
         return cause.kind == WORKER_DIED
 
     def death_reason(self, charge: Charge, delivered: int | None = None) -> tuple[str, FailureCause]:

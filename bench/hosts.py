@@ -410,15 +410,21 @@ class SparkHost(_Host):
         return self.cluster
 
     # --- its processes -----------------------------------------------------------------------------------
-    def _daemon_pids(self, workers: bool = False) -> list[int]:
-        # a forked worker keeps the daemon's command line: it is the one whose parent is a daemon
-        daemons = {p for p in descendants(os.getpid()) if "pyspark.daemon" in _cmdline(p)}
-        return sorted(p for p in daemons if (_parent(p) in daemons) == workers)
+    def _daemon_pids(self, depth: int = 0) -> list[int]:
+        """The processes with ``pyspark.daemon``'s command line ``depth`` forks below a daemon:
+        0 the daemons, 1 the Python workers a daemon forked for its tasks (each task's, which
+        only watches its squall worker: `squall.cluster.spark_task.run_watched`), 2 the squall
+        workers those forked in turn. A forked process keeps its parent's command line."""
+        forked = {p for p in descendants(os.getpid()) if "pyspark.daemon" in _cmdline(p)}
+        level = {p for p in forked if _parent(p) not in forked}
+        for _ in range(depth):
+            level = {p for p in forked if _parent(p) in level}
+        return sorted(level)
 
     def worker_pids(self) -> list[int]:
-        """Pids of the worker processes running now: the Python workers that Spark's
-        ``pyspark.daemon`` forked (one per task; squall's workers are the only tasks)."""
-        return self._daemon_pids(workers=True)
+        """Pids of the worker processes running now: the squall workers that the Spark tasks'
+        Python workers forked (one per task; squall's workers are the only tasks)."""
+        return self._daemon_pids(depth=2)
 
     def samples(self) -> dict[str, Any]:
         """As `ProcessHost.samples`; the master (and supervisor) is this process, the driver,
@@ -432,9 +438,10 @@ class SparkHost(_Host):
                 out["workers"][pid] = s
         out["master"] = proc_sample(os.getpid())
         out["spark_jvm"] = proc_sample(self.jvm_pid) if self.jvm_pid is not None else None
-        # the daemon that forks the Python workers: it starts with the first task, and its start
-        # (imports) and forks cost ~1 s of CPU that would otherwise show as other programs'
-        daemons = [proc_sample(p) for p in self._daemon_pids()]
+        # the daemon that forks the Python workers, and the tasks' Python workers that watch the
+        # squall workers: the daemon starts with the first task, and its start (imports) and
+        # forks cost ~1 s of CPU that would otherwise show as other programs'
+        daemons = [proc_sample(p) for p in self._daemon_pids(0) + self._daemon_pids(1)]
         daemons = [d for d in daemons if d is not None]
         out["spark_daemon"] = {"cpu_s": sum(d["cpu_s"] for d in daemons)} if daemons else None
         return out

@@ -45,7 +45,26 @@ def disk(tmp_path):
     try:
         yield where
     finally:
-        subprocess.run(["umount", str(where)], check=True)
+        unmounted = subprocess.run(["umount", str(where)], capture_output=True, text=True)
+        assert unmounted.returncode == 0, f"{unmounted.stderr.strip()}; held by: {_holders(where)}"
+
+
+def _holders(where: Path) -> list[str]:
+    """Each process with a file, its working directory or its root under ``where``, and what it
+    holds there: what keeps the test's file system busy (a file a component left open)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            links = [proc / "cwd", proc / "root", *(proc / "fd").iterdir()]
+            held = [os.readlink(link) for link in links if os.readlink(link).startswith(str(where))]
+            if held:
+                command = (proc / "cmdline").read_bytes().replace(b"\0", b" ")[:120].decode(errors="replace")
+                found.append(f"{proc.name} {command}: {held}")
+        except OSError:
+            continue  # ended meanwhile, or not ours to look at
+    return found
 
 
 class Filler:

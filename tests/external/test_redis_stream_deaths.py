@@ -129,6 +129,24 @@ def emit_until(w: Worker, count: int, deadline: float) -> list[tuple[str, str]]:
     return [(msg_id, values[1]) for values, msg_id in w.collector.emitted]
 
 
+def ack_every_entry(w, r, values: list[str], deadline: float) -> None:
+    """Acks what the spout of ``w`` emits until it emitted as many entries as ``values``, none
+    dead-lettered meanwhile; then closes it and checks that the entries emitted are ``values``,
+    each once, and nothing is left pending or charged."""
+    out: list[str] = []
+    try:
+        while len(out) < len(values):
+            assert r.xlen(f"{STREAM}:dead") == 0, [f for _, f in r.xrange(f"{STREAM}:dead")]
+            before = len(w.collector.emitted)
+            for msg_id, payload in emit_until(w, before + 1, deadline)[before:]:
+                out.append(payload)
+                w.spout.ack(msg_id)
+    finally:
+        w.spout.close()
+    assert sorted(out) == values and r.xlen(f"{STREAM}:dead") == 0
+    assert r.xpending(STREAM, GROUP)["pending"] == 0 and r.hlen(charges_key(STREAM, GROUP)) == 0
+
+
 def test_a_group_recreated_does_not_apply_the_charges_of_the_group_it_replaced(redis_server):
     """A charge left by a group destroyed (XGROUP DESTROY) while its entry was pending is not
     applied to the entry once a group of that name delivers it again: the task that creates the
@@ -153,19 +171,7 @@ def test_a_group_recreated_does_not_apply_the_charges_of_the_group_it_replaced(r
     assert [v for _, v in emit_until(w, 5, deadline)] == values   # afresh, together
     w.die()
     w = Worker(redis_server.url, max_retries=0)
-    out: list[str] = []
-    try:
-        while len(out) < len(values):
-            assert r.xlen(f"{STREAM}:dead") == 0, [f for _, f in r.xrange(f"{STREAM}:dead")]
-            before = len(w.collector.emitted)
-            emitted = emit_until(w, before + 1, deadline)[before:]
-            for msg_id, payload in emitted:
-                out.append(payload)
-                w.spout.ack(msg_id)
-    finally:
-        w.spout.close()
-    assert sorted(out) == values and r.xlen(f"{STREAM}:dead") == 0
-    assert r.xpending(STREAM, GROUP)["pending"] == 0 and r.hlen(charges_key(STREAM, GROUP)) == 0
+    ack_every_entry(w, r, values, deadline)
 
 
 def test_a_charge_in_the_hash_that_is_not_one_is_ignored_not_a_crash_at_every_restart(redis_server, caplog):
@@ -184,17 +190,7 @@ def test_a_charge_in_the_hash_that_is_not_one_is_ignored_not_a_crash_at_every_re
     w.die()
     r.hset(charges_key(STREAM, GROUP), mapping={ids[0]: "not a charge", ids[1]: "-1 5"})
     w = Worker(redis_server.url)
-    out: list[str] = []
-    try:
-        while len(out) < len(values):
-            before = len(w.collector.emitted)
-            for msg_id, payload in emit_until(w, before + 1, deadline)[before:]:
-                out.append(payload)
-                w.spout.ack(msg_id)
-    finally:
-        w.spout.close()
-    assert sorted(out) == values and r.xlen(f"{STREAM}:dead") == 0
-    assert r.xpending(STREAM, GROUP)["pending"] == 0 and r.hlen(charges_key(STREAM, GROUP)) == 0
+    ack_every_entry(w, r, values, deadline)
     warned = [rec.getMessage() for rec in caplog.records if "not a charge" in rec.getMessage()]
     assert warned and ids[0] in warned[0], [rec.getMessage() for rec in caplog.records]
 

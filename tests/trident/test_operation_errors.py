@@ -75,15 +75,17 @@ class Concat(CombinerAggregator):
         return None
 
 
-def run_one(stream_of, values: list) -> TridentOperationError:
-    """``stream_of(stream)`` built on a spout of fields (id, password, text), its first bolt run
-    on one tuple ``values`` and the batch finished; the error it raised."""
+def run_one(stream_of, values, fields=("id", "password", "text"), bolt: int = 0) -> TridentOperationError:
+    """``stream_of(stream)`` built on a spout of ``fields``, its bolt ``bolt`` (the first; -1 the
+    last) run on one tuple ``values`` (or ``values(n)``, given how many fields the bolt takes)
+    and the batch finished; the error it raised."""
     topo = TridentTopology()
-    stream_of(topo.new_stream("s", FeederBatchSpout(["id", "password", "text"])))
-    bolt = plan(topo).bolts[0]
-    body = bolt.body
+    stream_of(topo.new_stream("s", FeederBatchSpout(list(fields))))
+    body = plan(topo).bolts[bolt].body
     body.prepare({}, BodyContext(), Output())
     (stream,) = body.input_fields
+    if callable(values):
+        values = values(len(body.input_fields[stream]))
     batch = BatchInfo(TransactionAttempt(3, 1))
     with pytest.raises(TridentOperationError) as raised:
         body.init_batch(batch)
@@ -148,18 +150,9 @@ class CommitFailsFactory:
 def test_a_state_that_fails_is_named_as_the_operation_the_user_wrote(persist, expected):
     """A ``persistent_aggregate``'s state step (Trident builds it as a ``partition_persist``) is
     named as the ``persistent_aggregate`` it is; before: ``partition_persist(Count)``."""
-    topo = TridentTopology()
-    persist(topo.new_stream("s", FeederBatchSpout(["id", "text"])).name("counts"))
-    bolt = plan(topo).bolts[-1]  # the state's
-    body = bolt.body
-    body.prepare({}, BodyContext(), Output())
-    (stream,) = body.input_fields
-    batch = BatchInfo(TransactionAttempt(3, 1))
-    with pytest.raises(TridentOperationError) as raised:
-        body.init_batch(batch)
-        body.execute(batch, stream, [7, 1] if len(body.input_fields[stream]) == 2 else [7])
-        body.finish_batch(batch)
-    assert str(raised.value) == (f"{expected} raised ConnectionError: the store went away; at the end of the batch "
+    error = run_one(lambda s: persist(s.name("counts")), lambda n: [7, 1] if n == 2 else [7], ("id", "text"),
+                    bolt=-1)  # the state's
+    assert str(error) == (f"{expected} raised ConnectionError: the store went away; at the end of the batch "
                                  "(the state's update and commit, for a state)")
 
 

@@ -36,6 +36,12 @@ def wait_until(pred: Callable[[], object], timeout: float = 30.0, interval: floa
         time.sleep(interval)
 
 
+QUICK_CRASH_BACKOFF = {"squall.worker.crash.backoff.secs": 0.1}
+"""For clusters (LocalCluster's conf, the process host's) whose worker a poison record kills
+again and again: restarted after 0, 0.1, 0.2, 0.4 ... s instead of 0, 1, 2, 4 ... s (six deaths:
+3.1 s of waiting instead of 31)."""
+
+
 def stable_id(value: object) -> str:
     """A parametrized test's id for ``value`` that every process gives it alike: ``repr`` but
     with a set's members sorted by their own ids and no object address. pytest-xdist's workers

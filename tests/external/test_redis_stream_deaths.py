@@ -21,7 +21,7 @@ redis = pytest.importorskip("redis")
 from squall.external.redis_streams import RedisStreamSpout, charges_key
 from squall.external.retry import RetryBackoff
 
-from ..conftest import wait_until
+from ..conftest import QUICK_CRASH_BACKOFF, wait_until
 from .test_redis_streams import Context, Recorder
 
 STREAM, GROUP = "events", "g"
@@ -195,7 +195,7 @@ def test_a_charge_in_the_hash_that_is_not_one_is_ignored_not_a_crash_at_every_re
     assert warned and ids[0] in warned[0], [rec.getMessage() for rec in caplog.records]
 
 
-@pytest.mark.timeout(300)  # 6 crashes, restarted after 0, 1, 2, 4, 8, 16 s: 39 s idle, longer on a loaded machine
+@pytest.mark.timeout(300)  # 6 crashes at most, restarted after 0, 0.1, 0.2 ... s (QUICK_CRASH_BACKOFF)
 def test_on_local_cluster_a_poison_entry_under_fail_fast_is_dead_lettered_and_every_good_one_is_out(redis_server):
     """The same through a topology on LocalCluster (one worker: the bolt that raises under
     ``topology.bolt.fail.fast`` takes the spout down with it each time): the worker restarts
@@ -207,10 +207,10 @@ def test_on_local_cluster_a_poison_entry_under_fail_fast_is_dead_lettered_and_ev
 
     r = redis_server.client()
     ids = p.add_entries(r)
-    with LocalCluster() as cluster:
+    with LocalCluster(QUICK_CRASH_BACKOFF) as cluster:
         cluster.submit_topology("poison", p.conf(), p.topology(redis_server.url))
         try:
-            # 6 quick crashes at most, restarted after 0, 1, 2, 4, 8, 16 s (squall.cluster.backoff)
+            # 6 quick crashes at most, restarted after 0, 0.1, 0.2, 0.4, 0.8, 1.6 s (QUICK_CRASH_BACKOFF)
             assert wait_until(lambda: p.done(r), 150), p.progress(r)
         finally:
             cluster.kill_topology("poison", 0)

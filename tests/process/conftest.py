@@ -13,7 +13,7 @@ import yaml
 from squall._config import cluster_conf
 from squall.cluster.client import MasterClient
 
-from ..conftest import processes_mentioning, wait_until
+from ..conftest import QUICK_CRASH_BACKOFF, processes_mentioning, wait_until
 from ..ports import free_ports
 
 
@@ -89,11 +89,6 @@ def cluster(tmp_path):
         yield c
     finally:
         c.stop()
-
-
-QUICK_CRASH_BACKOFF = {"squall.worker.crash.backoff.secs": 0.1}
-"""For tests whose worker a poison record kills again and again: restarted after 0, 0.1, 0.2,
-0.4 ... s instead of 0, 1, 2, 4 ... s (six deaths: 3.1 s of waiting instead of 31)."""
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 from squall.external.files import READ_AHEAD_LINES, FileSpout, charges_path
 from squall.external.retry import RetryBackoff
 
-from ..conftest import wait_until
+from ..conftest import QUICK_CRASH_BACKOFF, wait_until
 from . import poison_file_fail_fast as p
 from .test_file_progress import Context
 from .test_file_record_limit import Collector
@@ -208,7 +208,7 @@ def test_a_line_dead_lettered_before_a_death_that_came_before_its_commit_is_not_
     assert [d["record"] for d in p.dead_letters(local)] == ["poison-a\n"]   # once
 
 
-@pytest.mark.timeout(300)  # 4 crashes, restarted after 0, 1, 2, 4 s: 26 s idle, longer on a loaded machine
+@pytest.mark.timeout(300)  # 4 crashes, restarted after 0, 0.1, 0.2, 0.4 s (QUICK_CRASH_BACKOFF)
 def test_on_local_cluster_a_poison_line_under_fail_fast_is_dead_lettered_and_every_good_one_is_out(tmp_path):
     """The same through a topology on LocalCluster (one worker: the bolt that raises under
     ``topology.bolt.fail.fast`` takes the spout down with it each time): the worker restarts
@@ -220,10 +220,10 @@ def test_on_local_cluster_a_poison_line_under_fail_fast_is_dead_lettered_and_eve
     for d in (src, local, notes):
         d.mkdir()
     p.write_input(src)
-    with LocalCluster() as cluster:
+    with LocalCluster(QUICK_CRASH_BACKOFF) as cluster:
         cluster.submit_topology("poison", p.conf(), p.topology(src, local, notes))
         try:
-            # 6 quick crashes at most, restarted after 0, 1, 2, 4, 8, 16 s (squall.cluster.backoff)
+            # 6 quick crashes at most, restarted after 0, 0.1, 0.2, 0.4, 0.8, 1.6 s (QUICK_CRASH_BACKOFF)
             assert wait_until(lambda: p.done(src, local, notes), 150), p.progress(src, local, notes)
         finally:
             cluster.kill_topology("poison", 0)

@@ -66,15 +66,29 @@ class Calls:
             return sum(1 for started, _, result, _ in self.made if started > t0 and result is not None)
 
 
+REQUEST_TIMEOUT = 5
+"""drpc.request.timeout.secs of the test's server. The calls the spout's dead worker had taken
+get SERVER_TIMEOUT only after it, and the callers blocked on them meanwhile: at 15 s that wait
+was most of the test's 18 s. A call made once the topology answers again takes milliseconds,
+far below it."""
+
+
+def all_tasks_running(info: dict) -> bool:
+    """Every worker of the topology alive and every task of it reported."""
+    comps = info["components"].values()
+    return (bool(info["workers"]) and all(w["alive"] for w in info["workers"])
+            and sum(len(c["task_stats"]) for c in comps) == sum(c["tasks"] for c in comps))
+
+
 @pytest.mark.parametrize("victim_runs_the_spout", [False, True], ids=["bolts-only", "the-spouts-worker"])
 def test_reach_on_the_process_host_survives_a_sigkilled_worker(tmp_path, victim_runs_the_spout):
     """A worker running bolts only: its calls in flight fail at once (FAILED_REQUEST, a worker
     lost). The spout's worker: the requests its spout had taken die with it, and their calls
-    get SERVER_TIMEOUT at drpc.request.timeout.secs (15 s here), as in Storm (docs/drpc.md)."""
+    get SERVER_TIMEOUT at drpc.request.timeout.secs (`REQUEST_TIMEOUT`), as in Storm (docs/drpc.md)."""
     source = (EXAMPLES / "storm_starter" / "reach.py").read_text()
     drpc, invocations = free_ports(2)
     n = Nimbus(tmp_path, {"drpc.servers": ["127.0.0.1"], "drpc.port": drpc, "drpc.invocations.port": invocations,
-                          "drpc.request.timeout.secs": 15})
+                          "drpc.request.timeout.secs": REQUEST_TIMEOUT})
     try:
         reach = {}
         exec(compile(source, "reach.py", "exec"), reach)  # noqa: S102 (the example's own tables and answer)
@@ -82,7 +96,11 @@ def test_reach_on_the_process_host_survives_a_sigkilled_worker(tmp_path, victim_
         expected = {url: str(reach["reach"](url)) for url in urls}
         path = write(tmp_path, "reach_topology.py", source + TOPOLOGY_TAIL)
         assert n.ok("jar", "--name", "reach-drpc", path) == "Submitted topology: reach-drpc\n"
-        assert client_execute(n.conf, "reach", "foo.com/blog/1") == ("16", None)  # the workers are up
+        # every task running first: the first call is not timed against the workers' start
+        with MasterClient(n.conf) as master:
+            assert wait_until(lambda: all_tasks_running(master.get_topology_info("reach-drpc")), 120), \
+                "the topology's workers did not start"
+        assert client_execute(n.conf, "reach", "foo.com/blog/1") == ("16", None)
         calls = Calls(n.conf, urls)
         callers = [threading.Thread(target=calls.run, args=(t,), daemon=True) for t in range(4)]
         for c in callers:

@@ -1,11 +1,15 @@
 """Child processes that die with the thread that started them (Linux's ``PR_SET_PDEATHSIG``):
 a supervisor's workers, and a worker's multilang subprocesses, which a SIGKILL of their parent
-would otherwise leave running."""
+would otherwise leave running; and what a dead worker's multilang subprocesses started and left,
+which its restarter ends (`end_shell_tasks`)."""
 
 from __future__ import annotations
 
 import ctypes
+import os
+import shutil
 import signal
+from dataclasses import dataclass
 from typing import Any
 
 _PR_SET_PDEATHSIG = 1
@@ -26,3 +30,134 @@ def die_with_parent() -> None:
     the thread that started it ends (its process SIGKILLed, or that thread done)."""
     if _prctl is not None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+# --- a worker's shell tasks, ended by whoever restarts a dead worker -----------------------------
+#
+# A shell component's subprocess leads a process group of its own, which a clean stop of its
+# task kills whole (squall.multilang.process). PDEATHSIG reaches only the group's first process:
+# when the worker is SIGKILLed, what that process started (the program under ``sh -c``, a
+# virtualenv launcher's child) lives on, and each task's directories (its pid directory, its
+# resources' copy) stay. Storm's supervisor kills the pids a dead worker's subprocesses listed
+# and removes its directories; here every shell task of a worker gets a directory under the
+# worker's `shell home` (SHELL_HOME_ENV, which its restarter chose and knows), holding its
+# pid directory, its resources and a `GROUP_FILE` that names its process group, and the
+# restarter ends them all (`end_shell_tasks`) once the worker is dead.
+
+SHELL_HOME_ENV = "SQUALL_WORKER_SHELL_DIR"
+"""The environment variable that gives a worker process its shell home: the directory under
+which its shell tasks' directories are made (unset: the temporary directory, cleaned only by a
+clean exit)."""
+
+GROUP_FILE = "group"
+"""The file of a shell task's directory naming its subprocess's process group (`ShellGroup`)."""
+
+
+@dataclass(frozen=True)
+class ShellGroup:
+    """A shell subprocess's process group: its id (the pid of its first process, its leader)
+    and that leader's start time (clock ticks after boot, ``/proc/<pid>/stat``), which tells the
+    leader from a later process that got its pid."""
+
+    pgid: int
+    leader_start: int
+
+    def text(self) -> str:
+        """How it is written in `GROUP_FILE`."""
+        return f"{self.pgid} {self.leader_start}\n"
+
+    @classmethod
+    def parse(cls, text: str) -> ShellGroup | None:
+        """A group from `text`'s output; None for anything else (a file cut short by the death)."""
+        parts = text.split()
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            return None
+        return cls(int(parts[0]), int(parts[1]))
+
+
+@dataclass(frozen=True)
+class _ProcStat:
+    """What ``/proc/<pid>/stat`` says of a process that matters here."""
+
+    pid: int
+    pgrp: int
+    start: int
+
+
+def _proc_stat(pid: int) -> _ProcStat | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses; field 22 is starttime
+    fields = text[text.rfind(")") + 2:].split()
+    try:
+        return _ProcStat(pid, int(fields[2]), int(fields[19]))
+    except (IndexError, ValueError):
+        return None
+
+
+def leader_of(pid: int) -> ShellGroup | None:
+    """The process group ``pid`` leads, with its start time (None: no such process, or no
+    ``/proc``)."""
+    stat = _proc_stat(pid)
+    return None if stat is None else ShellGroup(pid, stat.start)
+
+
+def _members(pgid: int) -> list[_ProcStat]:
+    out: list[_ProcStat] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if name.isdigit():
+            stat = _proc_stat(int(name))
+            if stat is not None and stat.pgrp == pgid:
+                out.append(stat)
+    return out
+
+
+def kill_group(group: ShellGroup) -> list[int]:
+    """SIGKILL what is left of ``group``; the pids it found in it.
+
+    A pid reused is never killed: while any process of the group lives, its id is no other
+    process's pid nor group's; once the group is empty, the id may be a new process's, which
+    then leads a group of that id itself, and its start time is not the leader's recorded
+    (such a group is left alone). Every member must also have started after the leader."""
+    members = _members(group.pgid)
+    leader = next((m for m in members if m.pid == group.pgid), None) or _proc_stat(group.pgid)
+    if leader is not None and leader.start != group.leader_start:
+        return []  # the pid is another process's now: the group ended
+    ours = [m.pid for m in members if m.start >= group.leader_start]
+    if not ours or len(ours) != len(members):
+        return []
+    try:
+        os.killpg(group.pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return []
+    return ours
+
+
+def end_shell_tasks(home: str | os.PathLike) -> list[int]:
+    """End what the shell tasks of a dead worker left under its shell home ``home``: SIGKILL
+    each task's recorded process group (`kill_group`) and remove its directory. Call it only
+    when that worker is dead (its live tasks' would go too). The pids killed."""
+    killed: list[int] = []
+    try:
+        tasks = list(os.scandir(os.fspath(home)))
+    except OSError:
+        return killed
+    for task in tasks:
+        if not task.is_dir(follow_symlinks=False):
+            continue
+        try:
+            with open(os.path.join(task.path, GROUP_FILE)) as f:
+                group = ShellGroup.parse(f.read(64))
+        except OSError:
+            group = None  # it died before its subprocess started
+        if group is not None:
+            killed += kill_group(group)
+        shutil.rmtree(task.path, ignore_errors=True)
+    return killed

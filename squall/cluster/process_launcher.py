@@ -8,12 +8,17 @@ launcher that writes the secret down, because its workers are processes that mus
 keeps a sealed copy of its assignment in ``assignment-<port>``, from which `ProcessLauncher.resume`
 starts it again while no master answers (`squall.cluster.local_assignment`), and its board of the
 inputs its bolts are executing in ``executing-<port>``, read when it dies without ending on its
-own (`squall.engine.executing`): its exit names them for the master.
+own (`squall.engine.executing`): its exit names them for the master. Its shell components' tasks
+keep their directories and the record of their process groups under ``shell-<port>``, which the
+launcher ends and empties once that worker is dead (`squall._children.end_shell_tasks`): what a
+SIGKILLed worker's subprocesses started does not outlive it, as Storm's supervisor kills what a
+dead worker's pid directory lists.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from .._children import die_with_parent
+from .._children import SHELL_HOME_ENV, die_with_parent, end_shell_tasks
 from .._config import Config, conf_value
 from .._errors import SquallError
 from .._private import private_dir, write_private
@@ -129,7 +134,11 @@ class ProcessLauncher(Launcher):
         if port not in self.logs:
             self.logs[port] = RotatingLog(self.dir / f"worker-{port}.log", *log_limits(self.conf))
         self._board(port).unlink(missing_ok=True)  # an earlier worker's: never read for this one
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)  # noqa: PLW1509 (PDEATHSIG is set in the child or not at all)
+        # what an earlier supervisor's worker left there (it died with that supervisor)
+        self._end_shell_tasks(port, "an earlier worker")
+        env = {**os.environ, SHELL_HOME_ENV: str(self._shell_home(port))}
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                preexec_fn=die_with_parent)  # noqa: PLW1509 (PDEATHSIG is set in the child or not at all)
         assert proc.stdout is not None  # stdout=PIPE
         self.procs[port] = _Process(launch, proc, OutputPump(proc.stdout, self.logs[port]))
         log.info("started worker %s:%s for %s (launch %s%s), pid %s", self.host, port, launch.storm_id,
@@ -139,6 +148,7 @@ class ProcessLauncher(Launcher):
         p = self.procs.pop(port, None)
         if p is not None:
             stop_process(p.proc, float(conf_value(self.conf, Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS)))
+            self._end_shell_tasks(port, "the stopped worker")  # a SIGKILL after the grace ran no cleanup
 
     def running(self) -> dict[int, Launch]:
         return {port: p.launch for port, p in self.procs.items()}
@@ -151,10 +161,22 @@ class ProcessLauncher(Launcher):
                 continue
             del self.procs[port]
             log.warning("worker %s:%s of %s exited with status %s", self.host, port, p.launch.storm_id, rc)
+            self._end_shell_tasks(port, "the dead worker")
             p.output.join(1.0)  # what it wrote last, often why it died
             out.append(WorkerExit(p.launch.storm_id, f"{self.host}:{port}", p.launch.launch_id, rc,
                                   rc != EXIT_CANNOT_START, p.output.tail(), self._executing(port, p.launch)))
         return out
+
+    def _shell_home(self, port: int) -> Path:
+        """Where ``port``'s worker keeps its shell tasks' directories (`SHELL_HOME_ENV`)."""
+        return self.dir / f"shell-{port}"
+
+    def _end_shell_tasks(self, port: int, whose: str) -> None:
+        """End what the shell tasks of ``port``'s worker, dead, left (`end_shell_tasks`)."""
+        killed = end_shell_tasks(self._shell_home(port))
+        if killed:
+            log.warning("worker %s:%s: killed %d processes %s of its shell components left by %s",
+                        self.host, port, len(killed), killed, whose)
 
     def _board(self, port: int) -> Path:
         return self.dir / f"executing-{port}"

@@ -20,7 +20,10 @@ it, which the task reads after the death and returns with its exit record, so th
 charges that record alone (``worker-died``) as on the process host. Were the worker the task's
 own process, nothing would be left to read: the record would be replayed, and kill the worker,
 for ever. The child dies with the task's process (``PR_SET_PDEATHSIG``: Spark killing the task,
-its executor lost).
+its executor lost). Its shell components' tasks keep their directories and the record of their
+process groups in a directory the task's process made (`squall._children.SHELL_HOME_ENV`), which
+it ends and removes once the worker's process ended (`squall._children.end_shell_tasks`): what a
+killed worker's subprocesses started does not outlive it.
 
 This module is imported on executors: it needs only squall and its dependencies there, not
 pyspark's driver side.
@@ -32,15 +35,17 @@ import contextlib
 import logging
 import mmap
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .._children import die_with_parent
+from .._children import SHELL_HOME_ENV, die_with_parent, end_shell_tasks
 from .._config import MEMORY_CAP_KEYS, Config
 from ..engine.executing import MAX_LINES, board_size, read_board
 from ..worker.agent import EXIT_CRASHED
@@ -73,12 +78,14 @@ def run_watched(work: Callable[[Callable[[int], Any]], int], storm_id: str, laun
     board = mmap.mmap(-1, board_size(MAX_LINES))  # MAP_SHARED: the child's stores are seen here
     errors, errors_out = os.pipe()
     parent = os.getpid()
+    shell_home = tempfile.mkdtemp(prefix="squall-worker-shells-")
     try:
         pid = os.fork()
     except BaseException:  # (EAGAIN, ENOMEM) raised to the task, whose Python worker Spark may reuse
         os.close(errors)
         os.close(errors_out)
         board.close()
+        shutil.rmtree(shell_home, ignore_errors=True)
         raise
     if pid == 0:  # the worker's process: it never returns from here into the Spark task's code
         try:
@@ -88,6 +95,7 @@ def run_watched(work: Callable[[Callable[[int], Any]], int], storm_id: str, laun
                 die_with_parent()
                 if os.getppid() != parent:  # the task's process died before the line above took
                     os._exit(EXIT_LOST & 0xFF)
+                os.environ[SHELL_HOME_ENV] = shell_home
                 status = int(work(lambda size: board))
             except BaseException:  # noqa: BLE001 (passed to the task's process, which reports it)
                 with contextlib.suppress(OSError):
@@ -111,6 +119,13 @@ def run_watched(work: Callable[[Callable[[int], Any]], int], storm_id: str, laun
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
+        # the worker is dead: what its shell components started and left goes with it
+        killed = end_shell_tasks(shell_home)
+        if killed:
+            logging.getLogger("squall.worker").warning(
+                "killed %d processes %s of the shell components its worker (launch %s of %s) left",
+                len(killed), killed, launch_id, storm_id)
+        shutil.rmtree(shell_home, ignore_errors=True)
         os.close(errors)
         board.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from .._config import Config, conf_value
 from .._fields import Fields
 from .messages import ProtocolError, ShellMsg
-from .process import ShellProcess
+from .process import ShellProcess, task_directory
 from .resources import pack, unpack
 from .serializer import serializer_for
 
@@ -66,10 +67,15 @@ class ShellComponent:
         where = f"{self.kind} [{context.get_this_component_id()}] task {context.get_this_task_id()}"
         self._timeout = float(subprocess_timeout(conf))
         serializer = serializer_for(conf, where)
-        cwd, owned = self.cwd, None
+        cwd = self.cwd
+        owned = task_directory(f"squall-multilang-{context.get_this_component_id()}-")
         if self.resources is not None:  # a directory of its own, as Storm's code directory, unless cwd says otherwise
-            owned = unpack(self.resources, f"squall-multilang-{context.get_this_component_id()}-")
-            cwd = os.path.join(owned, cwd) if cwd else owned
+            try:
+                copy = unpack(self.resources, "resources-", owned)
+            except OSError:
+                shutil.rmtree(owned, ignore_errors=True)
+                raise
+            cwd = os.path.join(copy, cwd) if cwd else copy
         self._closing = False
         process = ShellProcess(self.command, serializer, where, cwd, self.env, owned)
         process.owner = threading.current_thread()

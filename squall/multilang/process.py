@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._children import die_with_parent
+from .._children import GROUP_FILE, SHELL_HOME_ENV, die_with_parent, leader_of
 from .messages import MultilangError, ProtocolError, ShellMsg, parse_shell_msg, setup_message
 from .serializer import JsonSerializer, MsgpackSerializer, shown
 
@@ -73,6 +73,18 @@ def _write_within(fd: int, data: bytes, timeout: float) -> None:
         os.set_blocking(fd, blocking)
 
 
+def task_directory(prefix: str) -> str:
+    """A new directory for one shell task (its pid directory, its resources' copy, the
+    record of its process group), named from ``prefix``: under its worker's shell home
+    (`squall._children.SHELL_HOME_ENV`) where its restarter set one, so that a worker that dies
+    without any cleanup (SIGKILL, the OOM killer) leaves nothing its restarter does not end
+    (`squall._children.end_shell_tasks`); else in the temporary directory."""
+    home = os.environ.get(SHELL_HOME_ENV) or None
+    if home is not None:
+        os.makedirs(home, mode=0o700, exist_ok=True)
+    return tempfile.mkdtemp(prefix=prefix, dir=home)
+
+
 class SubprocessTimeout(MultilangError):
     """The subprocess said nothing within the time limit of a read (or took nothing within the
     time limit of a write)."""
@@ -88,7 +100,9 @@ class ShellProcess:
         cwd: its working directory (None: the worker's).
         env: variables added to the worker's environment (a ``PATH`` is appended to the
             worker's, as Storm's ``setEnv`` does).
-        owned_dir: a directory made for this subprocess alone (its resources), removed with it.
+        owned_dir: a directory made for this subprocess alone (`task_directory`: its
+            resources), removed with it; its pid directory and the record of its process group
+            go in it too (None: `launch` makes one).
     """
 
     def __init__(self, command: Sequence[str], serializer: JsonSerializer | MsgpackSerializer, where: str,
@@ -109,6 +123,7 @@ class ShellProcess:
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._stderr_thread: threading.Thread | None = None
         self._dirs = [owned_dir] if owned_dir else []  # removed when it ends: its resources, its pid directory
+        self._task_dir = owned_dir
         self._made_in = os.getpid()  # the process whose exit ends it (`_end_at_exit`), not a fork of it
         if owned_dir:
             _UNENDED.add(self)
@@ -129,7 +144,10 @@ class ShellProcess:
             env = dict(os.environ)
             for k, v in self.env.items():
                 env[k] = f"{env['PATH']}{os.pathsep}{v}" if k == "PATH" and env.get("PATH") else v
-        pid_dir = tempfile.mkdtemp(prefix="squall-multilang-pids-")
+        if self._task_dir is None:
+            self._task_dir = task_directory("squall-multilang-")
+            self._dirs.append(self._task_dir)
+        pid_dir = tempfile.mkdtemp(prefix="pids-", dir=self._task_dir)
         self._dirs.append(pid_dir)
         _UNENDED.add(self)
         try:
@@ -143,6 +161,7 @@ class ShellProcess:
             raise MultilangError(f"{self.where}: cannot start {self.command} "
                                  f"(in {self.cwd or os.getcwd()}): {e.strerror or e}") from None
         _REAPER.watch(self)
+        self._record_group(self._proc.pid)
         self._stderr_thread = threading.Thread(target=self._log_stderr, name=f"{self.where} stderr", daemon=True)
         self._stderr_thread.start()
         try:
@@ -164,6 +183,21 @@ class ShellProcess:
             raise self.failure(f"the handshake's answer must be {{\"pid\": N}}, got {shown(repr(answer))}")
         self.pid = pid
         return pid
+
+    def _record_group(self, pid: int) -> None:
+        """Write the subprocess's process group, with its leader's start time, in its task
+        directory (`squall._children.GROUP_FILE`): if the worker dies without ending it, PDEATHSIG
+        ends only the group's leader, and the worker's restarter kills the rest from this record."""
+        group = leader_of(pid)
+        if group is None or self._task_dir is None:
+            return  # no /proc: nothing to record, nor to check a record against
+        path = os.path.join(self._task_dir, GROUP_FILE)
+        try:
+            with open(path + ".tmp", "w") as f:
+                f.write(group.text())
+            os.replace(path + ".tmp", path)  # whole or absent, however the worker dies
+        except OSError as e:
+            log.warning("%s: cannot record the process group of subprocess %s in %s: %s", self.where, pid, path, e)
 
     # --- messages -------------------------------------------------------------------------------
     def write(self, message: Any, timeout: float | None = None) -> None:

@@ -55,9 +55,10 @@ def pack(directory: str | os.PathLike, component: str) -> Resources:
     return Resources(str(root.resolve()), tuple(files))
 
 
-def unpack(resources: Resources, prefix: str) -> str:
-    """Write ``resources`` into a new directory (named from ``prefix``); its path."""
-    target = tempfile.mkdtemp(prefix=prefix)
+def unpack(resources: Resources, prefix: str, dir: str | None = None) -> str:
+    """Write ``resources`` into a new directory (named from ``prefix``, in ``dir``, default the
+    temporary directory); its path."""
+    target = tempfile.mkdtemp(prefix=prefix, dir=dir)
     try:
         for rel, mode, data in resources.files:
             path = Path(target, rel)

@@ -81,3 +81,49 @@ def test_a_fork_that_fails_leaves_no_descriptor_of_the_watch_open(monkeypatch):
         with pytest.raises(OSError, match="Resource temporarily unavailable"):
             run_watched(lambda memory: 0, STORM, LAUNCH)
     assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_killed_workers_wrapped_shell_program_and_directories_do_not_outlive_it(tmp_path, monkeypatch):
+    """A worker whose shell bolt runs through a wrapper (``sh -c "python3 ...; exit $?"``), and
+    which is SIGKILLed: PDEATHSIG ends the wrapper, and the program under it lived on (for ever,
+    were it stuck or writing to a sink), with the task's directories in the temporary directory.
+    The task's process ends both once the worker's process is dead."""
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from squall.multilang import process
+    from squall.multilang.process import ShellProcess
+    from squall.multilang.serializer import JsonSerializer
+
+    from ..conftest import wait_until
+
+    bare = Path(__file__).parent.parent / "multilang" / "bare"
+    tmp, out = tmp_path / "tmp", tmp_path / "out"
+    tmp.mkdir()
+    out.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+
+    def worker(memory):
+        process.setup_message = lambda conf, context, pid_dir: {"conf": {"test.out.dir": str(out)},
+                                                                 "pidDir": pid_dir, "context": {}}
+        shell = ShellProcess(["sh", "-c", f"{sys.executable} lingers.py; exit $?"], JsonSerializer(),
+                             "ShellBolt [t] task 1", cwd=str(bare))
+        shell.launch({}, None, 30)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def lingering(pid):
+        try:
+            return b"lingers.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+
+    end = run_watched(worker, STORM, LAUNCH)
+    [program] = [int(p.name.split("-")[1]) for p in out.glob("lingers-*")]  # it started, and wrote its pid
+    try:
+        assert end.status == -signal.SIGKILL
+        assert wait_until(lambda: not lingering(program), 10), f"shell program {program} outlived its worker"
+        assert list(tmp.iterdir()) == []
+    finally:
+        if lingering(program):
+            os.kill(program, signal.SIGKILL)

@@ -87,3 +87,51 @@ def test_a_crashed_workers_shell_subprocess_leaves_no_directories_behind():
         shutil.rmtree(d, ignore_errors=True)
     assert not left, f"left behind by the crashed worker: {left}"
     assert wait_until(lambda: not _alive(made["pid"]), 10)
+
+
+def test_a_dead_workers_shell_group_is_killed_only_if_its_leader_is_the_one_recorded():
+    """`end_shell_tasks` kills the process group a dead worker's shell task recorded, with the
+    program its wrapper started, but never a group whose leader is not the process recorded
+    (a pid reused: another start time)."""
+    from squall._children import GROUP_FILE, end_shell_tasks, kill_group, leader_of
+
+    wrapper = subprocess.Popen(["sh", "-c", f"{sys.executable} -c 'import time; time.sleep(600)'; exit $?"],
+                               process_group=0)
+    try:
+        group = leader_of(wrapper.pid)
+        assert group is not None and group.pgid == wrapper.pid
+        assert wait_until(lambda: len(_group(wrapper.pid)) == 2, 10)  # the wrapper and its program
+        program = next(pid for pid in _group(wrapper.pid) if pid != wrapper.pid)
+        assert kill_group(type(group)(group.pgid, group.leader_start + 1)) == []  # another process's pid
+        assert _alive(wrapper.pid) and _alive(program)
+        wrapper.kill()  # as PDEATHSIG ends the wrapper: its program, under it, lives on
+        wrapper.wait(10)
+        assert _alive(program)
+        import tempfile
+        with tempfile.TemporaryDirectory() as home:
+            task = os.path.join(home, "squall-multilang-t-1")
+            os.makedirs(os.path.join(task, "pids"))
+            with open(os.path.join(task, GROUP_FILE), "w") as f:
+                f.write(group.text())
+            assert end_shell_tasks(home) == [program]
+            assert os.listdir(home) == []
+        assert wait_until(lambda: not _alive(program), 10)
+    finally:
+        for pid in _group(wrapper.pid):
+            os.kill(pid, signal.SIGKILL)
+        wrapper.kill()
+        wrapper.wait(10)
+
+
+def _group(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid``."""
+    out = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if name.isdigit() and fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(name))
+    return out

@@ -13,6 +13,7 @@ so that a read can wait with a time limit (``poll``) without data hiding in a bu
 from __future__ import annotations
 
 import atexit
+import codecs
 import collections
 import logging
 import math
@@ -41,6 +42,11 @@ STDERR_LINES = 20  # the last lines of the subprocess's stderr an error shows
 # the most of one stderr line that is logged and kept for an error: a subprocess that wrote a
 # multi-MB line (a value dumped whole) made a multi-MB log line, and an error record as large
 STDERR_LINE_CHARS = 1000
+STDERR_READ_BYTES = 1 << 16  # the most of a stderr line read at once: a line is never held whole
+# a stderr line longer than this is logged in pieces of this many characters (each cut to
+# STDERR_LINE_CHARS as a line is): one that never ends (a component writing without a newline)
+# is still seen in the log, and costs no more memory than a read
+STDERR_PIECE_CHARS = 16 << 20
 CLOSE_WAIT_SECS = 2.0  # how long close() waits for a read in progress (it ends at the killed subprocess's EOF)
 _READ_BYTES = 1 << 16
 
@@ -396,20 +402,72 @@ class ShellProcess:
         return self.failure(f"broke the multilang protocol: {context}{error}")
 
     def _log_stderr(self) -> None:
+        """Log the subprocess's stderr line by line, each line cut to `STDERR_LINE_CHARS`, and
+        keep the last lines for its errors. A line is read `STDERR_READ_BYTES` at a time, of
+        which only its first characters are kept: a whole line was read first, and a component
+        that wrote 1 GB without a newline grew the worker by as much (and by that again as
+        text), its task named nowhere until the line ended. A line longer than
+        `STDERR_PIECE_CHARS` is logged in pieces of that size."""
         proc = self._proc
         if proc is None or proc.stderr is None:
             return
-        for raw in iter(proc.stderr.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip()
-            if len(line) > STDERR_LINE_CHARS:
-                line = f"{line[:STDERR_LINE_CHARS]}... ({len(line)} characters)"
-            self._stderr.append(line)
-            log.info("%s stderr: %s", self.where, line)
+        piece = _StderrPiece()
+        while chunk := proc.stderr.readline(STDERR_READ_BYTES):
+            ended = chunk.endswith(b"\n")
+            piece.add(chunk, ended)
+            if ended:
+                self._stderr_line(piece.line(ended=True))
+                piece = _StderrPiece()
+            elif piece.chars >= STDERR_PIECE_CHARS:
+                self._stderr_line(piece.line(ended=False))
+                piece = piece.next()
+        if piece.chars:  # its last line, without a newline
+            piece.add(b"", True)
+            self._stderr_line(piece.line(ended=True))
+
+    def _stderr_line(self, line: str) -> None:
+        self._stderr.append(line)
+        log.info("%s stderr: %s", self.where, line)
 
     def _remove_dirs(self) -> None:
         while self._dirs:
             shutil.rmtree(self._dirs.pop(), ignore_errors=True)
         _UNENDED.discard(self)
+
+
+class _StderrPiece:
+    """A stderr line, or a piece of a long one (`ShellProcess._log_stderr`), as it is read: its
+    first `STDERR_LINE_CHARS` characters and how many it has, never the whole of it."""
+
+    def __init__(self, decoder: codecs.IncrementalDecoder | None = None, continued: bool = False) -> None:
+        self._decoder = decoder or codecs.getincrementaldecoder("utf-8")("replace")  # a character may span two reads
+        self._head: list[str] = []
+        self._kept = 0
+        self.chars = 0
+        self.continued = continued
+
+    def add(self, data: bytes, last: bool) -> None:
+        """Take the next bytes of the line (``last``: its end, the newline with them)."""
+        text = self._decoder.decode(data, last)
+        if last:
+            text = text.rstrip("\r\n")
+        self.chars += len(text)
+        if self._kept <= STDERR_LINE_CHARS:
+            self._head.append(text[:STDERR_LINE_CHARS + 1 - self._kept])
+            self._kept += len(self._head[-1])
+
+    def line(self, ended: bool) -> str:
+        """What is logged for it (``ended``: the line ends with it, else it goes on)."""
+        head = "".join(self._head)
+        if ended and not self.continued and self.chars <= STDERR_LINE_CHARS:
+            return head.rstrip()
+        head = head[:STDERR_LINE_CHARS]
+        return ("(continued) " if self.continued else "") + f"{head}... ({self.chars} characters" + \
+            ("" if ended else "; the line goes on") + ")"
+
+    def next(self) -> _StderrPiece:
+        """The next piece of the same line."""
+        return _StderrPiece(self._decoder, continued=True)
 
 
 class _Reaper:

@@ -117,6 +117,47 @@ def test_a_subprocess_that_dies_writing_megabytes_to_stderr_makes_no_megabyte_er
     assert len(cause.message) <= 1003
 
 
+def test_a_stderr_line_without_a_newline_is_read_and_logged_in_pieces(monkeypatch, caplog):
+    """A stderr line was read whole before anything of it was logged: a component that writes
+    without a newline (2.5 MB here; 1 GB would be as well) grew the worker by the line, and by it
+    again as text, and nothing named its task in the log until the line ended. Now a line is
+    read a piece at a time, of which only its head is kept, and one longer than
+    ``STDERR_PIECE_CHARS`` is logged in pieces, each naming the task and counting its characters."""
+    import logging
+    import tracemalloc
+
+    monkeypatch.setattr(process_module, "setup_message",
+                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
+    monkeypatch.setattr(process_module, "STDERR_PIECE_CHARS", 1_000_000, raising=False)
+    caplog.set_level(logging.INFO, logger="squall.multilang")
+    tracemalloc.start()
+    try:
+        p = ShellProcess([sys.executable, "checker.py"], JsonSerializer(), "ShellBolt [check] task 3", cwd=str(BARE))
+        p.launch({}, None, 30)
+        try:
+            p.write({"id": "1", "comp": "lines", "stream": "default", "task": 2, "tuple": ["crash-endlessly"]})
+            try:
+                p.read()
+                raise AssertionError("the subprocess answered")
+            except Exception as e:  # noqa: BLE001 (the MultilangError under test)
+                error = e
+        finally:
+            p.close()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak  # main: 5,159,801 bytes (the line read whole, then as text)
+    logged = [r.getMessage() for r in caplog.records if " stderr: " in r.getMessage()]
+    pieces = [re.fullmatch(r"ShellBolt \[check\] task 3 stderr: (\(continued\) )?e{1000}\.\.\. "
+                           r"\((\d+) characters(; the line goes on)?\)", m) for m in logged]
+    assert all(pieces) and len(pieces) == 3, [m[:60] + m[-60:] for m in logged]  # main: one, after the exit
+    assert [bool(m[1]) for m in pieces] == [False, True, True]  # the first piece, then its continuations
+    assert [bool(m[3]) for m in pieces] == [True, True, False]  # the line went on, until its end
+    assert sum(int(m[2]) for m in pieces) == 2_500_000  # every character counted, once
+    assert all(int(m[2]) >= 1_000_000 for m in pieces[:2])
+    assert logged[-1].split(" stderr: ", 1)[1] in str(error)  # the error ends with the line's last piece
+
+
 def test_the_fails_after_a_huge_error_each_read_only_its_last_line(monkeypatch):
     """A subprocess that reports one error and then fails a batch of tuples (pystorm's
     BatchingBolt) gives each fail that error's last line. The bolt kept the whole error and took

@@ -47,7 +47,7 @@ class Serializer(Protocol):
 
 _END = b"end"
 MAX_MESSAGE_BYTES = 100 * 1024 * 1024
-"""The largest MessagePack message read from a subprocess (msgpack's own default buffer)."""
+"""The largest message read from a subprocess (msgpack's own default buffer), on either wire."""
 _SHOWN = 200  # characters of a bad message an error shows
 
 
@@ -67,6 +67,12 @@ class JsonSerializer:
         # (joined at every read, a 50 MB message read 64 KB at a time took 26 s to frame)
         self._partial: list[bytes] = []
         self._lines: list[bytes] = []  # the lines of the message being read
+        # bytes held of the message being read (its lines, its unfinished line): a subprocess that
+        # writes without an "end" (a print to stdout, garbage without a newline) grew the worker
+        # without limit
+        self._lines_bytes = 0
+        self._partial_bytes = 0
+        self._too_large = False  # found over MAX_MESSAGE_BYTES in a read that completed messages too
 
     def encode(self, message: Any) -> bytes:
         try:  # a lone surrogate in a str (one a subprocess's "\ud800" made) is no UTF-8: a ValueError too
@@ -77,28 +83,50 @@ class JsonSerializer:
         return data + b"\nend\n"
 
     def feed(self, data: bytes) -> list[Any]:
+        if self._too_large:
+            raise self._over_limit()
         if b"\n" not in data:
             if data:
                 self._partial.append(data)
+                self._partial_bytes += len(data)
+                if self._held() > MAX_MESSAGE_BYTES:
+                    raise self._over_limit()
             return []
         out = []
         *complete, rest = data.split(b"\n")
         if self._partial:
             complete[0] = b"".join([*self._partial, complete[0]])
         self._partial = [rest] if rest else []
+        self._partial_bytes = len(rest)
         for line in complete:
             line = line.rstrip(b"\r")
             if line != _END:
                 if line or self._lines:
                     self._lines.append(line)
+                    self._lines_bytes += len(line) + 1
                 continue
             raw = b"\n".join(self._lines)
             self._lines = []
+            self._lines_bytes = 0
             try:
                 out.append(json.loads(raw.decode("utf-8")))
             except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: "[[[[..." too deep
                 raise ProtocolError(f"a message that is not valid JSON ({e}): {shown(raw)}") from None
+        if self._held() > MAX_MESSAGE_BYTES:
+            if not out:
+                raise self._over_limit()
+            self._too_large = True  # the messages it completed are handled first (an ack among them)
         return out
+
+    def _held(self) -> int:
+        return self._lines_bytes + self._partial_bytes
+
+    def _over_limit(self) -> ProtocolError:
+        self._too_large = True
+        start = (self._lines or self._partial or [b""])[0][:_SHOWN * 4]  # not all of it joined for the error
+        return ProtocolError(f"a JSON message over {MAX_MESSAGE_BYTES} bytes (no \"end\" line after {self._held()} "
+                             f"bytes): emit smaller tuples, and write nothing but messages to stdout (a print "
+                             f"belongs on stderr): {shown(start)}")
 
     def pending(self) -> bytes:
         return b"\n".join([*self._lines, b"".join(self._partial)]).strip()

@@ -103,6 +103,29 @@ def test_a_msgpack_message_over_the_buffer_is_a_protocol_error_saying_so():
             ser.feed(chunk)
 
 
+@pytest.mark.parametrize("shape, data", [
+    ("a line without a newline (garbage)", b"x" * (64 << 10)),
+    ("lines without an end line (prints to stdout)", b"progress: 1%\n" * 5000),
+])
+def test_a_json_message_over_the_limit_is_a_protocol_error_not_a_worker_that_grows(monkeypatch, shape, data):
+    """msgpack's buffer is bounded (`MAX_MESSAGE_BYTES`), JSON's was not: a subprocess that
+    wrote to stdout without an ``end`` line, garbage without a newline or a print left in it,
+    grew its worker until the OOM killer ended it (every other task of the worker with it).
+    Counted in bytes held, with a limit of 1 MB here; the messages it completed before are
+    handed over first."""
+    from squall.multilang import serializer
+
+    monkeypatch.setattr(serializer, "MAX_MESSAGE_BYTES", 1 << 20)
+    ser = JsonSerializer()
+    assert ser.feed(b'{"command": "sync"}\nend\n' + data) == [{"command": "sync"}]
+    with pytest.raises(ProtocolError, match=r"a JSON message over 1048576 bytes \(no \"end\" line after \d+ bytes\)"):
+        for _ in range(20):  # 1.25 MB
+            ser.feed(data)
+    assert (1 << 20) <= len(ser.pending()) <= (1 << 20) + len(data)  # held: the read that went over, no more
+    with pytest.raises(ProtocolError, match="a JSON message over"):  # and it stays so
+        ser.feed(b"\nend\n")
+
+
 def test_the_serializer_is_chosen_by_short_or_storm_class_name_and_a_bad_one_is_named():
     for name, kind in [("json", JsonSerializer), ("org.apache.storm.multilang.JsonSerializer", JsonSerializer),
                        ("msgpack", MsgpackSerializer),

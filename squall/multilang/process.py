@@ -171,7 +171,17 @@ class ShellProcess:
         self._stderr_thread = threading.Thread(target=self._log_stderr, name=f"{self.where} stderr", daemon=True)
         self._stderr_thread.start()
         try:
-            self.write(setup_message(conf, context, pid_dir))
+            # with the time limit too: a handshake larger than the pipe holds (a big configuration,
+            # the context of a topology of thousands of tasks) waited for ever on a command that
+            # never reads its input (the wrong program, one stuck before its loop), the
+            # component's start with it
+            handshake = self.serializer.encode(setup_message(conf, context, pid_dir))
+            try:
+                self.write_bytes(handshake, timeout)
+            except SubprocessTimeout:
+                self.kill("")
+                raise self.failure(f"it took nothing of the handshake ({len(handshake)} bytes: the configuration "
+                                   f"and context) for {timeout:g} s (it must read its input)") from None
             answer = self.read_raw(timeout)
         except SubprocessTimeout:
             self.kill("")

@@ -344,3 +344,38 @@ def test_a_subprocess_that_cannot_start_is_a_failed_start_naming_the_command(com
     error = _run_until_error("nostart", ShellBolt(command))
 
     assert error["fatal"] and what in error["error"]
+
+
+def test_a_command_that_never_reads_its_large_handshake_fails_its_start_instead_of_hanging(monkeypatch):
+    """The handshake was written without the time limit its answer has: one larger than the pipe
+    holds (a big configuration, the context of a topology of thousands of tasks) given to a
+    command that never reads its input (the wrong program, one stuck before its loop) hung the
+    component's start for ever. Now it fails its start, saying so, within the limit."""
+    from squall.multilang import process as process_module
+    from squall.multilang.messages import MultilangError
+    from squall.multilang.process import ShellProcess
+    from squall.multilang.serializer import JsonSerializer
+
+    big = {"conf": {"lookup": "v" * (1 << 20)}, "pidDir": "", "context": {}}  # 1 MB: far past a pipe's 64 KB
+    monkeypatch.setattr(process_module, "setup_message", lambda conf, context, pid_dir: big)
+    p = ShellProcess([sys.executable, "-c", "import time; time.sleep(600)"], JsonSerializer(), "ShellBolt [t] task 1")
+    raised: list[BaseException] = []
+
+    def start():
+        try:
+            p.launch({}, None, 1)
+        except BaseException as e:  # noqa: BLE001 (what the start raised, checked below)
+            raised.append(e)
+
+    starting = threading.Thread(target=start, daemon=True)
+    starting.start()
+    starting.join(60)  # a guard against the hang under test, not a measure: it ends after 1 s of no reading
+    try:
+        assert not starting.is_alive(), "the start still waits on a subprocess that reads nothing"
+        [error] = raised
+        assert isinstance(error, MultilangError)
+        assert re.search(r"it took nothing of the handshake \(\d+ bytes: the configuration and context\) for 1 s",
+                         str(error)), error
+        assert not p.running()
+    finally:
+        p.kill("")

@@ -271,6 +271,9 @@ class ShellProcess:
             raise self.failure("it is not running")
         fd = proc.stdout.fileno()
         while not self._ready:
+            held = self.serializer.failed()  # what it wrote after the messages read already
+            if held is not None:
+                raise held
             if timeout is not None and not _ready_within(fd, select.POLLIN, timeout):
                 raise SubprocessTimeout(f"{self.where}: nothing from the subprocess within {timeout:g} s")
             try:

@@ -44,11 +44,38 @@ class Serializer(Protocol):
         """What was fed but does not make a message yet (for an error after end of file)."""
         ...
 
+    def failed(self) -> ProtocolError | None:
+        """The error of what was fed after the messages a `feed` returned, which the reader
+        raises once it has handled them (`held_error`)."""
+        ...
+
 
 _END = b"end"
 MAX_MESSAGE_BYTES = 100 * 1024 * 1024
 """The largest message read from a subprocess (msgpack's own default buffer), on either wire."""
 _SHOWN = 200  # characters of a bad message an error shows
+
+
+class HeldError:
+    """The protocol error a serializer found after messages it had completed in the same read:
+    those are returned first, and the error is raised by the next `feed` or by the reader
+    (`failed`). Raised at once, it lost them: a subprocess that acked a tuple and then wrote
+    garbage in the same read had its ack dropped, and the tuple it had answered was charged
+    as the one it died on (`squall.multilang.bolt.ShellBolt._suspect`)."""
+
+    def __init__(self) -> None:
+        self.error: ProtocolError | None = None
+
+    def raise_or_hold(self, error: ProtocolError, completed: list[Any]) -> None:
+        """Raise ``error``, unless messages were ``completed`` before it: then hold it."""
+        self.error = error
+        if not completed:
+            raise error
+
+    def raise_held(self) -> None:
+        """Raise the error held, if any: nothing fed after it is read."""
+        if self.error is not None:
+            raise self.error
 
 
 def shown(data: bytes | str) -> str:
@@ -72,7 +99,7 @@ class JsonSerializer:
         # without limit
         self._lines_bytes = 0
         self._partial_bytes = 0
-        self._too_large = False  # found over MAX_MESSAGE_BYTES in a read that completed messages too
+        self._held_error = HeldError()
 
     def encode(self, message: Any) -> bytes:
         try:  # a lone surrogate in a str (one a subprocess's "\ud800" made) is no UTF-8: a ValueError too
@@ -83,14 +110,13 @@ class JsonSerializer:
         return data + b"\nend\n"
 
     def feed(self, data: bytes) -> list[Any]:
-        if self._too_large:
-            raise self._over_limit()
+        self._held_error.raise_held()
         if b"\n" not in data:
             if data:
                 self._partial.append(data)
                 self._partial_bytes += len(data)
                 if self._held() > MAX_MESSAGE_BYTES:
-                    raise self._over_limit()
+                    self._held_error.raise_or_hold(self._over_limit(), [])
             return []
         out = []
         *complete, rest = data.split(b"\n")
@@ -111,18 +137,20 @@ class JsonSerializer:
             try:
                 out.append(json.loads(raw.decode("utf-8")))
             except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: "[[[[..." too deep
-                raise ProtocolError(f"a message that is not valid JSON ({e}): {shown(raw)}") from None
+                self._held_error.raise_or_hold(
+                    ProtocolError(f"a message that is not valid JSON ({e}): {shown(raw)}"), out)
+                return out
         if self._held() > MAX_MESSAGE_BYTES:
-            if not out:
-                raise self._over_limit()
-            self._too_large = True  # the messages it completed are handled first (an ack among them)
+            self._held_error.raise_or_hold(self._over_limit(), out)
         return out
+
+    def failed(self) -> ProtocolError | None:
+        return self._held_error.error
 
     def _held(self) -> int:
         return self._lines_bytes + self._partial_bytes
 
     def _over_limit(self) -> ProtocolError:
-        self._too_large = True
         start = (self._lines or self._partial or [b""])[0][:_SHOWN * 4]  # not all of it joined for the error
         return ProtocolError(f"a JSON message over {MAX_MESSAGE_BYTES} bytes (no \"end\" line after {self._held()} "
                              f"bytes): emit smaller tuples, and write nothing but messages to stdout (a print "
@@ -140,6 +168,7 @@ class MsgpackSerializer:
     def __init__(self) -> None:
         self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=MAX_MESSAGE_BYTES)
         self._fed = 0
+        self._held_error = HeldError()
 
     def encode(self, message: Any) -> bytes:
         try:
@@ -148,6 +177,7 @@ class MsgpackSerializer:
             raise ProtocolError(f"cannot be written as MessagePack ({e})") from None
 
     def feed(self, data: bytes) -> list[Any]:
+        self._held_error.raise_held()
         try:
             self._unpacker.feed(data)
         except msgpack.BufferFull:  # an empty message of its own: say what it means
@@ -155,11 +185,17 @@ class MsgpackSerializer:
                                 f"after {self._fed + len(data) - self._unpacker.tell()} bytes): emit smaller "
                                 f"tuples") from None
         self._fed += len(data)
+        out: list[Any] = []
         try:
-            return list(self._unpacker)
+            for message in self._unpacker:  # one at a time: those before a bad one are kept
+                out.append(message)  # noqa: PERF402
         except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
-            raise ProtocolError(f"a message that is not valid MessagePack ({type(e).__name__}: {e}): "
-                                f"{shown(data)}") from None
+            self._held_error.raise_or_hold(ProtocolError(f"a message that is not valid MessagePack "
+                                                         f"({type(e).__name__}: {e}): {shown(data)}"), out)
+        return out
+
+    def failed(self) -> ProtocolError | None:
+        return self._held_error.error
 
     def pending(self) -> bytes:
         return b"<%d bytes of an unfinished MessagePack object>" % (self._fed - self._unpacker.tell()) \

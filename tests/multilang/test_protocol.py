@@ -126,6 +126,48 @@ def test_a_json_message_over_the_limit_is_a_protocol_error_not_a_worker_that_gro
         ser.feed(b"\nend\n")
 
 
+@pytest.mark.parametrize("ser, garbage", [
+    (JsonSerializer(), b"{command: emit}\nend\n"),
+    (MsgpackSerializer(), b"\xc1"),  # a byte MessagePack never uses
+])
+def test_the_messages_before_garbage_in_the_same_read_are_handed_over_before_its_error(ser, garbage):
+    """A read that completed an ack and then a message that breaks the protocol raised the
+    error alone: the ack was dropped, and the bolt charged the tuple the subprocess had acked as
+    the one it died on. The ack comes first now; the error is raised after it, and stays."""
+    ack = {"command": "ack", "id": "1"}
+    assert ser.failed() is None
+    assert ser.feed(ser.encode(ack) + garbage + ser.encode({"command": "sync"})) == [ack]
+    assert isinstance(ser.failed(), ProtocolError)
+    with pytest.raises(ProtocolError, match="not valid"):
+        ser.feed(ser.encode({"command": "sync"}))
+
+
+def test_a_subprocess_read_gives_the_messages_before_garbage_then_its_error(monkeypatch):
+    """`ShellProcess.read` hands over what a subprocess completed before garbage it wrote in
+    the same write, then raises the protocol error (never waits for more: it wrote nothing
+    after it, and stays alive)."""
+    import sys
+
+    from squall.multilang import process as process_module
+    from squall.multilang.process import ShellProcess
+
+    script = ("import json, os, sys, time\n"
+              "sys.stdin.readline(); sys.stdin.readline()\n"  # the handshake (one line of JSON, then end)
+              "sys.stdout.write(json.dumps({'pid': os.getpid()}) + '\\nend\\n'); sys.stdout.flush()\n"
+              "sys.stdout.write('{\"command\": \"ack\", \"id\": \"1\"}\\nend\\n{command: emit}\\nend\\n')\n"
+              "sys.stdout.flush(); time.sleep(600)\n")
+    monkeypatch.setattr(process_module, "setup_message",
+                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
+    p = ShellProcess([sys.executable, "-c", script], JsonSerializer(), "ShellBolt [t] task 1")
+    try:
+        p.launch({}, None, 30)
+        assert p.read(30).command == "ack"
+        with pytest.raises(ProtocolError, match=r"not valid JSON .*\{command: emit"):
+            p.read(30)
+    finally:
+        p.kill("")
+
+
 def test_the_serializer_is_chosen_by_short_or_storm_class_name_and_a_bad_one_is_named():
     for name, kind in [("json", JsonSerializer), ("org.apache.storm.multilang.JsonSerializer", JsonSerializer),
                        ("msgpack", MsgpackSerializer),

@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._children import GROUP_FILE, SHELL_HOME_ENV, die_with_parent, leader_of
+from .._children import GROUP_FILE, SHELL_HOME_ENV, ShellGroup, die_with_parent, kill_group, leader_of
 from .messages import MultilangError, ProtocolError, ShellMsg, parse_shell_msg, setup_message
 from .serializer import JsonSerializer, MsgpackSerializer, shown
 
@@ -130,6 +130,7 @@ class ShellProcess:
         self._stderr_thread: threading.Thread | None = None
         self._dirs = [owned_dir] if owned_dir else []  # removed when it ends: its resources, its pid directory
         self._task_dir = owned_dir
+        self._group: ShellGroup | None = None  # its process group, with its leader's start time (`_signal_group`)
         self._made_in = os.getpid()  # the process whose exit ends it (`_end_at_exit`), not a fork of it
         if owned_dir:
             _UNENDED.add(self)
@@ -204,7 +205,7 @@ class ShellProcess:
         """Write the subprocess's process group, with its leader's start time, in its task
         directory (`squall._children.GROUP_FILE`): if the worker dies without ending it, PDEATHSIG
         ends only the group's leader, and the worker's restarter kills the rest from this record."""
-        group = leader_of(pid)
+        group = self._group = leader_of(pid)
         if group is None or self._task_dir is None:
             return  # no /proc: nothing to record, nor to check a record against
         path = os.path.join(self._task_dir, GROUP_FILE)
@@ -314,10 +315,17 @@ class ShellProcess:
         activates a virtualenv) does not exec the program: the program is its child, the
         process that answered the handshake, and signalling the command alone left it running,
         blocked on its tuple for ever (Storm's supervisor kills the pid its ``pidDir`` lists).
-        Only while the command's process is not reaped: until then its pid, the group's id,
-        cannot be another process's."""
+        While the command's process is not reaped, its pid, the group's id, cannot be another
+        process's. Once it is (a crash, whose status was read for its error), a SIGKILL goes to
+        what is left of the group only as `squall._children.kill_group` checks it against the
+        leader's recorded start time: the helpers a crashed subprocess started (a pool, a
+        server) lived on otherwise, for ever."""
         proc = self._proc
-        if proc is None or proc.returncode is not None:
+        if proc is None:
+            return
+        if proc.returncode is not None:
+            if sig == signal.SIGKILL and self._group is not None:
+                kill_group(self._group)
             return
         try:
             os.killpg(proc.pid, sig)

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from ..conftest import wait_until
 
 PARENT = textwrap.dedent("""
@@ -135,3 +137,44 @@ def _group(pgid: int) -> list[int]:
         if name.isdigit() and fields[0] != "Z" and int(fields[2]) == pgid:
             out.append(int(name))
     return out
+
+
+HELPER_THEN_CRASH = textwrap.dedent("""
+    import json, os, subprocess, sys
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],  # in its process group
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sys.stdin.readline(); sys.stdin.readline()  # the handshake: one line of JSON, then end
+    sys.stdout.write(json.dumps({"pid": os.getpid(), "helper": helper.pid}) + "\\nend\\n")
+    sys.stdout.flush()
+    sys.stdin.readline()
+    os._exit(3)  # it crashes (a native call, the OOM killer), its helper left behind
+""")
+
+
+def test_a_crashed_subprocess_s_helpers_are_killed_with_its_group(monkeypatch):
+    """A subprocess that started helpers (a pool, a server it talks to) and crashed: its
+    status was read (the error that says how it ended reaps it), after which its kill no
+    longer signalled its process group (the group's id could have been another's), and its
+    helpers lived on, for ever. The group is now killed while its recorded leader's start time
+    says it is still the one squall started."""
+    from squall.multilang import process as process_module
+    from squall.multilang.messages import MultilangError
+    from squall.multilang.process import ShellProcess
+    from squall.multilang.serializer import JsonSerializer
+
+    monkeypatch.setattr(process_module, "setup_message",
+                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
+    p = ShellProcess([sys.executable, "-c", HELPER_THEN_CRASH], JsonSerializer(), "ShellBolt [t] task 1")
+    p.launch({}, None, 30)
+    [helper] = [pid for pid in _group(p.pid) if pid != p.pid]
+    try:
+        p.write({"id": "1", "comp": "c", "stream": "default", "task": 1, "tuple": [1]})
+        with pytest.raises(MultilangError, match="exit code 3"):  # its status read: it was reaped
+            p.read(30)
+        assert _alive(helper)
+        p.kill("it crashed")
+        assert wait_until(lambda: not _alive(helper), 10), f"its helper {helper} outlived it"
+    finally:
+        p.kill("")
+        if _alive(helper):
+            os.kill(helper, signal.SIGKILL)

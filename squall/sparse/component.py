@@ -52,6 +52,7 @@ from .._fields import Fields
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
 from ..multilang.messages import fail_reason, last_line, reported_line
+from ..multilang.process import task_directory
 from ..multilang.resources import Resources, unpack
 
 log = logging.getLogger("squall.sparse")
@@ -164,7 +165,10 @@ def importable(resources: Resources) -> None:
     this process, as Storm's ``streamparse_run`` runs in the jar's ``resources/``: a module
     imported when a task starts (in ``initialize``) or later is found there. In the process
     that loaded the project, ``src/`` is on ``sys.path`` already; elsewhere (a worker, on any
-    host) one copy per process is unpacked, put first on ``sys.path`` and removed at exit."""
+    host) one copy per process is unpacked, put first on ``sys.path`` and removed at exit, or,
+    if the worker dies without one (SIGKILL, the OOM killer), by its restarter: the copy is
+    made under the worker's shell home, as a shell task's directories are
+    (`squall.multilang.process.task_directory`)."""
     if resources.source in sys.path:
         return
     digest = hashlib.sha256(resources.source.encode())
@@ -175,8 +179,13 @@ def importable(resources: Resources) -> None:
     with _UNPACKING:
         if key in _UNPACKED:
             return
-        path = unpack(resources, "squall-sparse-src-")
-        atexit.register(shutil.rmtree, path, True)
+        owned = task_directory("squall-sparse-src-")
+        try:
+            path = unpack(resources, "src-", owned)
+        except OSError:
+            shutil.rmtree(owned, ignore_errors=True)
+            raise
+        atexit.register(shutil.rmtree, owned, True)
         _UNPACKED[key] = path
         sys.path.insert(0, path)
 

@@ -105,3 +105,36 @@ def test_a_src_module_imported_in_initialize_is_found_by_process_workers(tmp_pat
         assert nimbus.stop() == 0
     finally:
         nimbus.clean_up()
+
+
+SIGKILLED_WORKER = """
+import os, signal, sys
+from squall.multilang.resources import pack
+from squall.sparse.component import importable
+importable(pack(sys.argv[1], "the project's src/"))
+print([p for p in sys.path if "squall-sparse-src-" in p][0], flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # the worker dies without its atexit functions
+"""
+
+
+def test_a_sigkilled_workers_copy_of_src_is_removed_by_its_restarter(tmp_path):
+    """A worker's copy of the project's ``src/`` was removed only at its exit: a SIGKILLed (or
+    OOM-killed) worker left it in the temporary directory for good, one more at every
+    restart. It is made under the worker's shell home now, which its restarter empties
+    (`squall._children.end_shell_tasks`)."""
+    src, tmp, home = tmp_path / "src", tmp_path / "tmp", tmp_path / "shell-6700"
+    (src / "bolts").mkdir(parents=True)
+    (src / "bolts" / "sink.py").write_text("X = 1\n")
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "SQUALL_WORKER_SHELL_DIR": str(home), "PYTHONPATH": str(REPO)}
+    worker = subprocess.run([sys.executable, "-c", SIGKILLED_WORKER, str(src)], env=env, capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert worker.returncode == -9, worker.stderr
+    copy = Path(worker.stdout.strip())
+    assert (copy / "bolts" / "sink.py").read_text() == "X = 1\n"  # what the worker imported from
+    assert list(tmp.iterdir()) == []  # main: the copy, in the temporary directory, which no one cleans
+
+    from squall._children import SHELL_HOME_ENV, end_shell_tasks
+    assert SHELL_HOME_ENV == "SQUALL_WORKER_SHELL_DIR"
+    end_shell_tasks(home)  # its restarter, once it is dead
+    assert not copy.exists() and list(home.iterdir()) == []

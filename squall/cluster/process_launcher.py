@@ -91,6 +91,10 @@ class ProcessLauncher(Launcher):
         write_conf(self.conf_file, conf)
         self._ports = [int(p) for p in conf_value(conf, Config.SUPERVISOR_SLOTS_PORTS)]
         self.procs: dict[int, _Process] = {}
+        for port in self._ports:
+            # what the workers of an earlier supervisor here left (they died with it, SIGKILLed):
+            # ended now, not only when a worker starts on that port again, which may never be
+            self._end_shell_tasks(port, "a worker of an earlier supervisor")
         self.logs: dict[int, RotatingLog] = {}  # port -> its workers' log, kept across launches
 
     def slots(self) -> list[int]:

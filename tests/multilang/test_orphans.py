@@ -178,3 +178,31 @@ def test_a_crashed_subprocess_s_helpers_are_killed_with_its_group(monkeypatch):
         p.kill("")
         if _alive(helper):
             os.kill(helper, signal.SIGKILL)
+
+
+def test_a_supervisor_ends_what_the_shell_tasks_of_its_predecessors_workers_left(tmp_path):
+    """A supervisor SIGKILLed takes its workers with it (PDEATHSIG), and they their shell
+    subprocesses, but not the programs those started under a wrapper: the next supervisor
+    ended them only when it started a worker on the same port again, which may never happen
+    (the master moved the topology). It ends them when it starts."""
+    from squall._children import GROUP_FILE, leader_of
+    from squall.cluster.process_launcher import ProcessLauncher
+
+    wrapper = subprocess.Popen(["sh", "-c", f"{sys.executable} -c 'import time; time.sleep(600)'; exit $?"],
+                               process_group=0)
+    try:
+        group = leader_of(wrapper.pid)
+        assert wait_until(lambda: len(_group(wrapper.pid)) == 2, 10)
+        [program] = [pid for pid in _group(wrapper.pid) if pid != wrapper.pid]
+        wrapper.kill()  # PDEATHSIG, when the old worker died
+        wrapper.wait(10)
+        task = tmp_path / "supervisor" / "shell-6701" / "squall-multilang-split-abc"
+        (task / "pids").mkdir(parents=True)
+        (task / GROUP_FILE).write_text(group.text())
+        conf = {"storm.local.dir": str(tmp_path), "supervisor.slots.ports": [6700, 6701]}
+        ProcessLauncher(conf, "127.0.0.1", ("127.0.0.1", 1), tmp_path / "supervisor", secret=b"s" * 32)
+        assert wait_until(lambda: not _alive(program), 10), f"program {program} outlived its supervisor's restart"
+        assert list((tmp_path / "supervisor" / "shell-6701").iterdir()) == []
+    finally:
+        for pid in _group(wrapper.pid):
+            os.kill(pid, signal.SIGKILL)

@@ -132,6 +132,9 @@ class ShellProcess:
         self._task_dir = owned_dir
         self._group: ShellGroup | None = None  # its process group, with its leader's start time (`_signal_group`)
         self._made_in = os.getpid()  # the process whose exit ends it (`_end_at_exit`), not a fork of it
+        # its directories go when it is garbage collected, if nothing removed them before (a
+        # component's thread that ended without a close, and dropped it)
+        weakref.finalize(self, _remove_left, self._dirs, self._made_in)
         if owned_dir:
             _UNENDED.add(self)
         self._eof = False
@@ -514,10 +517,19 @@ class _Reaper:
         while True:
             time.sleep(1.0)
             with self._lock:
-                for process in [p for p in self._watched if not p.running()]:
+                ended = [p for p in self._watched if not p.running()]
+                for process in ended:
                     self._watched.discard(process)
                 watched = list(self._watched)
-                if not watched:  # no subprocess left: no thread either, until the next one starts
+            for process in ended:
+                owner = process.owner
+                if owner is not None and not owner.is_alive():
+                    # it died with its thread (PDEATHSIG), which ended without a close (its worker
+                    # crashed on another component's error): no one else removes its directories,
+                    # nor kills what it started in its process group
+                    process.kill("its worker stopped")
+            with self._lock:
+                if not self._watched:  # no subprocess left: no thread either, until the next one starts
                     self._thread = None
                     return
             for process in watched:
@@ -571,6 +583,14 @@ def _end_at_exit() -> None:
 
 
 atexit.register(_end_at_exit)
+
+
+def _remove_left(dirs: list[str], made_in: int) -> None:
+    """Remove the directories a garbage-collected `ShellProcess` left (its ``_dirs``), in the
+    process that made them only."""
+    if os.getpid() == made_in:
+        while dirs:
+            shutil.rmtree(dirs.pop(), ignore_errors=True)
 
 
 def _signal_name(number: int) -> str:

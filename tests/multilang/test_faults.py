@@ -310,9 +310,13 @@ class CrashesWhenArmed(Bolt):
         self.collector.ack(tup)
 
 
-def test_a_shell_subprocess_does_not_outlive_its_worker_crashed_by_another_component():
+def test_a_shell_subprocess_does_not_outlive_its_worker_crashed_by_another_component(tmp_path, monkeypatch):
     """The worker of a shell spout crashes on a Python bolt's error: no close or cleanup runs,
-    but the spout's subprocess goes with the worker; the restarted worker has a new one."""
+    but the spout's subprocess goes with the worker; the restarted worker has a new one. The
+    crashed one's directories go too: it died with its thread (PDEATHSIG), and they stayed in
+    the temporary directory until the process's exit, or for good once it was garbage collected."""
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     CRASH["armed"] = False
     SEEN.clear()
     marker = f"outlive-{os.getpid()}"
@@ -332,7 +336,11 @@ def test_a_shell_subprocess_does_not_outlive_its_worker_crashed_by_another_compo
         # the first subprocess is gone, and the restarted worker started its own
         assert wait_until(lambda: (now := set(processes_mentioning(marker))) and not now & first, 10)
         assert len(processes_mentioning(marker)) == 1
+        # the crashed worker's task directory went, the restarted one's is there
+        assert wait_until(lambda: len(list(tmp_path.glob("squall-multilang-*"))) == 1, 10), \
+            list(tmp_path.glob("squall-multilang-*/**"))
     assert wait_until(lambda: not processes_mentioning(marker), 5)
+    assert list(tmp_path.glob("squall-multilang-*")) == []
 
 
 @pytest.mark.parametrize("command, what", [

@@ -117,6 +117,11 @@ class Supervisor:
         for port, launch in list(self.launcher.running().items()):
             want = desired.get(port)
             if want is None or (want.storm_id, want.launch_id) != (launch.storm_id, launch.launch_id):
+                # said, so that a worker ended here (a machine back from a cut whose executors
+                # moved away, a rebalance) has a reason in this machine's log
+                now = "nothing now" if want is None else f"launch {want.launch_id} of {want.storm_id}"
+                log.info("supervisor %s stops worker %s:%s of %s (launch %s): the master assigns this slot %s",
+                         self.id, self.host, port, launch.storm_id, launch.launch_id, now)
                 self.launcher.stop(port)
         running_now = self.launcher.running()
         for port, want in desired.items():

@@ -3,6 +3,7 @@ nimbus.seeds, or one that refuses its secret) at once, that it registered its sl
 and that it stops and stops its workers on SIGTERM. It once said nothing at all, however long no
 master answered, nor when it started or stopped."""
 
+import logging
 import os
 import signal
 import subprocess
@@ -77,3 +78,29 @@ def test_a_supervisor_says_when_no_master_answers_when_it_registers_and_when_it_
         assert "stopped" in member_err.read_text()
     finally:
         _stop(master)
+
+
+def test_a_supervisor_says_when_it_stops_a_worker_its_master_no_longer_assigns_here(tmp_path, caplog):
+    """A machine cut off longer than nimbus.task.timeout.secs comes back to find its executors
+    moved away: its supervisor stops the workers still running there. It did so without a word
+    (its log went from `reached ... again` to nothing), so an operator could not tell why a
+    worker ended, nor that the machine's zombie workers were gone."""
+    from .test_held_slots import TOPO, _supervisor
+
+    sup, launcher, master, _clock = _supervisor(tmp_path)
+    sup.sync()
+    master.slots = {2: 1}  # port 1's executors moved to another machine while this one was cut off
+    with caplog.at_level(logging.INFO, logger="squall.supervisor"):
+        sup.sync()
+    assert set(launcher.running()) == {2}
+    assert f"supervisor sup-1 stops worker h:1 of {TOPO} (launch 1): the master assigns this slot nothing now" \
+        in caplog.text, caplog.text
+    caplog.clear()
+    master.slots = {1: 3, 2: 1}
+    sup.sync()
+    master.slots = {1: 4, 2: 1}  # a newer launch of the slot replaces the one running
+    with caplog.at_level(logging.INFO, logger="squall.supervisor"):
+        sup.sync()
+    assert f"supervisor sup-1 stops worker h:1 of {TOPO} (launch 3): the master assigns this slot launch 4 of {TOPO}" \
+        in caplog.text, caplog.text
+    assert "worker h:2" not in caplog.text  # a worker kept is not mentioned

@@ -694,7 +694,8 @@ def check_assignment(v: Any, executors: int) -> str | None:
     for slot, s in v["slots"].items():
         if not _is_slot(slot) or not isinstance(s, dict) \
                 or not (s.get("launch_id") is None or _is_int(s["launch_id"])) \
-                or not _is_int(s.get("failed_starts", 0)) or not isinstance(s.get("given_up", False), bool):
+                or not _is_int(s.get("failed_starts", 0)) or not isinstance(s.get("given_up", False), bool) \
+                or not _is_int(s.get("restarts", 0)):
             return f"slot record {slot!r} is malformed"
     return None
 

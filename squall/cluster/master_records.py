@@ -54,7 +54,8 @@ class SlotState:
     earlier one, since peers remember each launch's last sequence numbers and would drop a
     reused launch's messages as replayed, and its topology's ``launch_floor``, at least every
     dropped record's launch id, is where a new record's launch ids start. Only ``launch_id``,
-    ``failed_starts`` and ``given_up`` are persisted; the rest is learnt again from the workers.
+    ``failed_starts``, ``given_up`` and ``restarts`` are persisted; the rest is learnt again
+    from the workers.
     """
 
     # --- persisted
@@ -62,6 +63,8 @@ class SlotState:
                                      # a new one restarts the worker (`_Topo.relaunch`)
     failed_starts: int = 0           # launches in a row that exited before they said they started
     given_up: bool = False           # ``squall.worker.max.launch.attempts`` failed starts: not started again
+    restarts: int = 0                # new launches after its worker died (info's ``restarts``): kept, so
+                                     # that a restarted master or a new leader does not count from 0
     # --- learnt from workers and supervisors
     heartbeat: LastBeat | None = None
     ready: bool = False              # heard from since its executors were assigned (spouts wait for all)
@@ -74,18 +77,19 @@ class SlotState:
     retry_at: float = 0.0            # after a failed start or repeated crashes: not started before this
                                      # (master's monotonic time, as is ``started_at``)
     crashes: int = 0                 # crashes in a row, each soon after its start (`crash_backoff`)
-    restarts: int = 0                # new launches after its worker died (info's ``restarts``)
 
     def to_json(self) -> dict[str, Any]:
         """The persisted fields, for ``state.json``."""
-        return {"launch_id": self.launch_id, "failed_starts": self.failed_starts, "given_up": self.given_up}
+        return {"launch_id": self.launch_id, "failed_starts": self.failed_starts, "given_up": self.given_up,
+                "restarts": self.restarts}
 
 
 def slots_from_json(topology: dict[str, Any]) -> dict[str, SlotState]:
     """The slot records of one topology of ``state.json``: its ``slots`` map, or, written by a
     master before it had one, its ``launch_ids``, ``launch_failures`` and ``given_up``."""
     if "slots" in topology:
-        return {slot: SlotState(s.get("launch_id"), int(s.get("failed_starts", 0)), bool(s.get("given_up")))
+        return {slot: SlotState(s.get("launch_id"), int(s.get("failed_starts", 0)), bool(s.get("given_up")),
+                                int(s.get("restarts", 0)))  # 0 from a master before it was kept
                 for slot, s in topology["slots"].items()}
     slots: dict[str, SlotState] = {}
     for slot, launch in topology.get("launch_ids", {}).items():

@@ -669,3 +669,29 @@ def test_trident_state_is_kept_in_zookeeper_sealed_and_the_new_leader_has_it(ha_
         assert _logged(caplog, forged, "refused")
     finally:
         link.close()
+
+
+def test_a_new_leader_keeps_the_count_of_a_slots_worker_restarts(ha_conf, running):
+    """A worker died and was given a new launch, then another master took the lead: its
+    `info` said 0 restarts for the slot (the REST API's worker rows and Prometheus's
+    squall_worker_restarts_total with it), the count having lived only in the old leader's
+    memory. It is kept in the slot's record in ZooKeeper now."""
+    from squall._nimbus import SupervisorSync, WorkerExit
+
+    a = running(ha_conf("a", **{"supervisor.slots.ports": []}))
+    assert wait_until(lambda: a.master.leading, 10)
+    b = running(ha_conf("b", **{"supervisor.slots.ports": []}))
+    assert wait_until(lambda: b.master.ha.in_election, 10)
+    with _client(a, b, **{"storm.nimbus.retry.times": 0}) as m:
+        m.nimbus.supervisor_sync(SupervisorSync("s1", "127.0.0.1", [7000]))
+        storm_id = m.submit_topology("t", {"topology.min.replication.count": 2, "topology.workers": 1},
+                                     recovery_topology(10))
+        [slot] = [w["slot"] for w in m.get_topology_info("t")["workers"]]
+        launch = a.master.topologies["t"].launch_ids[slot]
+        m.nimbus.supervisor_sync(SupervisorSync("s1", "127.0.0.1", [7000], (WorkerExit(storm_id, slot, launch, -9, True),)))
+        assert [w["restarts"] for w in m.get_topology_info("t")["workers"]] == [1]
+    a.stop()
+    assert wait_until(lambda: b.master.leading, 15)
+    with _client(b) as m:
+        assert [(w["slot"], w["restarts"]) for w in m.get_topology_info("t")["workers"]] == [(slot, 1)]
+        m.kill_topology("t", wait_secs=0)

@@ -484,6 +484,26 @@ def test_a_pending_rebalance_and_the_slots_failed_starts_survive_a_restart_of_th
     assert (info["status"], info["num_workers"], info["components"]["sink"]["executors"]) == ("ACTIVE", 1, 1)
 
 
+def test_a_slots_worker_restarts_survive_a_restart_of_the_master(conf):
+    """A worker SIGKILLed, then the master restarted (or, under Nimbus HA, another master
+    leading, or the leader losing ZooKeeper and leading again): `squall info`, the REST API's
+    worker rows and Prometheus's squall_worker_restarts_total said 0 restarts for the slot, as
+    the count lived only in the master's memory (measured on 3 machines with 2 masters: a
+    worker SIGKILLed and started again under launch 4, then ZooKeeper restarted: restarts 0)."""
+    m = served(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    topo = m.topologies["t"]
+    a, b = sorted(topo.assignment)
+    m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
+        {"storm_id": storm_id, "slot": b, "launch_id": topo.launch_ids[b], "status": -9, "started": True}])
+
+    def restarts(master):
+        return {w["slot"]: w["restarts"] for w in master.op_info(name="t")["workers"]}
+    assert restarts(m) == {a: 0, b: 1}
+    assert restarts(served(conf)) == {a: 0, b: 1}
+
+
 def test_a_rebalance_keeps_the_code_and_a_restarted_master_resumes_its_counts(conf):
     """As Storm's StormBase, the topology's record holds its worker and executor counts and
     the code stays as submitted: a Nimbus HA follower that holds that code can lead after a

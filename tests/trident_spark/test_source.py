@@ -144,3 +144,55 @@ def test_a_file_spouts_offsets_keep_only_the_files_gone_last(tmp_path):
     assert offset["parts"]["always.txt"]["end"] == sum(len(f"a{r}\n") for r in range(rounds))
     assert sorted(line for [line] in read if line.startswith("f")) == sorted(
         f"f{r}" for r in range(rounds) if r % 100 == 0 or r == rounds - 1)
+
+
+class _RememberingQueue(IBatchSpout):
+    """Storm's usual IBatchSpout over a queue: batch ``batch_id`` is what the queue held when it
+    was first asked for (at most ``size``), remembered by id until acked, so a replay emits it
+    again, an empty one too."""
+
+    def __init__(self, size):
+        self.size = size
+        self.queue = []
+        self.batches = {}
+        self.acked = []
+
+    def open(self, conf, context):
+        pass
+
+    def emit_batch(self, batch_id, collector):
+        if batch_id not in self.batches:
+            self.batches[batch_id], self.queue = self.queue[:self.size], self.queue[self.size:]
+        for value in self.batches[batch_id]:
+            collector.emit([value])
+
+    def ack(self, batch_id):
+        self.acked.append(batch_id)
+        del self.batches[batch_id]
+
+    def get_output_fields(self):
+        return Fields("x")
+
+
+def test_a_batch_spouts_empty_batch_is_acked_and_its_txid_passed_as_storm_commits_it():
+    # Storm commits an empty batch like any other (its txid is used, the spout acked): a spout
+    # that remembers batch ids must not be asked for the empty txid again, or it replays it
+    # forever and nothing queued after is ever read
+    spout = _RememberingQueue(size=2)
+    reader = BatchSpoutReader(SpoutSpec("queue", spout, {}))
+    start = reader.initialOffset()
+    assert reader.latestOffset(start, None) == start  # txid 1 empty: no micro-batch
+    assert reader.latestOffset(start, None) == start  # txid 2 empty as well
+    spout.queue = [f"r{i}" for i in range(5)]
+    offset, end = start, reader.latestOffset(start, None)
+    assert end["txid"] == 3  # not txid 1 again, empty forever
+    assert spout.acked == [1, 2] and set(spout.batches) == {3}
+    read = []
+    while end != offset:
+        read += [values[0] for values in _read(reader, offset, end)]
+        reader.commit(end)
+        offset, end = end, reader.latestOffset(end, None)
+    assert [offset["txid"], read] == [5, [f"r{i}" for i in range(5)]]  # every record once, in order
+    assert spout.acked == [1, 2, 3, 4, 5, 6] and spout.batches == {}  # 6: the empty one after
+    assert reader.latestOffset(offset, None) == offset  # txid 7 empty
+    assert spout.acked == [1, 2, 3, 4, 5, 6, 7]

@@ -6,8 +6,9 @@ offset. Each micro-batch is one batch of the spout:
 
 - ``latestOffset(start)`` (on the driver) plans the next batch, ``txid = start.txid + 1``: the
   spout's coordinator says whether it is ready and gives the batch's metadata, and the emitter
-  emits it once there, counted and digested (a batch of nothing is no batch: the offset stays, so
-  Spark runs no empty micro-batch). Spark writes the offset to its checkpoint's write-ahead log
+  emits it once there, counted and digested (a batch of nothing is no micro-batch: the offset
+  stays, so Spark runs no empty micro-batch, but the txid is committed on the driver and the next
+  plan goes on after it, as Storm commits an empty batch). Spark writes the offset to its checkpoint's write-ahead log
   before the batch runs.
 - ``read(partition)`` (in a Spark task) emits the batch again from that metadata; a re-run of the
   micro-batch (a task retried, the driver restarted) reads the same offsets, so the same tuples.
@@ -389,8 +390,23 @@ class _Reader(DataSourceStreamReader):
         self._live.clear()
 
 
+@dataclass(frozen=True)
+class _EmptyBatch:
+    """A txid the driver planned empty: Spark runs no micro-batch for it (its offset stays
+    before it), but Storm commits an empty batch like any other, so the txid is used up and
+    the next plan goes on from it, its metadata the next one's previous."""
+
+    txid: int
+    meta: Any
+
+
 class BatchSpoutReader(_Reader):
     """An `IBatchSpout` or `ITridentSpout`: one partition a batch, checked against its digest."""
+
+    # the driver's own, never pickled (`_Reader.__getstate__`): the last txid planned empty and
+    # the last txid whose ``success`` was called
+    _empty: _EmptyBatch | None = None
+    _succeeded = 0
 
     def _spout(self) -> Any:
         from ..planner import _trident_spout
@@ -410,14 +426,27 @@ class BatchSpoutReader(_Reader):
         return self._live["emitter"]
 
     def latestOffset(self, start: dict, limit: Any = None) -> dict:
-        """The next txid's metadata, once ready and not empty; else ``start``."""
-        txid = int(start["txid"]) + 1
+        """The next txid's metadata, once ready and not empty; else ``start``. A txid that
+        emits nothing is committed here (`_EmptyBatch`) and the next call plans the one after:
+        asked again, a spout that remembers its batches by txid (Storm's ``FixedBatchSpout``, a
+        queue's) would give the same empty batch forever and never read what came after."""
+        last, prev = int(start["txid"]), from_offset(start.get("meta"), self.spec.where())
+        if self._empty is not None and self._empty.txid > last:
+            last, prev = self._empty.txid, self._empty.meta
+        txid = last + 1
         if not self._coordinator().is_ready(txid):
             return start
-        meta = self._coordinator().initialize_transaction(txid, from_offset(start.get("meta"), self.spec.where()), None)
+        meta = self._coordinator().initialize_transaction(txid, prev, None)
         out = _Collect(self.spec, txid, checked=True)
         self._emitter().emit_batch(_attempt(txid), meta, out)
         if not out.count:
+            # Spark asks for a plan only once the batch ending at ``start`` is committed (its
+            # own ``commit`` of it comes when it plans the next batch), so the empty txid is
+            # committed after it, in Storm's order; after a driver restart ``start``'s may be
+            # called a second time, as Spark's ``commit`` may be
+            self._succeed(int(start["txid"]))
+            self._succeed(txid)
+            self._empty = _EmptyBatch(txid, meta)
             return start
         return {"txid": txid, "meta": to_offset(meta, self.spec.where()), "tuples": out.count, "digest": out.digest()}
 
@@ -445,11 +474,15 @@ class BatchSpoutReader(_Reader):
 
     def commit(self, end: dict) -> None:
         """The batch is committed: the spout's ``success`` (an IBatchSpout's ``ack``)."""
-        txid = int(end["txid"])
-        if txid == 0:
+        self._succeed(int(end["txid"]))
+
+    def _succeed(self, txid: int) -> None:
+        """``success`` of ``txid`` unless this driver called it already (txid 0 is no batch)."""
+        if txid <= self._succeeded:
             return
         self._coordinator().success(txid)
         self._emitter().success(_attempt(txid))
+        self._succeeded = txid
 
 
 @dataclass(frozen=True)

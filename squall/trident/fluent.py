@@ -4,12 +4,15 @@ Each call adds a node to the `TridentTopology`'s graph and returns a new `Stream
 runs until `TridentTopology.build()` hands the graph to the planner (``planner.py``), which fuses
 the nodes between repartitions into bolts. Every operation checks, when it is called, that the
 fields it names exist in its input, and raises ``ValueError`` naming the operation and the field
-(Storm's ``projectionValidation``), so a typo fails where it was written, not in a worker.
+(Storm's ``projectionValidation``), the user's line that called it and the stream it was called
+on, so a typo fails where it was written, not in a worker.
 """
 
 from __future__ import annotations
 
 import enum
+import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
@@ -18,6 +21,7 @@ from .._fields import Fields
 from .._grouping import CustomStreamGrouping
 from . import processors as P
 from .builtin import Max, MaxWithComparator, Min, MinWithComparator
+from .failures import operation_text
 from .operation import (
     Assembly,
     BaseAggregator,
@@ -177,23 +181,69 @@ def _as_fields(fields: Fields | list[str] | tuple[str, ...] | str | None) -> Fie
     return Fields(list(fields))
 
 
-def _check(operation: str, wanted: Fields | None, available: Fields) -> None:
-    """Storm's ``projectionValidation``: every field of ``wanted`` must be in ``available``."""
+def _check(operation: str, wanted: Fields | None, stream: Stream | GroupedStream, op: Any = None,
+           on_stream: bool = True) -> None:
+    """Storm's ``projectionValidation``: every field of ``wanted`` must be in ``stream``'s
+    fields; the error names ``operation`` (with the user's ``op``), the stream (`_asked_of`) and
+    the user's line that called it. ``on_stream``: the operation is the stream's own (not a
+    topology's join or merge of several), so it takes the stream's name."""
     if wanted is None:
         return
+    available = stream.get_output_fields()
     for name in wanted:
         if name not in available:
-            raise ValueError(
-                f"{operation}: field {name!r} is not in the stream's fields {available.to_list()}")
+            raise ValueError(f"{operation}: field {name!r} is not in the stream's fields {available.to_list()} "
+                             f"{_asked_of(operation, op, stream, on_stream)}")
 
 
-def _check_new(operation: str, new: Fields, available: Fields) -> None:
-    """Fields an operation appends must not already be in the stream."""
+def _check_new(operation: str, new: Fields, stream: Stream | GroupedStream, op: Any = None,
+               available: Fields | None = None) -> None:
+    """Fields an operation appends must not already be in the stream (``available``: the
+    fields it keeps of ``stream``, all of them by default); the error as `_check`'s."""
+    if available is None:
+        available = stream.get_output_fields()
     for name in new:
         if name in available:
-            raise ValueError(
-                f"{operation}: output field {name!r} is already in the stream's fields "
-                f"{available.to_list()}")
+            raise ValueError(f"{operation}: output field {name!r} is already in the stream's fields "
+                             f"{available.to_list()} {_asked_of(operation, op, stream)}")
+
+
+def _asked_of(operation: str, op: Any, stream: Stream | GroupedStream, on_stream: bool = True) -> str:
+    """``(each(Count) called at topology.py:12 on the stream of new_stream('words', Spout)
+    after each(Split) named 'split')``: which operation asked, where the user called it, and of
+    which stream: in a topology of several spouts and many operations the fields alone do not
+    say it."""
+    name = stream.to_stream().get_name() if on_stream else None  # what the operation is named (`Stream.name`)
+    return f"({operation_text(operation, op, name)} called at {_user_line()} on {stream._describe()})"
+
+
+def _user_line() -> str:
+    """``file.py:line`` of the innermost call from outside this package: the user's call of the
+    operation that asked for a field (a `GroupedStream`'s goes through a `Stream`'s)."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and os.path.dirname(frame.f_code.co_filename) == _HERE:
+        frame = frame.f_back
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+_HERE = os.path.dirname(__file__)
+
+
+def _node_text(node: Node) -> str:
+    """What made ``node``, as the user wrote it: ``new_stream('words', Spout)``,
+    ``each(Split) named 'split'``, ``partition_by(['word'])``."""
+    if isinstance(node, SpoutNode):
+        if node.drpc_function is not None:
+            return f"new_drpc_stream({node.drpc_function!r})"
+        return f"new_stream({node.txid!r}, {type(node.spout).__name__})"
+    if isinstance(node, ProcessorNode):
+        processor = node.processor
+        return operation_text(getattr(processor, "operation", type(processor).__name__),
+                              getattr(processor, "op", None) or getattr(processor, "aggregator", None), node.name)
+    if isinstance(node, PartitionNode):
+        by = node.partitioning.fields
+        return f"partition_by({by.to_list()})" if by is not None else node.partitioning.kind
+    return node.describe()
 
 
 def _concat(a: Fields, b: Fields) -> Fields:
@@ -384,7 +434,7 @@ class TridentTopology:
                                  f"got {len(inputs)}")
             ins = [_as_fields(f) for f in inputs]
         for s, f in zip(plain, ins):
-            _check("multi_reduce", f, s.get_output_fields())
+            _check("multi_reduce", f, s, reducer, on_stream=False)
         out = _as_fields(out_fields)
         if all(grouped):
             return self._grouped_multi_reduce(streams, ins, reducer, out, "multi_reduce")
@@ -461,7 +511,7 @@ class TridentTopology:
         joins = [_as_fields(jf) for jf in joins_given]
         out = _as_fields(out_fields)
         for s, jf in zip(streams, joins):
-            _check("join", jf, s.get_output_fields())
+            _check("join", jf, s, on_stream=False)
         for jf in joins[1:]:
             if len(jf) != len(joins[0]):
                 raise ValueError(f"join: the join fields {[j.to_list() for j in joins]} differ in number")
@@ -600,7 +650,7 @@ class Stream:
         if op is None or isinstance(input_fields, (BaseFunction, BaseFilter)):
             input_fields, op, function_fields = None, input_fields, op if op is not None else function_fields
         inputs = _as_fields(input_fields)
-        _check("each", inputs, self.get_output_fields())
+        _check("each", inputs, self, op)
         if inputs is None:
             inputs = self.get_output_fields()
         if isinstance(op, BaseFilter):
@@ -612,7 +662,7 @@ class Stream:
         out = _as_fields(function_fields)
         if out is None:
             raise ValueError(f"each: the function {type(op).__name__} needs function_fields")
-        _check_new("each", out, self.get_output_fields())
+        _check_new("each", out, self, op)
         return self._next(self._add("each", _concat(self.get_output_fields(), out), P.EachProcessor(inputs, op)))
 
     def map(self, function: MapFunction, out_fields: Fields | list[str] | None = None) -> Stream:
@@ -634,7 +684,7 @@ class Stream:
         if filter is None:
             return self.each(self.get_output_fields(), input_fields_or_filter)
         inputs = _as_fields(input_fields_or_filter)
-        _check("filter", inputs, self.get_output_fields())
+        _check("filter", inputs, self, filter)
         return self.each(inputs, filter)
 
     def peek(self, consumer: Consumer) -> Stream:
@@ -647,7 +697,7 @@ class Stream:
     def project(self, fields: Fields | list[str]) -> Stream:
         """Keep only ``fields``."""
         keep = _as_fields(fields)
-        _check("project", keep, self.get_output_fields())
+        _check("project", keep, self)
         return self._next(self._add("project", keep, P.ProjectProcessor(keep)))
 
     # windowing (Storm's Stream.window, tumblingWindow, slidingWindow)
@@ -727,7 +777,7 @@ class Stream:
         inputs = _as_fields(input_fields)
         if inputs is None:
             raise ValueError(f"{operation}: input_fields are required")
-        _check(operation, inputs, self.get_output_fields())
+        _check(operation, inputs, self, aggregator)
         out = _need_fields(operation, function_fields)
         agg = as_window_aggregator(aggregator, operation)
         g = self._topology._graph
@@ -766,7 +816,7 @@ class Stream:
     def partition_by(self, fields: Fields | list[str]) -> Stream:
         """Tuples with equal values of ``fields`` go to the same task."""
         by = _as_fields(fields)
-        _check("partition_by", by, self.get_output_fields())
+        _check("partition_by", by, self)
         return self._partition("partition_by", Partitioning("fields", fields=by))
 
     def global_(self) -> Stream:
@@ -800,7 +850,7 @@ class Stream:
         if aggregator is None or not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
             input_fields, aggregator, function_fields = None, input_fields, aggregator
         inputs = _as_fields(input_fields)
-        _check("partition_aggregate", inputs, self.get_output_fields())
+        _check("partition_aggregate", inputs, self, aggregator)
         out = _need_fields("partition_aggregate", function_fields)
         return _aggregate(self, "partition_aggregate", inputs, aggregator, out, scope="partition")
 
@@ -810,7 +860,7 @@ class Stream:
         if aggregator is None or not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
             input_fields, aggregator, function_fields = None, input_fields, aggregator
         inputs = _as_fields(input_fields)
-        _check("aggregate", inputs, self.get_output_fields())
+        _check("aggregate", inputs, self, aggregator)
         out = _need_fields("aggregate", function_fields)
         return _aggregate(self, "aggregate", inputs, aggregator, out, scope="batch")
 
@@ -853,14 +903,14 @@ class Stream:
         if field_name is not None:
             if not isinstance(field_name, str):
                 raise ValueError(f"{operation}: the field must be a field name, got {field_name!r}")
-            _check(operation, Fields(field_name), self.get_output_fields())
+            _check(operation, Fields(field_name), self)
         fields = self.get_output_fields()
         return self._next(self._add(operation, fields, P.AggregateProcessor(fields, aggregator)))
 
     def group_by(self, fields: Fields | list[str]) -> GroupedStream:
         """Group by ``fields``: the next aggregation runs per group (after ``partition_by(fields)``)."""
         by = _as_fields(fields)
-        _check("group_by", by, self.get_output_fields())
+        _check("group_by", by, self)
         return GroupedStream(self, by)
 
     # state
@@ -874,7 +924,7 @@ class Stream:
         if not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
             input_fields, aggregator, function_fields = None, input_fields, aggregator
         inputs = _as_fields(input_fields)
-        _check("persistent_aggregate", inputs, self.get_output_fields())
+        _check("persistent_aggregate", inputs, self, aggregator)
         out = _need_fields("persistent_aggregate", function_fields)
         if isinstance(aggregator, CombinerAggregator):
             totals = _aggregate(self, "persistent_aggregate", inputs, aggregator, out, scope="global")
@@ -898,7 +948,7 @@ class Stream:
         if updater is None or not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
             input_fields, updater, function_fields = None, input_fields, updater
         inputs = _as_fields(input_fields)
-        _check("partition_persist", inputs, self.get_output_fields())
+        _check("partition_persist", inputs, self, updater)
         if inputs is None:
             inputs = self.get_output_fields()
         if not callable(getattr(updater, "update_state", None)):
@@ -928,17 +978,35 @@ class Stream:
         if not isinstance(state, TridentState) or state._topology is not self._topology:
             raise ValueError("state_query: the state must be a TridentState of the same TridentTopology")
         inputs = _as_fields(input_fields)
-        _check("state_query", inputs, self.get_output_fields())
+        _check("state_query", inputs, self, query_function)
         if inputs is None:
             inputs = self.get_output_fields()
         if not callable(getattr(query_function, "batch_retrieve", None)):
             raise ValueError(f"state_query: {type(query_function).__name__} has no batch_retrieve")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         out = _need_fields("state_query", function_fields)
-        _check_new("state_query", out, self.get_output_fields())
+        _check_new("state_query", out, self, query_function)
         state_id = state._state_id
         node = self._add("state_query", _concat(self.get_output_fields(), out),
                          P.StateQueryProcessor(state_id, inputs, query_function), state_id=state_id)
         return self._next(node)
+
+    def _describe(self) -> str:
+        """``the stream of new_stream('words', Spout) after each(Split) named 'split'``: its
+        spouts (every one it comes from, for a merge or a join) and the operation that made it."""
+        g = self._topology._graph
+        spouts: list[str] = []
+        seen: set[int] = set()
+        todo = [self._node]
+        while todo:
+            node = todo.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, SpoutNode):
+                spouts.append(_node_text(node))
+            todo.extend(reversed(g.parents.get(node, [])))
+        text = f"the stream of {', '.join(spouts) or 'no spout'}"
+        return text if isinstance(self._node, SpoutNode) else f"{text} after {_node_text(self._node)}"
 
     def __repr__(self) -> str:
         return f"Stream({self.get_output_fields().to_list()})"
@@ -1036,6 +1104,10 @@ class GroupedStream:
         """The underlying, ungrouped stream."""
         return self._stream
 
+    def _describe(self) -> str:
+        """`Stream._describe`, and the group fields."""
+        return f"{self._stream._describe()}, grouped by {self._group.to_list()}"
+
     def name(self, name: str) -> GroupedStream:
         """Name the next operations (see `Stream.name`)."""
         return GroupedStream(self._stream.name(name), self._group)
@@ -1048,9 +1120,9 @@ class GroupedStream:
         if aggregator is None or not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
             input_fields, aggregator, function_fields = None, input_fields, aggregator
         inputs = _as_fields(input_fields)
-        _check(operation, inputs, self.get_output_fields())
+        _check(operation, inputs, self, aggregator)
         out = _need_fields(operation, function_fields)
-        _check_new(operation, out, self._group)
+        _check_new(operation, out, self, aggregator, self._group)
         return inputs, aggregator, out
 
     def chained_agg(self) -> ChainedAggregatorDeclarer:
@@ -1091,7 +1163,7 @@ class GroupedStream:
         """`Stream.state_query` after ``partition_by(group fields)``."""
         if query_function is None or not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
             input_fields, query_function, function_fields = None, input_fields, query_function
-        _check("state_query", _as_fields(input_fields), self.get_output_fields())
+        _check("state_query", _as_fields(input_fields), self, query_function)
         return self._stream.partition_by(self._group).state_query(state, input_fields, query_function,
                                                                   function_fields)
 
@@ -1132,8 +1204,8 @@ class ChainedAggregatorDeclarer:
         if aggregator is None or not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
             input_fields, aggregator, function_fields = None, input_fields, aggregator
         inputs = _as_fields(input_fields)
-        fields = self._stream.get_output_fields()
-        _check(operation, inputs, fields)
+        _check(operation, inputs, self._stream if self._group is None else GroupedStream(self._stream, self._group),
+               aggregator)
         out = _need_fields(operation, function_fields)
         if not isinstance(aggregator, (CombinerAggregator, ReducerAggregator, BaseAggregator)):
             raise ValueError(f"{operation}: {type(aggregator).__name__} is not a CombinerAggregator, "  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)

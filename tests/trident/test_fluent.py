@@ -191,3 +191,34 @@ def test_other_bad_calls_name_the_operation() -> None:
     topo.new_stream("clicks of 2026", ListSpout("x"))  # any text names a state, as in Storm
     with pytest.raises(ValueError, match="^parallelism_hint"):
         s.parallelism_hint(0)
+
+
+def test_a_missing_field_names_the_stream_and_the_line_that_asked_for_it() -> None:
+    # with two spouts and many operations, "each: field 'x' is not in the stream's fields ['a',
+    # 'b']" did not say which stream the field was asked of: the error names the user's
+    # operation and the line of its call, the spout and the operation that made the stream
+    topo, s = sentences()
+    words = s.name("split").each(Fields("sentence"), Split(), Fields("word"))
+    line = test_a_missing_field_names_the_stream_and_the_line_that_asked_for_it.__code__.co_firstlineno + 8
+    with pytest.raises(ValueError) as raised:
+        words.each(Fields("wrod"), StringLength(), Fields("n"))
+    assert str(raised.value) == (
+        f"each: field 'wrod' is not in the stream's fields ['sentence', 'word'] (each(StringLength) named 'split' called at "
+        f"test_fluent.py:{line} on the stream of new_stream('tester', ListSpout) after each(Split) named 'split')")
+    other = topo.new_stream("other", ListSpout("k", "v"))
+    with pytest.raises(ValueError, match=r"^group_by: field 'word' is not in the stream's fields \['k', 'v'\] "
+                                         r"\(group_by called at test_fluent.py:\d+ on the stream of "
+                                         r"new_stream\('other', ListSpout\)\)$"):
+        other.group_by(Fields("word"))
+    with pytest.raises(ValueError, match=r"\(each\(Split\) named 'n' called at test_fluent.py:\d+ on the stream of "
+                                         r"new_stream\('other', ListSpout\)\)$"):
+        other.name("n").each(Fields("sentence"), Split(), Fields("w"))
+    with pytest.raises(ValueError, match=r"^aggregate: output field 'word' is already in the stream's fields "
+                                         r"\['word'\] \(aggregate\(CountCombiner\) named 'split' called at test_fluent.py:\d+ on the "
+                                         r"stream of new_stream\('tester', ListSpout\) after each\(Split\) named "
+                                         r"'split', grouped by \['word'\]\)$"):
+        words.group_by(Fields("word")).aggregate(CountCombiner(), Fields("word"))
+    with pytest.raises(ValueError, match=r"^join: field 'v' is not in the stream's fields \['sentence', 'word'\] "
+                                         r"\(join called at test_fluent.py:\d+ on the stream of "
+                                         r"new_stream\('tester', ListSpout\) after each\(Split\) named 'split'\)$"):
+        topo.join(other, Fields("k"), words, Fields("v"), Fields("k", "v2", "sentence"))

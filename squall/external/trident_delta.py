@@ -18,11 +18,15 @@ loses a race with another writer is retried on the new version; any other failur
 fails the batch (`squall.FailedException`), which Trident replays. A write of a txid below the
 partition's ``txid`` in the table is refused (`squall.FailedException`): it comes from a stale
 copy of the task (a zombie whose worker was taken for dead and resumed, its batch committed by
-the task that replaced it), whose values were read before the later batches' writes.
+the task that replaced it), whose values were read before the later batches' writes. An opaque
+write whose ``prev`` is not what the table holds before its txid is refused too
+(`DeltaMapState._check_prevs`): a zombie at the same txid as its replacement, building on its own
+cached version of a txid the replacement replayed.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -126,12 +130,13 @@ class DeltaMapState(IBackingMap):
         found = self._read(sorted(set(wanted), key=repr)) if wanted else {}
         return [found.get(k) for k in wanted]
 
-    def _read(self, keys: list[tuple]) -> dict[tuple, Any]:
+    def _read(self, keys: list[tuple], at: DeltaTable | None = None) -> dict[tuple, Any]:
+        """The stored values of ``keys`` in the table's version ``at`` (its current one by default)."""
         first = self.keys[0]
         try:
             # filtered after the read, cast to the state's own schema: MERGE writes strings as
             # string_view, which a filter pushed into the scan cannot compare with the keys
-            table = self._table().to_pyarrow_dataset().to_table().cast(self.f.schema)
+            table = (at or self._table()).to_pyarrow_dataset().to_table().cast(self.f.schema)
             column = table[first]
             rows = table.filter(pc.is_in(column, value_set=pa.array([k[0] for k in keys], column.type))).to_pylist()
         except (OSError, pa.ArrowException, DeltaError) as e:
@@ -189,6 +194,8 @@ class DeltaMapState(IBackingMap):
             table = self._table()
             if txid is not None:
                 self._check_not_stale(table, txid)
+                if self.f.state_type is StateType.OPAQUE:
+                    self._check_prevs(table, rows, txid)
             try:
                 (table.merge(source, on, source_alias="s", target_alias="t", commit_properties=props)
                  .when_matched_update_all().when_not_matched_insert_all().execute())
@@ -218,6 +225,35 @@ class DeltaMapState(IBackingMap):
                 f"write of txid {txid} is refused: it comes from a stale copy of the task (a worker taken for "
                 f"dead, which resumed, whose batch its replacement committed), or from another topology "
                 f"using the app id {self.f.app_id!r} on this table (give each its own)")
+
+
+    def _check_prevs(self, table: DeltaTable, rows: dict[tuple, Any], txid: int) -> None:
+        """Refuse opaque batch ``txid``'s write unless each new value's ``prev`` is what the
+        table (at the version the MERGE is made on, so a commit in between fails it and this is
+        checked again) holds before ``txid``: the ``curr`` of a row of an earlier txid, the
+        ``prev`` of a row of ``txid`` itself (a replay), nothing for a new key. Another prev was
+        read from a stale copy: a zombie's cache holding its own version of a txid that its
+        replacement replayed differently (an opaque spout's replay may), whose write the
+        partition's txid check lets through at the same txid, and whose prev would then win
+        whichever wrote last (the other building on it). The batch fails; its task's state is
+        rebuilt (`CommittingMapState`), so its replay reads the table again."""
+        stored = self._read(sorted(rows, key=repr), at=table)
+        for key, value in rows.items():
+            row = stored.get(key)
+            before = None if row is None else row.prev if row.curr_txid == txid else row.curr
+            if not _same(value.prev, before) or (row is not None and row.curr_txid is not None and row.curr_txid > txid):
+                raise FailedException(
+                    f"DeltaMapState {self.f.table_uri}: partition {self.app_id}'s value for txid {txid} of key "
+                    f"{key!r:.100} was computed from prev {value.prev!r:.100} but the table holds {before!r:.100} "
+                    f"before txid {txid}: refused, it was read from a stale copy (a task's cache written by a "
+                    f"copy of it taken for dead, or by one whose batch another copy replayed); the batch's "
+                    f"replay reads the table again")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as stored values: a NaN read back is the NaN written (else a float state holding
+    one would refuse every write of its key)."""
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
 class DeltaMapStateFactory(StateFactory):

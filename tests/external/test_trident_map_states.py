@@ -286,6 +286,61 @@ def test_delta_a_zombie_tasks_stale_batch_does_not_undo_later_batches(tmp_path, 
     assert batch(f, 4, {"a": 1000}) == {"a": 1111}
 
 
+def opaque_batch(state, txid, counts):
+    """One batch's commit on ``state``, a task's own (its cache kept from its earlier batches)."""
+    state.begin_commit(txid)
+    out = state.multi_update([[k] for k in counts], [Add(n) for n in counts.values()])
+    state.commit(txid)
+    return dict(zip(counts, out))
+
+
+@pytest.mark.parametrize("zombie_first", [False, True])
+def test_delta_opaque_zombie_writing_its_replacements_txid_from_a_stale_prev_is_refused(tmp_path, zombie_first):
+    """The zombie committed its version of txid 2 (10 records of "a"), then was taken for dead
+    before the coordinator heard; the replacement replayed txid 2 (an opaque spout's replay: 20
+    records) and that is the txid 2 the coordinator recorded. Then both run txid 3 (100): the
+    zombie from its cache, which still holds its own txid 2 (11, prev 1). Before, the zombie's
+    write passed the partition's txid check (3 is not below 3): written last, "a" ended at 111
+    (the zombie's 10 counted, the replay's 20 lost); written first, the table held 111 until the
+    replacement's write. Now a write whose prev is not what the table holds is refused, and "a"
+    is 1 + 20 + 100 throughout."""
+    uri = tmp_path / "counts"
+    f = DeltaMapState.opaque(uri, KEYS, pa.int64(), value_field="count")
+    batch(f, 1, {"a": 1})
+    zombie = f.make_state({}, None, 0, 1)
+    assert opaque_batch(zombie, 2, {"a": 10}) == {"a": 11}
+    replacement = f.make_state({}, None, 0, 1)
+    assert opaque_batch(replacement, 2, {"a": 20}) == {"a": 21}  # the replay, from prev 1
+    stale = pytest.raises(FailedException, match=r"txid 3 of key \('a',\) was computed from prev 11 but the table "
+                                                 r"holds 21 before txid 3.*stale copy")
+    if zombie_first:
+        with stale:
+            opaque_batch(zombie, 3, {"a": 100})
+        assert opaque_batch(replacement, 3, {"a": 100}) == {"a": 121}
+    else:
+        assert opaque_batch(replacement, 3, {"a": 100}) == {"a": 121}
+        with stale:
+            opaque_batch(zombie, 3, {"a": 100})
+    assert read(f, "a") == [121]
+    assert rows(uri) == [{"word": "a", "count": 121, "txid": 3, "prev": 21}]
+    assert opaque_batch(replacement, 3, {"a": 100}) == {"a": 121}  # its own replay of txid 3: from prev 21
+    assert opaque_batch(zombie, 4, {"a": 1000}) == {"a": 1121}  # after its failure, it reads the table again
+
+
+def test_delta_opaque_float_state_holding_nan_takes_its_next_batches(tmp_path):
+    # the stale-prev check compares what a value was built on with what the table holds: a NaN
+    # (a float sum that met one) read back is the NaN written, or its key refused every batch
+    import math
+
+    f = DeltaMapState.opaque(tmp_path / "sums", KEYS, pa.float64(), value_field="sum")
+    assert math.isnan(batch(f, 1, {"a": float("nan")})["a"])
+    assert math.isnan(batch(f, 2, {"a": 1.0})["a"])
+    assert math.isnan(batch(f, 2, {"a": 2.0})["a"])  # its replay, from prev NaN
+    assert batch(f, 3, {"b": 1.5}) == {"b": 1.5}
+    [row] = [r for r in rows(tmp_path / "sums") if r["word"] == "a"]
+    assert row["txid"] == 2 and math.isnan(row["sum"]) and math.isnan(row["prev"])
+
+
 @pytest.mark.parametrize("kind", ["transactional", "opaque"])
 def test_redis_write_that_failed_is_written_by_the_replay_in_the_same_task(redis_server, kind):
     # the task lives on after the failed batch: its cache must not hold what Redis did not take

@@ -34,10 +34,11 @@ from .watermark import WatermarkGenerator
 KEEP_ALIVE_TICKS_PER_TIMEOUT = 6
 """Keep-alive ticks per message timeout (`WindowedBoltExecutor.keep_alive`)."""
 KEEP_ALIVE_RESET_TICKS = 3
-"""A held tuple's timeout is reset once it has been held this many keep-alive ticks, and every
-as many ticks after: at most two thirds of the message timeout after it arrived, then every half
-timeout, where the spout times a tuple out at the earliest a whole timeout after it was emitted
-or last reset."""
+"""A held tuple's timeout is reset at the first keep-alive tick that finds it held (at most a
+sixth of the message timeout after it arrived), then again once this many ticks' worth of time
+(half a timeout) passed since its last reset, where the spout times a tuple out at the earliest
+a whole timeout after it was emitted or last reset. The first reset cannot wait: the window does
+not know how much of the timeout the tuple already spent in queues before it arrived."""
 
 LATE_TUPLES_METRIC = "__late-tuple-count"
 """The metric an event-time windowed bolt's task counts its late tuples in (every
@@ -50,6 +51,17 @@ class _WallClock:
     """Real time until the engine hands its clock over (`WindowedBoltExecutor.squall_timers`)."""
 
     wall = staticmethod(time.time)
+
+
+class _Held:
+    """A tuple the window held at the last keep-alive tick, and when (engine clock, seconds) the
+    tick last reset its timeout."""
+
+    __slots__ = ("reset_at", "tup")
+
+    def __init__(self, tup: Tuple, reset_at: float) -> None:
+        self.tup = tup  # kept so a new tuple reusing a gone one's id is not taken for it
+        self.reset_at = reset_at
 
 
 class WindowedOutputCollector(OutputCollector):
@@ -116,8 +128,7 @@ class WindowedBoltExecutor(Bolt):
         self.watermarks: WatermarkGenerator | None = None
         self._clock: Any = _WallClock()
         self._keep_alive_secs: float | None = None  # None: the tuples held need no keep-alive
-        self._held_since: dict[int, int] = {}  # id of a held tuple -> the keep-alive tick it was first seen at
-        self._keep_alive_ticks = 0
+        self._held: dict[int, _Held] = {}  # id of a held tuple -> it and when its timeout was last reset
 
     def squall_check_at_submit(self, component_id: str, conf: dict[str, Any], streams: dict[str, Any],
                                inputs: dict[Any, Any], spouts: dict[str, dict[str, Any]] | None = None) -> None:
@@ -246,8 +257,8 @@ class WindowedBoltExecutor(Bolt):
                 self.on_empty_window(now)
 
     def keep_alive(self) -> None:
-        """Reset the message timeout of the tuples the window has held for half a timeout, and
-        again every half timeout (`KEEP_ALIVE_RESET_TICKS`).
+        """Reset the message timeout of each tuple the window holds: at the first tick that finds
+        it, then whenever half a timeout passed since its last reset (`KEEP_ALIVE_RESET_TICKS`).
 
         A window holds its inputs until they leave their last window: a count window until
         enough tuples came, an event-time window until later tuples move the watermark. While
@@ -257,22 +268,35 @@ class WindowedBoltExecutor(Bolt):
         3 records, then a 70 s pause with a 30 s timeout: [r0 r1 r2 r0 r1], [r2 r3 ...]). Storm
         asks for a message timeout longer than any such pause. Reset, a held tuple times out
         only when the window holding it is gone with its worker, to be replayed into a new one.
+
+        The first reset is at the first tick after the tuple arrived, not after it has been held
+        a while: its timeout started when its spout emitted it, and it may have spent most of it
+        in queues upstream (waiting for the first reset until it had been held half a timeout
+        let one delayed over a third of the timeout time out while held, replayed into its
+        window twice). So a tuple that reaches the window with more than a sixth of its timeout
+        left never times out while held; one with less was all but timed out on its way. The
+        resets are per tuple held across a tick, made on the tick: nothing per input.
         A persistent window acks its inputs at the commit and holds none."""
         manager = self.manager
         if manager is None:
             return
-        self._keep_alive_ticks = tick = self._keep_alive_ticks + 1
-        before = self._held_since
-        held: dict[int, int] = {}
+        assert self._keep_alive_secs is not None  # the timer is only set with message timeouts on
+        now = self._clock.wall()
+        due = now - self._keep_alive_secs * KEEP_ALIVE_RESET_TICKS
+        before = self._held
+        held: dict[int, _Held] = {}
         reset = self.collector.reset_timeout
         for event in manager.queue:
             tup = event.value
-            since = before.get(id(tup), tick)
-            held[id(tup)] = since
-            age = tick - since
-            if age and age % KEEP_ALIVE_RESET_TICKS == 0:
+            seen = before.get(id(tup))
+            if seen is None or seen.tup is not tup:  # arrived since the last tick
                 reset(tup)
-        self._held_since = held
+                seen = _Held(tup, now)
+            elif seen.reset_at <= due:
+                reset(tup)
+                seen.reset_at = now
+            held[id(tup)] = seen
+        self._held = held
 
     def cleanup(self) -> None:
         """The user's cleanup."""

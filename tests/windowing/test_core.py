@@ -276,6 +276,14 @@ class _Clock:
         return 1_000.0
 
 
+class _SettableClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def wall(self):
+        return self.now
+
+
 class _Ctx:
     def get_this_component_id(self):
         return "window"
@@ -287,37 +295,41 @@ class _Ctx:
         return {}
 
 
-def test_the_keep_alive_resets_a_held_tuple_after_half_the_timeout_then_every_half_timeout():
-    """Every sixth of the message timeout a keep-alive tick; a tuple held for 3 ticks is reset,
-    and every 3 ticks after; one that left its window is not (nor one held less long)."""
+def test_the_keep_alive_resets_a_held_tuple_at_the_first_tick_then_every_half_timeout():
+    """Every sixth of the message timeout a keep-alive tick; a tuple is reset at the first tick
+    that finds it held, and again whenever half a timeout passed since; one that left its window
+    is not."""
 
     bolt = _Nothing().with_tumbling_window(Count(3))
     ex = WindowedBoltExecutor(bolt)
     out = _ResetRecorder()
+    clock = _SettableClock()
     ex.prepare({**bolt.get_component_configuration(), "topology.message.timeout.secs": 30}, _Ctx(), out)
-    [(secs, keep_alive)] = ex.squall_timers(_Clock())
+    [(secs, keep_alive)] = ex.squall_timers(clock)
     assert secs == 5
+
+    def tick():
+        clock.now += secs
+        keep_alive()
+        done = [t[0] for t in out.resets]
+        out.resets.clear()
+        return done
+
     src = Source("feeder", "default", 1, Fields("v"))
     a, b = Tuple(["a"], src), Tuple(["b"], src)
     ex.execute(a)
-    keep_alive()  # tick 1: a first seen
+    resets = [tick()]  # tick 1: a first seen
     ex.execute(b)
-    resets = []
-    for _tick in range(2, 9):
-        keep_alive()
-        resets.append([t[0] for t in out.resets])
-        out.resets.clear()
-    # a (seen at tick 1) at ticks 4 and 7; b (seen at tick 2) at ticks 5 and 8
-    assert resets == [[], [], ["a"], ["b"], [], ["a"], ["b"]]
+    resets += [tick() for _tick in range(2, 9)]
+    # a (seen at tick 1) at ticks 1, 4 and 7; b (seen at tick 2) at ticks 2, 5 and 8
+    assert resets == [["a"], ["b"], [], ["a"], ["b"], [], ["a"], ["b"]]
     ex.execute(Tuple(["c"], src))  # the window fires; a, b, c leave at the next
     ex.execute(Tuple(["d"], src))
     ex.execute(Tuple(["e"], src))
     ex.execute(Tuple(["f"], src))
     assert [t[0] for t in out.acked] == ["a", "b", "c"]
-    for _tick in range(9, 16):
-        keep_alive()
-    assert "a" not in [t[0] for t in out.resets] and "b" not in [t[0] for t in out.resets]
-    assert sorted(t[0] for t in out.resets) == ["d", "d", "e", "e", "f", "f"]
+    later = [r for _tick in range(9, 16) for r in tick()]
+    assert sorted(later) == ["d", "d", "d", "e", "e", "e", "f", "f", "f"]  # at ticks 9, 12 and 15
 
 
 def test_no_keep_alive_without_message_timeouts():
@@ -327,3 +339,91 @@ def test_no_keep_alive_without_message_timeouts():
     ex.prepare({**bolt.get_component_configuration(), "topology.enable.message.timeouts": False}, _Ctx(),
                _ResetRecorder())
     assert ex.squall_timers(_Clock()) == []
+
+
+class _SpoutTimeouts:
+    """The collector a windowed bolt's executor is given, standing in for the spout's message
+    timeouts on a simulated clock: each record is pending with a deadline a message timeout after
+    it was emitted (or its tuple's timeout last reset); `expire` times out the records past their
+    deadline, as the spout does, so the test replays them. An ack completes the record."""
+
+    def __init__(self, clock, timeout: float) -> None:
+        self.clock, self.timeout = clock, timeout
+        self.deadline: dict[str, float] = {}  # record -> when the spout may time it out
+        self.acked: list[str] = []
+        self.timed_out: list[str] = []
+
+    def emitted(self, record: str, at: float) -> None:
+        self.deadline[record] = at + self.timeout
+
+    def ack(self, tup):
+        self.acked.append(tup[0])
+        self.deadline.pop(tup[0], None)  # a timed-out copy's late ack completes nothing
+
+    def reset_timeout(self, tup):
+        if tup[0] in self.deadline:  # a timed-out copy's reset is too late
+            self.deadline[tup[0]] = self.clock.now + self.timeout
+
+    def expire(self) -> list[str]:
+        late = [r for r, d in self.deadline.items() if d <= self.clock.now]
+        for r in late:
+            del self.deadline[r]
+        self.timed_out.extend(late)
+        return late
+
+
+class _WindowLog(BaseWindowedBolt):
+    def __init__(self) -> None:
+        super().__init__()
+        self.windows: list[list[str]] = []
+
+    def execute(self, window):
+        self.windows.append([t[0] for t in window.get()])
+
+
+@pytest.mark.parametrize("delay_in_queues", [0.0, 0.2, 0.42, 0.6, 0.79])
+def test_a_tuple_delayed_in_queues_never_times_out_while_the_window_holds_it(delay_in_queues):
+    """A tuple that spent part of its message timeout in queues before reaching the window, then
+    is held past a pause longer than the timeout, is reset before the spout could time it out:
+    never replayed into its window twice (on main, one delayed over a third of the timeout was).
+    Records go out one a tick, each reaching the window ``delay_in_queues`` of the timeout after
+    it was emitted, just after a keep-alive tick (the worst case: the first tick to see it is a
+    sixth of the timeout later, so up to 5/6 of the timeout in queues is survived); a pause of 4
+    timeouts follows the first 4; then 5 more fill the windows. Every record sent is in exactly
+    one window, once, and acked; none timed out."""
+
+    timeout = 30.0
+    tick = timeout / 6
+    clock = _SettableClock()
+    bolt = _WindowLog().with_tumbling_window(Count(3))
+    ex = WindowedBoltExecutor(bolt)
+    spout = _SpoutTimeouts(clock, timeout)
+    ex.prepare({**bolt.get_component_configuration(), "topology.message.timeout.secs": timeout}, _Ctx(), spout)
+    [(secs, keep_alive)] = ex.squall_timers(clock)
+    assert secs == tick
+    src = Source("feeder", "default", 1, Fields("v"))
+    records = [f"r{i}" for i in range(9)]
+    arrivals: list[tuple[float, str]] = []  # (when it reaches the window, record)
+    for i, r in enumerate(records):
+        emitted = i * tick + (0 if i < 4 else 4 * timeout)  # r0..r3, a pause, r4..r8
+        spout.emitted(r, emitted)
+        arrivals.append((emitted + delay_in_queues * timeout + 0.001, r))  # just after a tick
+    arrivals.sort()
+    replayed: list[str] = []
+    ticks = 0
+    end = arrivals[-1][0] + 2 * timeout
+    while clock.now < end:  # a simulated second at a time: the spout's timeouts, the tick, arrivals
+        clock.now += 1.0
+        for r in spout.expire():  # the spout replays a timed-out record: it reaches the window again
+            replayed.append(r)
+            spout.emitted(r, clock.now)
+            ex.execute(Tuple([r], src))
+        if clock.now >= (ticks + 1) * tick:
+            ticks += 1
+            keep_alive()
+        while arrivals and arrivals[0][0] <= clock.now:
+            ex.execute(Tuple([arrivals.pop(0)[1]], src))
+    assert spout.timed_out == [] and replayed == []
+    in_windows = [r for w in bolt.windows for r in w]
+    assert sorted(in_windows) == records  # each record in one window, once
+    assert sorted(spout.acked) == records[:6]  # the last window's records leave at the next window

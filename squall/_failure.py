@@ -216,3 +216,71 @@ def fail_because(collector: Any, tup: Any, component: str, task: int, reason: st
     fail a tuple: the reason names what was wrong and where (field, stream, file, key), never
     only a traceback."""
     fail_for(collector, tup, FailureCause.of_reason(component, task, reason, kind))
+
+
+UNREADABLE = "unreadable"
+"""The reason of a dead letter its spout wrote without a failure: it could not make a tuple of
+the record (a translator that raised, values not matching the output fields, a record too
+large or undecodable), so the record was never emitted."""
+
+DEAD_LETTERED = "dead_lettered"
+"""The statistic a spout task counts its dead letters in (`DeadLetterCounts`), keyed
+``(DEAD_LETTERED, component, reason)``: the component that failed the record last ("" when
+none did: a timeout, a worker lost, `UNREADABLE`) and the reason, a failure's kind or
+`UNREADABLE`."""
+
+
+class DeadLetterCounts:
+    """A spout task's dead letters since it started, by the component that failed each record
+    last and why (Storm has no dead letters; counted as its emitted/acked/failed are, so every
+    view shows them in Storm's windows: the spout reports them as ``component_statistics``).
+
+    One count per dead letter, on the spout's thread; `figures` is read on the worker's
+    heartbeat thread, and copies first. A spout makes a new one in ``open``: the counts start
+    with each launch of its worker, as the engine's do."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def count(self, cause: FailureCause | None) -> None:
+        """A record went to the dead letters after failing last for ``cause``, or (None) as
+        `UNREADABLE`."""
+        key = ("", UNREADABLE) if cause is None else (cause.component, cause.kind)
+        self._counts[key] = self._counts.get(key, 0) + 1
+
+    @property
+    def total(self) -> int:
+        """Dead letters counted."""
+        return sum(self._counts.copy().values())
+
+    def figures(self) -> dict[tuple[str, str, str], float]:
+        """The counts as a task's statistics (``squall.engine.stats.component_figures``)."""
+        counts = self._counts.copy()  # one C call: the spout's thread may add a key meanwhile
+        return {(DEAD_LETTERED, component, reason): n for (component, reason), n in counts.items()}
+
+
+class CountsDeadLetters:
+    """Mixed into a spout that dead-letters records (the connectors' spouts): its
+    `DeadLetterCounts`, made anew by `start_dead_letter_counts` in its ``open``, reported as its
+    statistics (the engine reads a spout's ``component_statistics`` with each heartbeat)."""
+
+    dead_letter_counts: DeadLetterCounts | None = None
+
+    def start_dead_letter_counts(self) -> DeadLetterCounts:
+        """New counts for this launch of the task (they start from zero with it)."""
+        self.dead_letter_counts = counts = DeadLetterCounts()
+        return counts
+
+    def count_dead_letter(self, cause: FailureCause | None) -> None:
+        """One record dead-lettered (`DeadLetterCounts.count`)."""
+        counts = self.dead_letter_counts
+        if counts is None:  # dead-lettered before open (a unit test driving the spout by hand)
+            counts = self.start_dead_letter_counts()
+        counts.count(cause)
+
+    def component_statistics(self) -> dict[tuple[str, str, str], float]:
+        """The dead letters counted, as the task's statistics."""
+        counts = self.dead_letter_counts
+        return {} if counts is None else counts.figures()

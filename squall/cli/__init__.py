@@ -268,8 +268,9 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     monitor.add_argument("-s", "--stream", metavar="STREAM",
                          help="count only this stream (default: every stream of the component but Trident's "
                               "batch counts, named in the stream column)")
-    monitor.add_argument("-w", "--watch", choices=("emitted", "transferred"), default="emitted",
-                         help="what to count (default: emitted)")
+    monitor.add_argument("-w", "--watch", choices=("emitted", "transferred", "dead-lettered"), default="emitted",
+                         help="what to count (default: emitted); dead-lettered: the records a spout gave up to its "
+                              "dead letters (at a bolt, those it failed last), the stream column naming why")
     monitor.add_argument("--count", type=positive_int, metavar="N",
                          help="stop after N intervals (default: run until Ctrl-C)")
 

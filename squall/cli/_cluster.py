@@ -591,13 +591,38 @@ class _TaskCount:
         return counted_since(self.count, before.count, before.launch_id != self.launch_id)
 
 
+DEAD_LETTERED_WATCH = "dead-lettered"
+"""``squall monitor -w dead-lettered``: the records given up to the dead letters (squall's own)."""
+
+
+def _dead_letter_counts(info: dict[str, Any], cid: str, reason: str | None, reasons: set[str]) -> dict[str, _TaskCount]:
+    """Spout task id -> its count of the dead letters ``cid`` has (a spout's own; a bolt's, the
+    ones it failed last: every spout task's, as each counts them in its launch), of ``reason``
+    only if given; adds the reasons counted to ``reasons`` (the stream column)."""
+    own = info["components"][cid]["type"] == "spout"
+    out = {}
+    for spout, c in info["components"].items():
+        if c["type"] != "spout" or (own and spout != cid):
+            continue
+        for task, stats in c.get("task_stats", {}).items():
+            n = 0
+            for by, why, count in stats.get("dead_lettered") or ():
+                if (own or by == cid) and (reason is None or why == reason):
+                    reasons.add(why)
+                    n += int(count)
+            out[str(task)] = _TaskCount(stats.get("launch_id"), n)
+    return out
+
+
 def cmd_monitor(args: argparse.Namespace) -> int:
-    """``squall monitor NAME [-i SECS] [-m COMPONENT] [-s STREAM] [-w emitted|transferred] [--count N]``.
+    """``squall monitor NAME [-i SECS] [-m COMPONENT] [-s STREAM] [-w emitted|transferred|dead-lettered] [--count N]``.
 
     Storm's columns, one line per watched component each interval: the tuples counted on the
     stream (without ``-s``: on each of its streams but Trident's batch counts and packs and the
     system streams, named in the stream column) since the last poll and the throughput in tuples
-    per millisecond (thousands a second). The counts are each task's own, as its worker last
+    per millisecond (thousands a second); with ``-w dead-lettered``, the records given up to the
+    dead letters (at a spout, its own; at a bolt, those it failed last), the stream column naming
+    the reasons (a failure's kind, or ``unreadable``). The counts are each task's own, as its worker last
     reported them (exact: not the UI's sampled estimates), and a task whose worker restarted (its
     counts with it: another launch, or a count that went down) is counted from zero, while the
     component's other tasks count on.
@@ -612,6 +637,8 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
         def counts(info: dict[str, Any], cid: str) -> dict[str, _TaskCount]:
             """Task id -> its count of the watched tuples, for the tasks whose worker reported."""
+            if args.watch == DEAD_LETTERED_WATCH:
+                return _dead_letter_counts(info, cid, args.stream, streams[cid])
             out = {}
             for task, stats in info["components"][cid].get("task_stats", {}).items():
                 by_stream = stats.get(args.watch) or {}
@@ -623,7 +650,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
                 out[str(task)] = _TaskCount(stats.get("launch_id"), sum(int(by_stream[st]) for st in counted))
             return out
         last = {cid: counts(info, cid) for cid in watched}
-        if args.stream is not None:  # Storm's Monitor: "stream: X not found"
+        if args.stream is not None and args.watch != DEAD_LETTERED_WATCH:  # Storm's Monitor: "stream: X not found"
             known = {st for cid in watched for stats in info["components"][cid].get("task_stats", {}).values()
                      for st in (stats.get(args.watch) or {}) if not is_system_id(st)}
             if known and args.stream not in known:
@@ -650,7 +677,8 @@ def cmd_monitor(args: argparse.Namespace) -> int:
                         delta += now_count.since(last[cid].get(task))
                         last[cid][task] = now_count
                     throughput = delta / diff_ms if diff_ms else 0.0
-                    stream = args.stream or ",".join(sorted(streams[cid])) or "default"
+                    stream = (args.stream or ",".join(sorted(streams[cid]))
+                              or ("-" if args.watch == DEAD_LETTERED_WATCH else "default"))  # -: no dead letter yet
                     print(f"{args.name}\t{cid}\t{c['executors']}\t{stream}\t{diff_ms}\t{delta}\t"
                           f"{throughput:.3f}", flush=True)
                 then = now

@@ -259,11 +259,13 @@ def with_statistics(info: dict[str, Any], page: dict[str, Any]) -> None:
         c = info["components"].get(row["spoutId"])
         if c is not None:
             c.update(emitted=row["emitted"], acked=row["acked"], failed=row["failed"],
+                     dead_lettered=row.get("deadLettered", 0),  # 0: a master from before dead-letter counts
                      complete_latency_ms=float(row["completeLatency"]))
     for row in page["bolts"]:
         c = info["components"].get(row["boltId"])
         if c is not None:
-            c.update(emitted=row["emitted"], acked=row["acked"], failed=row["failed"], executed=row["executed"])
+            c.update(emitted=row["emitted"], acked=row["acked"], failed=row["failed"], executed=row["executed"],
+                     dead_lettered=row.get("deadLettered", 0))
 
 
 def user_components(info: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -323,6 +325,8 @@ class _PlainView:
                 rate, latency = rates.get(cid, (0.0, None))
                 fields = [f"{cid} ({c['type']}): emitted={c['emitted']} ({rate:.0f}/s)",
                           f"acked={c['acked']}", f"failed={c['failed']}"]
+                if c.get("dead_lettered"):  # a spout's given up, a bolt's failed last: only once there are some
+                    fields.append(f"dead-lettered={c['dead_lettered']}")
                 if c["type"] == "spout":  # "-": nothing acked in the last second to measure
                     fields.append("latency=-" if latency is None else f"latency={latency:.2f}ms")
                 else:
@@ -365,7 +369,7 @@ class _LiveView:
                           caption_justify="left")
             for col in ("component", "type"):
                 table.add_column(col)
-            for col in ("executors", "tasks", "emitted", "acked", "failed", "executed", "emit/s",
+            for col in ("executors", "tasks", "emitted", "acked", "failed", "dead-lettered", "executed", "emit/s",
                         "latency ms"):
                 table.add_column(col, justify="right")
             for cid, c in user_components(info):
@@ -375,14 +379,15 @@ class _LiveView:
                 else:
                     lat = ""
                 table.add_row(escape(cid), c["type"], str(c["executors"]), str(c["tasks"]), f"{c['emitted']:,}",
-                              f"{c['acked']:,}", f"{c['failed']:,}", f"{c['executed']:,}", f"{rate:,.0f}", lat)
+                              f"{c['acked']:,}", f"{c['failed']:,}", f"{c.get('dead_lettered', 0):,}",
+                              f"{c['executed']:,}", f"{rate:,.0f}", lat)
             tables.append(table)
         self._live.update(Group(*tables), refresh=True)
 
 
 # --- the summary ---------------------------------------------------------------------------------------
-_SUMMARY_COLUMNS = ("component", "type", "executors", "tasks", "emitted", "acked", "failed", "executed",
-                    "tuples/s")
+_SUMMARY_COLUMNS = ("component", "type", "executors", "tasks", "emitted", "acked", "failed", "dead-lettered",
+                    "executed", "tuples/s")
 
 
 def _summary_rows(info: dict[str, Any]) -> list[list[str]]:
@@ -391,7 +396,7 @@ def _summary_rows(info: dict[str, Any]) -> list[list[str]]:
     for cid, c in user_components(info):
         done = c["emitted"] if c["type"] == "spout" else c["executed"]
         rows.append([cid, c["type"], str(c["executors"]), str(c["tasks"]), str(c["emitted"]), str(c["acked"]),
-                     str(c["failed"]), str(c["executed"]), f"{done / secs:.1f}"])
+                     str(c["failed"]), str(c.get("dead_lettered", 0)), str(c["executed"]), f"{done / secs:.1f}"])
     return rows
 
 
@@ -410,12 +415,13 @@ def _print_summary(final: dict[str, dict[str, Any]], reason: str, debug: bool) -
         emitted = sum(c["emitted"] for c in spouts)
         acked = sum(c["acked"] for c in spouts)
         failed = sum(c["failed"] for c in spouts)
+        dead = sum(c.get("dead_lettered", 0) for c in spouts)
         latency = sum(c["complete_latency_ms"] * c["acked"] for c in spouts) / acked if acked else 0.0
         # No acked tuple, or none of them sampled, is "no figure", as the live lines show it: a 0.00 would
         # read as a measured latency.
         shown_latency = f"{latency:.2f} ms" if latency > 0 else "- (no acked tuple sampled)"
         print(f"  spouts: {emitted / secs:.1f} tuples/s emitted, {acked / secs:.1f}/s acked, "
-              f"{failed} failed; mean complete latency {shown_latency}")
+              f"{failed} failed, {dead} dead-lettered; mean complete latency {shown_latency}")
         # by when each last happened: a record counts every repeat of its error (`add_error`),
         # so its first time can be long before a repeat that ended the run
         errors = sorted(info["errors"], key=last_time)

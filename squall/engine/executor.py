@@ -293,6 +293,11 @@ class Executor:
         """``{stream: (emitted, transferred)}`` for ``task``."""
         return {}
 
+    def dead_letters(self, task: int) -> list[list[Any]]:
+        """``task``'s dead letters by who failed each record last and why, ``[[component or "",
+        reason, count], ...]``: a spout's (`SpoutExecutor.dead_letters`); a bolt writes none."""
+        return []
+
     def sampled_snapshot(self, task: int) -> dict:
         """``task``'s cumulative statistics (`TaskStatistics.snapshot`)."""
         by_stream = self.emitted_by_stream(task)

@@ -26,6 +26,7 @@ import random
 from typing import Any
 
 from .._config import Config, conf_value
+from .._failure import DEAD_LETTERED
 from .._native import KeyStatsBase
 
 # metric names of a task's counters (keys of `TaskStatistics.snapshot`)
@@ -52,8 +53,10 @@ TRIDENT_BATCHES_COMMITTED = "trident_batches_committed"
 TRIDENT_BATCH_LATENCY = "trident_batch_latency"     # ms
 LATENCIES += (TRIDENT_BATCH_LATENCY,)
 GAUGES = (MAX_SPOUT_PENDING, TRIDENT_CURRENT_TXID, TRIDENT_BATCHES_IN_FLIGHT, TRIDENT_MAX_BATCHES_IN_FLIGHT)
-# figures of a task as a whole, of none of its streams
-TASK_FIGURES = (*GAUGES, TRIDENT_BATCHES_COMMITTED, TRIDENT_BATCH_LATENCY)
+# figures of a task as a whole, of none of its streams; a spout's dead letters among them
+# (`squall._failure.DeadLetterCounts`): keyed (DEAD_LETTERED, the component that failed the record
+# last or "", the reason), counted per dead letter by the spout, never per tuple
+TASK_FIGURES = (*GAUGES, TRIDENT_BATCHES_COMMITTED, TRIDENT_BATCH_LATENCY, DEAD_LETTERED)
 # a counter's key: (metric, source component or "" for a task's own streams, stream)
 StatKey = tuple[str, str, str]
 

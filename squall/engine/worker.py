@@ -594,6 +594,7 @@ class Worker:
                     "executed": st.executed,
                     "complete_latency_sum": st.latency_sum,
                     "complete_latency_count": st.latency_count,
+                    "dead_lettered": ex.dead_letters(t),
                     "backlog": len(ex.inboxes[t]),
                 }
         return out

@@ -41,7 +41,7 @@ from .._components import Bolt, Spout
 from .._config import Config, default_of, setting
 from .._context import TopologyContext
 from .._errors import SquallError
-from .._failure import UNAVAILABLE, UNKNOWN, FailureCause, fail_all_because, fail_because
+from .._failure import UNAVAILABLE, UNKNOWN, CountsDeadLetters, FailureCause, fail_all_because, fail_because
 from .._fields import Fields
 from .._private import FILE_MODE, Kept, disk_error_message, fsync_dir, private_dir, write_failure, write_private
 from .._stable_hash import stable_hash_one
@@ -676,7 +676,7 @@ def translate_text(record: bytes) -> list:
     return [record.decode("utf-8").rstrip("\r\n")]
 
 
-class FileSpout(Spout):
+class FileSpout(Spout, CountsDeadLetters):
     """Emits the records of the files in ``directory``, one tuple each, replayably.
 
     Files are taken in name order, each by one task, and a task reads one file at a time. Which
@@ -863,6 +863,7 @@ class FileSpout(Spout):
         self.last_commit = self.last_list = self.clock.now()
         self.listed = False
         self.dead_letters = 0
+        self.start_dead_letter_counts()
         self.unreadable: set[str] = set()  # files reported as unreadable (once each)
 
     # -- reading
@@ -1088,7 +1089,7 @@ class FileSpout(Spout):
 
             def write() -> None:
                 self._write_dead_letter(offset, reason, {"record": record.decode("utf-8", "backslashreplace"),
-                                                         "cause": cause.as_dict()})
+                                                         "cause": cause.as_dict()}, cause)
                 self._given_up(offset)
 
             self._set_aside(offset, write)
@@ -1222,7 +1223,7 @@ class FileSpout(Spout):
             record = json.dumps(given_up.values, default=repr).encode()
             self._write_dead_letter(offset, give_up_reason(given_up),
                                     {"record": record.decode("utf-8", "backslashreplace"),
-                                     "cause": given_up.cause.as_dict()})
+                                     "cause": given_up.cause.as_dict()}, given_up.cause)
             self._given_up(offset)   # after its dead letter: a crash between repeats the entry
         if alone and self.charges_dirty:   # before the next one goes out
             self._write_charges()
@@ -1249,14 +1250,17 @@ class FileSpout(Spout):
                   f"FileSpout's max_record_bytes, or {MAX_RECORD_KEY}); skipped")
         self._write_dead_letter(offset, reason, {"size": size, "too_large": True})
 
-    def _write_dead_letter(self, offset: int, reason: str, detail: dict[str, Any]) -> None:
+    def _write_dead_letter(self, offset: int, reason: str, detail: dict[str, Any],
+                           cause: FailureCause | None = None) -> None:
         """Appends an entry naming file, offset, reason and ``detail`` to the dead-letter file,
-        durably, before the record counts as done; logs and reports it."""
+        durably, before the record counts as done; logs and reports it, and counts it (the
+        failure's ``cause``; None: the record was unreadable, never emitted)."""
         where = f"{os.path.join(self.directory, self.file or '?')} at byte offset {offset}"
         entry = {"file": self.file, "offset": offset, "reason": reason, **detail}
         assert self.dead_letter_dir is not None  # open() defaults it
         path = append_dead_letter(self.dead_letter_dir, self.file or "unknown", entry, self.kept.dead_letter)
         self.dead_letters += 1
+        self.count_dead_letter(cause)
         message = f"FileSpout {self.spout_id!r}: {reason} in {where}; written to {path}"
         self.collector.report_error(message)  # which logs it
 

@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 from .._collectors import OutputFieldsDeclarer, SpoutOutputCollector
 from .._components import Spout
 from .._context import TopologyContext
-from .._failure import UNKNOWN, FailureCause
+from .._failure import UNKNOWN, CountsDeadLetters, FailureCause
 from .._fields import Fields
 from .._private import private_dir
 from .._system import DEFAULT_STREAM
@@ -115,7 +115,7 @@ class _Reading:
         return values
 
 
-class _FollowingSpout(Spout):
+class _FollowingSpout(Spout, CountsDeadLetters):
     """The shell both spouts share; a subclass lists the new files of its source (`_new_files`)."""
 
     kind = "follow"
@@ -178,6 +178,7 @@ class _FollowingSpout(Spout):
         self.last_commit = self.last_list = self.clock.now()
         self.polled = False
         self.dead_letters = 0
+        self.start_dead_letter_counts()
         self.stopped: str | None = None  # why the source cannot be followed further
 
     # -- listing and reading
@@ -287,6 +288,7 @@ class _FollowingSpout(Spout):
                  "values": _jsonable(values), **({"cause": cause.as_dict()} if cause is not None else {})}
         path = append_dead_letter(self.dead_letter_dir, f.key.replace("/", "__"), entry, self.kept.dead_letter)
         self.dead_letters += 1
+        self.count_dead_letter(cause)  # None: a file that cannot be read (one entry), unreadable
         where = f"{f.path}" + (f" row {row}" if row is not None else "")
         message = f"{type(self).__name__} {self.spout_id!r}: {reason} in {where}; written to {path}"
         self.collector.report_error(message)  # which logs it

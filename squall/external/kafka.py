@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .._components import Spout
-from .._failure import UNKNOWN, FailureCause
+from .._failure import UNKNOWN, CountsDeadLetters, FailureCause
 from .._fields import Fields
 from ..engine.clock import Clock
 from ._arity import arity_error
@@ -289,7 +289,7 @@ class _Outcome(enum.Enum):
     HELD = "held"         # put back: it waits for the tuples in flight, or for a commit
 
 
-class KafkaSpout(Spout):
+class KafkaSpout(Spout, CountsDeadLetters):
     """Reads Kafka topics as storm-kafka-client's spout does (see the module docstring)."""
 
     def __init__(self, config: KafkaSpoutConfig, clock: Clock | None = None) -> None:
@@ -334,6 +334,7 @@ class KafkaSpout(Spout):
         self.fails: dict[MessageId, int] = {}    # scheduled for retry -> failures so far
         self.waiting: dict[TopicPartition, deque[Record]] = {}
         self._dead = cfg.dead_letter or log_dead_letter
+        self.start_dead_letter_counts()
         now = self.clock.now()
         self._refresh_at = now
         self._commit_at = now + cfg.offset_commit_period_ms / 1000
@@ -624,6 +625,7 @@ class KafkaSpout(Spout):
             # again first: a crash loop. It goes to the dead letters instead.
             why = e if isinstance(e, ValueError) else f"translator raised {type(e).__name__}: {e}"
             self._dead(r, f"malformed record: {why}")
+            self.count_dead_letter(None)
             values = None
         else:
             if values is None and self.config.emit_null_tuples:  # a tuple of nulls, not emit(None)
@@ -632,6 +634,7 @@ class KafkaSpout(Spout):
             wrong = None if values is None else arity_error(values, self.config.output_fields)
             if wrong is not None:
                 self._dead(r, f"malformed record: {wrong}")
+                self.count_dead_letter(None)
                 values = None
         if not self._alo:
             if values is not None:
@@ -707,6 +710,7 @@ class KafkaSpout(Spout):
         else:
             self._dead(Record(msg_id.topic, msg_id.partition, msg_id.offset, None, None),
                        f"failed {num_fails} times (max_retries {self.config.retry.max_retries}){cause.reason_suffix()}")
+            self.count_dead_letter(cause)
             self.managers[msg_id.tp].add_to_acked(msg_id.offset)
             self.suspects.discard(msg_id)
             if held is not None:   # read again after a death before its commit: done, no second letter
@@ -785,7 +789,9 @@ class KafkaSpout(Spout):
         if not self.config.retry.gives_up(charge.retries):
             return False
         # its worker died with it, alone, too often
-        self._dead(r, self.gate.death_reason(charge)[0])
+        reason, cause = self.gate.death_reason(charge)
+        self._dead(r, reason)
+        self.count_dead_letter(cause)
         tag = budget.charged.pop(r.offset).tag
         budget.dead[r.offset] = tag
         self._done_without_tuple(msg_id)

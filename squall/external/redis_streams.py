@@ -70,7 +70,16 @@ from typing import Any, ClassVar, cast
 import redis
 
 from .._components import Bolt, Spout
-from .._failure import EXPLICIT, UNAVAILABLE, UNKNOWN, FailureCause, fail_because, fail_for, shown_value
+from .._failure import (
+    EXPLICIT,
+    UNAVAILABLE,
+    UNKNOWN,
+    CountsDeadLetters,
+    FailureCause,
+    fail_because,
+    fail_for,
+    shown_value,
+)
 from .._fields import Fields
 from .._redact import redact_text
 from .._tuple import is_tick_tuple
@@ -342,7 +351,7 @@ def _client(url: str, socket_timeout: float = _SOCKET_TIMEOUT_SECS) -> Any:
                                 socket_connect_timeout=_SOCKET_TIMEOUT_SECS)
 
 
-class RedisStreamSpout(Spout):
+class RedisStreamSpout(Spout, CountsDeadLetters):
     """Reads ``stream`` through consumer group ``group`` (see the module docstring).
 
     ``fields``: the entry fields the tuple carries (default translator); ``id_field``: the name
@@ -421,6 +430,7 @@ class RedisStreamSpout(Spout):
         self._retrying: RetrySchedule[str] = RetrySchedule(self.backoff)  # failed ids, by due time
         self._to_ack: list[str] = []               # acks the server did not take yet
         self._dead: dict[str, _DeadLetter] = {}    # given up, not yet in the dead-letter stream
+        self.start_dead_letter_counts()
         # what goes out when; shared with every spout task of this worker that keeps charges
         self._gate: AloneGate[str] = AloneGate(self.backoff.max_retries, worker_gate(context))
         self._to_write: dict[str, str] = {}        # charges the server did not take yet
@@ -787,6 +797,7 @@ class RedisStreamSpout(Spout):
         log.error("%s: entry %s of stream %r to dead-letter stream %r: %s", self.consumer,
                   entry.id, self.stream, self.dead_letter_stream, error)
         self._dead[entry.id] = _DeadLetter(entry, error, cause)
+        self.count_dead_letter(cause)  # given up now, whenever its write gets through
         self._safely(self.clock.now(), self._write_dead_letters)
 
     def _write_dead_letters(self) -> None:

@@ -78,15 +78,16 @@ _TOPOLOGY_PAGE = _obj({
     "id": _STR, "name": _STR, "status": _STATUS, "uptime": _STR, "uptimeSeconds": _INT, "tasksTotal": _INT,
     "workersTotal": _INT, "executorsTotal": _INT, "msgTimeout": _INT, "windowHint": _STR, "debug": _BOOL,
     "samplingPct": _NUM,
+    # deadLettered (squall's): records the spouts gave up to their dead letters; a bolt's, those it failed last
     "topologyStats": _array(_WINDOW_STATS | {"required": ["window", "windowPretty", "emitted", "transferred",
-                                                           "completeLatency", "acked", "failed"],
+                                                           "completeLatency", "acked", "failed", "deadLettered"],
                                              "properties": _WINDOW_STATS["properties"]
-                                             | {"completeLatency": _NUM_OR_STR}}),
+                                             | {"completeLatency": _NUM_OR_STR, "deadLettered": _INT}}),
     "spouts": _array(_obj({"spoutId": _STR, "executors": _INT, "tasks": _INT, "emitted": _INT, "transferred": _INT,
-                           "completeLatency": _NUM_OR_STR, "acked": _INT, "failed": _INT})),
+                           "completeLatency": _NUM_OR_STR, "acked": _INT, "failed": _INT, "deadLettered": _INT})),
     "bolts": _array(_obj({"boltId": _STR, "executors": _INT, "tasks": _INT, "emitted": _INT, "transferred": _INT,
                           "acked": _INT, "failed": _INT, "executed": _INT, "capacity": _NUM_OR_STR,
-                          "executeLatency": _NUM_OR_STR, "processLatency": _NUM_OR_STR})),
+                          "executeLatency": _NUM_OR_STR, "processLatency": _NUM_OR_STR, "deadLettered": _INT})),
     "workers": _array({"type": "object"}),
     "configuration": {"type": "object"},
     "trident": {"anyOf": [{"type": "null"}, _TRIDENT]},   # squall's: the Trident batches, null without
@@ -97,6 +98,10 @@ _COMPONENT_PAGE = _obj({"id": _STR, "name": _STR, "componentType": {"enum": ["sp
                         "windowHint": _STR, "debug": _BOOL, "samplingPct": _NUM,
                         "componentErrors": _array(_obj({"errorTime": _NUM, "error": _STR})),
                         "outputStats": _array(_obj({"stream": _STR, "emitted": _INT, "transferred": _INT})),
+                        # squall's: the dead letters of a spout, or of the records a bolt failed last, by
+                        # spout, the component that failed them last ("" none) and reason
+                        "deadLetterStats": _array(_obj({"spout": _STR, "failedBy": _STR, "reason": _STR,
+                                                        "deadLettered": _INT}, extra=False)),
                         "executorStats": _array(_obj({"id": _STR, "host": _STR, "port": _INT}))})
 
 _VIS_COMPONENT = _obj({":type": {"enum": ["spout", "bolt"]}, ":capacity": _NUM_OR_STR, ":latency": _NUM_OR_STR,

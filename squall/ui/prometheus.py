@@ -7,7 +7,9 @@ statistics, the same figures as the UI's pages. Latencies are the all-time avera
 gauges, in seconds (Prometheus's base unit: ``squall_complete_latency_seconds``; the pages say
 ms); a spout task's max spout pending now is a gauge too. Labels: ``topology`` (name),
 ``component``, ``task``, ``stream``, and ``source`` (the component a bolt's input came from, ""
-for a task's own streams).
+for a task's own streams). ``squall_dead_lettered`` is a spout task's records given up to its
+dead letters: there ``source`` is the component that failed each record last ("" when none did)
+and ``stream`` the reason (a failure's kind, or ``unreadable``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ _HELP = {
     "complete_latency": "Spouts: mean complete latency in seconds (all time)",
     "process_latency": "Bolts: mean process latency in seconds (all time)",
     "execute_latency": "Bolts: mean execute latency in seconds (all time)",
+    "dead_lettered": ("Spouts: records given up to the dead letters (source: the component that failed each "
+                      "last, \"\" if none did; stream: why, the failure's kind or unreadable)"),
     "max_spout_pending": "Spouts: the task's max spout pending now (fixed, automatic or found by the tuner)",
     "trident_current_txid": "Trident's master batch coordinator: the oldest txid not committed",
     "trident_batches_in_flight": "Trident's master batch coordinator: the batches in flight now",

@@ -37,6 +37,7 @@ from ..engine.plan import ExecutorSpec
 from ..engine.stats import (
     ACKED,
     COMPLETE_LATENCY,
+    DEAD_LETTERED,
     EMITTED,
     EXECUTE_LATENCY,
     EXECUTED,
@@ -145,6 +146,20 @@ BOLT_WEIGHTS_TOPOLOGY = {EXECUTE_LATENCY: EXECUTED, PROCESS_LATENCY: EXECUTED}
 BOLT_WEIGHTS_COMPONENT = {EXECUTE_LATENCY: EXECUTED, PROCESS_LATENCY: ACKED}
 
 
+class _DeadLetters(NamedTuple):
+    """Records a spout gave up to its dead letters in a window: ``failed_by`` the component that
+    failed them last ("" when none did), ``reason`` the failure's kind or ``unreadable``."""
+
+    spout: str
+    failed_by: str
+    reason: str
+    records: int
+
+    def row(self) -> dict[str, Any]:
+        """The REST API's form (the component page's ``deadLetterStats``)."""
+        return {"spout": self.spout, "failedBy": self.failed_by, "reason": self.reason, "deadLettered": self.records}
+
+
 class _Index:
     """Where each task runs and its figures, for one topology."""
 
@@ -184,6 +199,28 @@ class _Index:
                            for s in stats if s.metric == EXECUTE_LATENCY)
         span = min(uptime, 600.0)
         return busy_ms / (1000.0 * span) if span > 0 else 0.0
+
+    def dead_letters(self, window: str) -> list[_DeadLetters]:
+        """Every spout task's dead letters in ``window``, by spout, the component that failed the
+        records last ("" when none did) and reason."""
+        out: dict[tuple[str, str, str], float] = {}
+        for spout in self.view.plan.topology.components:
+            if self.kind(spout) != "spout":
+                continue
+            for t in self.view.plan.component_tasks.get(spout, []):
+                for s in self.task_stats(t, window):
+                    if s.metric == DEAD_LETTERED:
+                        key = (spout, s.component, s.stream)
+                        out[key] = out.get(key, 0) + s.value
+        return [_DeadLetters(spout, by, reason, round(n)) for (spout, by, reason), n in sorted(out.items())]
+
+    def dead_lettered(self, component: str, window: str) -> int:
+        """``component``'s dead-letter count in ``window``: a spout's, the records it gave up; a
+        bolt's, those of them it failed last (where a bolt failed them: not a timeout, a lost
+        worker, a record unreadable)."""
+        spout = self.kind(component) == "spout"
+        return sum(d.records for d in self.dead_letters(window)
+                   if (d.spout if spout else d.failed_by) == component)
 
     def component_capacity(self, component: str) -> float:
         return max((self.capacity(ex.tasks) for ex in self.view.plan.executors if ex.component == component),
@@ -242,7 +279,8 @@ def topology_page(view: TopologyView, window: str | None = ALL_TIME, sys: bool =
         stats.append({**_window_entry(w), "emitted": all_acc.count(EMITTED),
                       "transferred": all_acc.count(TRANSFERRED),
                       "completeLatency": _f3(spout_acc.latency(COMPLETE_LATENCY)),
-                      "acked": spout_acc.count(ACKED), "failed": spout_acc.count(FAILED)})
+                      "acked": spout_acc.count(ACKED), "failed": spout_acc.count(FAILED),
+                      "deadLettered": spout_acc.count(DEAD_LETTERED)})
     spouts, bolts = [], []
     for comp in idx.components(sys):
         kind = idx.kind(comp)
@@ -253,12 +291,14 @@ def topology_page(view: TopologyView, window: str | None = ALL_TIME, sys: bool =
             spouts.append({"spoutId": comp, "encodedSpoutId": url_encoded(comp), **base, "emitted": acc.count(EMITTED),
                            "transferred": acc.count(TRANSFERRED),
                            "completeLatency": _f3(acc.latency(COMPLETE_LATENCY)),
-                           "acked": acc.count(ACKED), "failed": acc.count(FAILED)})
+                           "acked": acc.count(ACKED), "failed": acc.count(FAILED),
+                           "deadLettered": acc.count(DEAD_LETTERED)})
         else:
             acc = idx.component_acc(comp, window, sys, BOLT_WEIGHTS_TOPOLOGY)
             bolts.append({"boltId": comp, "encodedBoltId": url_encoded(comp), **base, "emitted": acc.count(EMITTED),
                           "transferred": acc.count(TRANSFERRED), "acked": acc.count(ACKED),
                           "failed": acc.count(FAILED), "executed": acc.count(EXECUTED),
+                          "deadLettered": idx.dead_lettered(comp, window),
                           "capacity": _f3(idx.component_capacity(comp)),
                           "executeLatency": _f3(acc.latency(EXECUTE_LATENCY)),
                           "processLatency": _f3(acc.latency(PROCESS_LATENCY))})
@@ -359,7 +399,8 @@ def component_page(view: TopologyView, component: str, window: str | None = ALL_
     for w in WINDOW_NAMES:
         acc = idx.component_acc(component, w, sys, weights)
         row = {**_window_entry(w), "emitted": acc.count(EMITTED), "transferred": acc.count(TRANSFERRED),
-               "acked": acc.count(ACKED), "failed": acc.count(FAILED)}
+               "acked": acc.count(ACKED), "failed": acc.count(FAILED),
+               "deadLettered": idx.dead_lettered(component, w)}
         if kind == "spout":
             row.update(completeLatency=_f3(acc.latency(COMPLETE_LATENCY)), maxSpoutPending=_max_pending(acc))
         else:
@@ -368,6 +409,10 @@ def component_page(view: TopologyView, component: str, window: str | None = ALL_
                        capacity=_f3(idx.component_capacity(component)))
         summary.append(row)
     out["spoutSummary" if kind == "spout" else "boltStats"] = summary
+    # why: the dead letters of this spout, or of the records this bolt failed last, by spout,
+    # failing component and reason, in the chosen window
+    out["deadLetterStats"] = [d.row() for d in idx.dead_letters(window)
+                              if (d.spout if kind == "spout" else d.failed_by) == component]
     # per stream: outputs (and a spout's acks by stream), inputs at bolts
     outputs: dict[str, _Acc] = {}
     inputs: dict[tuple[str, str], _Acc] = {}
@@ -420,7 +465,8 @@ def _executor_row(idx: _Index, ex: ExecutorSpec, kind: str, window: str, sys: bo
         "acked": acc.count(ACKED), "failed": acc.count(FAILED),
         "workerLogLink": worker_log_link(idx.view.plan.storm_id, w.port) if w else ""}
     if kind == "spout":
-        row.update(completeLatency=_f3(acc.latency(COMPLETE_LATENCY)), maxSpoutPending=_max_pending(acc))
+        row.update(completeLatency=_f3(acc.latency(COMPLETE_LATENCY)), maxSpoutPending=_max_pending(acc),
+                   deadLettered=acc.count(DEAD_LETTERED))
     else:
         row.update(executed=acc.count(EXECUTED), executeLatency=_f3(acc.latency(EXECUTE_LATENCY)),
                    processLatency=_f3(acc.latency(PROCESS_LATENCY)), capacity=_f3(idx.capacity(ex.tasks)))

@@ -8,6 +8,7 @@
   const topologyId = param("topology_id");
   const win = windowParam();
   const enc = encodeURIComponent;
+  const DEAD_TIP = "Records the spout gave up to its dead letters (a bolt's: those of them it failed last)";
 
   function logCell(port, given) {
     const l = logLink(topologyId, port, given);
@@ -34,12 +35,12 @@
     if (spout) {
       fill("window-stats", table([...common,
         ["Complete latency (ms)", "completeLatency", {num: true}],
-        ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}]], c.spoutSummary || []));
+        ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}], ["Dead-lettered", "deadLettered", {num: true, tip: DEAD_TIP}]], c.spoutSummary || []));
     } else {
       fill("window-stats", table([...common,
         ["Execute latency (ms)", "executeLatency", {num: true}], ["Executed", "executed", {num: true}],
         ["Process latency (ms)", "processLatency", {num: true}], ["Capacity", "capacity", {num: true}],
-        ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}]], c.boltStats || []));
+        ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}], ["Dead-lettered", "deadLettered", {num: true, tip: DEAD_TIP}]], c.boltStats || []));
     }
     document.getElementById("input-section").hidden = spout;
     if (!spout) {
@@ -55,9 +56,16 @@
     if (spout) outputs.push(["Complete latency (ms)", "completeLatency", {num: true}],
                             ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}]);
     fill("outputs", table(outputs, c.outputStats || []));
+    // why: by spout, the component that failed the records last ("" none did: a timeout, a worker
+    // lost, a record the spout could not read) and the failure's kind
+    fill("dead-letters", table([
+      ["Spout", d => componentLink(topologyId, d.spout)],
+      ["Failed by", d => d.failedBy ? componentLink(topologyId, d.failedBy) : "(no component)"],
+      ["Reason", "reason"], ["Dead-lettered", "deadLettered", {num: true}],
+    ], c.deadLetterStats || [], "No dead letters"));
     const executors = [["Id (tasks)", "id"], ["Host", "host"], ["Port", "port", {num: true, plain: true}], ["Uptime", "uptime"],
                        ["Emitted", "emitted", {num: true}], ["Transferred", "transferred", {num: true}]];
-    if (spout) executors.push(["Complete latency (ms)", "completeLatency", {num: true}],
+    if (spout) executors.push(["Complete latency (ms)", "completeLatency", {num: true}], ["Dead-lettered", "deadLettered", {num: true, tip: DEAD_TIP}],
                               ["Max spout pending", "maxSpoutPending",
                                {num: true, tip: "The executor's limit now: fixed, automatic, or found by the tuner (auto)"}]);
     else executors.push(["Capacity", "capacity", {num: true}], ["Execute latency (ms)", "executeLatency", {num: true}],

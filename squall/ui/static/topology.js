@@ -7,6 +7,8 @@
   const id = param("id");
   const win = windowParam();
   const enc = encodeURIComponent;
+  const DEAD_TIP = "Records the spout gave up to its dead letters (a bolt's: those of them it failed last)";
+  const BOLT_DEAD_TIP = "Records the spouts gave up to their dead letters after this bolt failed them last";
 
   function errorCell(topologyId, c) {
     if (!c.lastError) return "";
@@ -57,14 +59,14 @@
       ["Window", s => s.windowPretty || s.window], ["Emitted", "emitted", {num: true}],
       ["Transferred", "transferred", {num: true}],
       ["Complete latency (ms)", "completeLatency", {num: true, tip: "Average time from a spout emit to its tuple tree's ack"}],
-      ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}],
+      ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}], ["Dead-lettered", "deadLettered", {num: true, tip: DEAD_TIP}],
     ], t.topologyStats || []));
     renderTrident(t.trident);
     fill("spouts", table([
       ["Id", s => componentLink(t.id, s.spoutId)], ["Executors", "executors", {num: true}],
       ["Tasks", "tasks", {num: true}], ["Emitted", "emitted", {num: true}],
       ["Transferred", "transferred", {num: true}], ["Complete latency (ms)", "completeLatency", {num: true}],
-      ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}],
+      ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}], ["Dead-lettered", "deadLettered", {num: true, tip: DEAD_TIP}],
       ["Last error", s => errorCell(t.id, s)],
     ], t.spouts || []));
     fill("bolts", table([
@@ -75,6 +77,7 @@
       ["Execute latency (ms)", "executeLatency", {num: true}], ["Executed", "executed", {num: true}],
       ["Process latency (ms)", "processLatency", {num: true}],
       ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}],
+      ["Dead-lettered", "deadLettered", {num: true, tip: BOLT_DEAD_TIP}],
       ["Last error", b => errorCell(t.id, b)],
     ], t.bolts || []));
     fill("workers", table([

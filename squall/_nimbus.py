@@ -158,6 +158,13 @@ class Assignment:
     launch_floor: int = 0  # the launch of every slot ``launch_ids`` does not name (a slot gone)
 
 
+EXIT_LOST = -256
+"""The status of a worker its host lost without an exit status (on the Spark host: its task
+cancelled, or its Python worker or executor died, so the task returned no record). Below every
+``-signal`` a dead process's status can be (Linux's signals end at 64), so that it never reads
+as a signal."""
+
+
 @dataclass(frozen=True)
 class WorkerExit:
     """A worker that ended on its own (a crash, a failed start, or the master's stop), as its
@@ -166,7 +173,7 @@ class WorkerExit:
     storm_id: str
     slot: str        # "host:port"
     launch_id: int
-    status: int      # its exit status (0: it was told to stop)
+    status: int      # its exit status (0: it was told to stop; -N: killed by signal N; EXIT_LOST)
     started: bool    # False: it ended before it could start (EXIT_CANNOT_START)
     output: str = ""  # the last lines it wrote, often why it died
     # (task, root) of each input its bolts were executing when it died without ending on its own

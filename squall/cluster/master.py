@@ -72,6 +72,7 @@ from .._errors import (
     UnknownComponentError,
 )
 from .._nimbus import (
+    EXIT_LOST,
     MAX_WAIT_SECS,
     Assignment,
     Heartbeat,
@@ -1323,7 +1324,8 @@ class Master:
         if ex.started and state.started_launch == launch:
             state.failed_starts = 0
             if unasked and state.reported_launch != launch:
-                add_error(topo.errors, _exit_error(slot, ex, wall, started=True))
+                add_error(topo.errors, _exit_error(slot, ex, wall, started=True,
+                                                   doing=_executing_text(topo, slot, ex.executing)))
             if current and (ex.status != 0 or unasked or state.fatal_launch == launch):
                 self._hold_after_crash(topo, slot, now)
         elif ex.status != 0 or unasked:
@@ -1648,7 +1650,9 @@ def _worker_info(slot: str, state: SlotState, executors: list[ExecutorSpec]) -> 
 
 def exit_text(status: int) -> str:
     """How a process with exit status ``status`` ended: ``exit status 7``, or, for a negative
-    status (Popen's), ``killed by SIGKILL``."""
+    status (Popen's), ``killed by SIGKILL``; `EXIT_LOST`: ``lost by its host``."""
+    if status == EXIT_LOST:
+        return "lost by its host"
     if status >= 0:
         return f"exit status {status}"
     try:
@@ -1657,14 +1661,49 @@ def exit_text(status: int) -> str:
         return f"killed by signal {-status}"
 
 
-def _exit_error(slot: str, ex: WorkerExit, now: float, started: bool = False) -> ErrorRecord:
+# What a signal that killed a worker which left no traceback usually means: where to look
+_SIGNAL_HINTS: dict[int, str] = {
+    signal.SIGKILL: "the kernel's OOM killer, or a kill -9",
+    signal.SIGSEGV: "a crash in native code: an extension module or a library's C code",
+    signal.SIGBUS: "a crash in native code, or a memory-mapped file cut short",
+    signal.SIGILL: "a crash in native code, or a library built for another CPU",
+    signal.SIGFPE: "a crash in native code: an integer division by zero",
+    signal.SIGABRT: "abort() in native code: a failed assertion, a corrupted heap",
+}
+
+
+def _ended(status: int) -> str:
+    """How a worker with exit status ``status`` ended, for its error: ``exited with status 3``,
+    ``was killed by SIGSEGV (a crash in native code: ...)``, ``was lost by its host, without an
+    exit status``."""
+    if status == EXIT_LOST:
+        return "was lost by its host, without an exit status,"
+    if status >= 0:
+        return f"exited with status {status}"
+    hint = _SIGNAL_HINTS.get(-status)
+    return f"was {exit_text(status)}" + (f" ({hint})" if hint else "")
+
+
+def _executing_text(topo: _Topo, slot: str, executing: tuple[tuple[int, int], ...]) -> str:
+    """`` while [check] task 4 executed a tuple``: the bolt tasks of ``slot`` that its dead
+    worker's board named (what it said is hostile: a task not a bolt of the slot is left out);
+    empty if none."""
+    tasks = {t: e.component for i in topo.assignment.get(slot, ()) for e in [topo.plan.executors[i]]
+             if e.component in topo.plan.topology.bolts for t in e.tasks}
+    named = sorted({t for t, _root in executing if type(t) is int and t in tasks})
+    return f" while {' and '.join(f'[{tasks[t]}] task {t}' for t in named)} executed a tuple" if named else ""
+
+
+def _exit_error(slot: str, ex: WorkerExit, now: float, started: bool = False, doing: str = "") -> ErrorRecord:
     """The error of a worker that died before it reported anything (``started``: one that ran,
-    and exited though nobody asked it to): its exit status and the last line of its output (the
-    whole tail goes in the traceback)."""
+    and exited though nobody asked it to): how it ended (its exit status, or the signal that
+    killed it and what that usually means), what it was executing (``doing``,
+    `_executing_text`), and the last line of its output (the whole tail goes in the
+    traceback)."""
     output = ex.output.rstrip()
     last = output.splitlines()[-1].strip() if output else "no output"
     when = "without being asked to stop" if started else "before it started"
-    rec = _error("__worker", -1, f"worker on {slot} exited with status {ex.status} {when}: {last}", now, output)
+    rec = _error("__worker", -1, f"worker on {slot} {_ended(ex.status)} {when}{doing}: {last}", now, output)
     rec.host, rec.worker = _slot_address(slot)
     return rec
 

@@ -37,16 +37,17 @@ from typing import Any, Self
 
 from .._config import Config, cluster_conf, conf_value
 from .._errors import SquallError
+from .._nimbus import EXIT_LOST
 from .._topology import StormTopology
 from .._wire import ReconnectingClient, rpc_settings
 from ..worker.agent import EXIT_CANNOT_START
 from .client import MasterClient, master_address
 from .launcher import Launch, Launcher, WorkerExit
-from .master import Master
+from .master import Master, exit_text
 from .served_ui import statistics_pages
 from .server import MasterServer
 from .shipping import add_py_file, topology_modules
-from .spark_task import EXIT_LOST, worker_task
+from .spark_task import worker_task
 from .store import hold_master_lock
 from .supervisor import Supervisor
 
@@ -311,8 +312,8 @@ class SparkLauncher(Launcher):
             del self.jobs[port]
             rc = job.record.get("status", EXIT_LOST)
             error = str(job.record.get("error") or "").rstrip()
-            log.log(logging.INFO if rc == 0 else logging.WARNING, "worker %s:%s of %s ended with status %s%s",
-                    SPARK_HOST, port, job.launch.storm_id, rc, f" ({error.splitlines()[-1]})" if error else "")
+            log.log(logging.INFO if rc == 0 else logging.WARNING, "worker %s:%s of %s ended: %s%s",
+                    SPARK_HOST, port, job.launch.storm_id, exit_text(rc), f" ({error.splitlines()[-1]})" if error else "")
             # the error is the exit's output, as a worker process's last lines are on the process
             # host: the master's record of an exit names its last line (the ImportError, say)
             # what its bolts were executing if it died (its task read its board: spark_task.run_watched)

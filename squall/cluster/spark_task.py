@@ -47,10 +47,11 @@ from typing import Any
 
 from .._children import SHELL_HOME_ENV, die_with_parent, end_shell_tasks
 from .._config import MEMORY_CAP_KEYS, Config
+from .._nimbus import EXIT_LOST
 from ..engine.executing import MAX_LINES, board_size, read_board
 from ..worker.agent import EXIT_CRASHED
+from .oom_kills import oom_kills
 
-EXIT_LOST = -1  # the task ended without a record: cancelled, or its Python worker or executor died
 ERROR_LIMIT = 16384  # the most of a failed start's traceback the worker's process passes to the task's
 
 
@@ -59,11 +60,25 @@ class WatchedEnd:
     """How a worker run by `run_watched` ended: its process's exit ``status`` (negative: killed
     by that signal), the traceback of what its start raised (``error``, else empty), and
     ``(task, root)`` of each input its bolts were executing if it died without ending on its
-    own (``executing``, from its board)."""
+    own (``executing``, from its board); ``why``: what the watch knows of a death that left no
+    traceback (the OOM killer, `oom_killed`), else empty."""
 
     status: int
     error: str
     executing: tuple[tuple[int, int], ...]
+    why: str = ""
+
+
+def oom_killed(before: int | None, after: int | None) -> str:
+    """Why a worker SIGKILLed while its memory cgroup's OOM kills went from ``before`` to
+    ``after`` (`squall.cluster.oom_kills`) died, and what to do; empty if the count did not
+    rise or could not be read (a ``kill -9``, say, or no cgroup)."""
+    if before is None or after is None or after <= before:
+        return ""
+    return (f"the kernel's OOM killer, likely: its memory cgroup counted {after - before} OOM kill"
+            f"{'s' if after - before > 1 else ''} while it ran; give the executor more memory outside "
+            f"the JVM (spark.executor.memoryOverhead, spark.executor.pyspark.memory) or cap the worker "
+            f"(worker.heap.memory.mb, which ends it with an error instead)")
 
 
 def run_watched(work: Callable[[Callable[[int], Any]], int], storm_id: str, launch_id: int) -> WatchedEnd:
@@ -73,8 +88,10 @@ def run_watched(work: Callable[[Callable[[int], Any]], int], storm_id: str, laun
     shared mapping, which this process reads after the child ended (as hostile, `read_board`:
     only that launch's board, still live, names anything). The child's exit status is
     ``work``'s; what ``work`` raises is written to a pipe (the last `ERROR_LIMIT` bytes, which
-    the pipe holds without a reader) and the child exits with `EXIT_CRASHED`."""
+    the pipe holds without a reader) and the child exits with `EXIT_CRASHED`. A child SIGKILLed
+    while its memory cgroup counted an OOM kill is said to be the OOM killer's (``why``)."""
     from .worker_process import exit_process
+    oom_before = oom_kills()  # (in the parent: a count read after the death compares with it)
     board = mmap.mmap(-1, board_size(MAX_LINES))  # MAP_SHARED: the child's stores are seen here
     errors, errors_out = os.pipe()
     parent = os.getpid()
@@ -94,7 +111,7 @@ def run_watched(work: Callable[[Callable[[int], Any]], int], storm_id: str, laun
                 os.close(errors)
                 die_with_parent()
                 if os.getppid() != parent:  # the task's process died before the line above took
-                    os._exit(EXIT_LOST & 0xFF)
+                    os._exit(EXIT_CRASHED)  # (nobody waits for this status)
                 os.environ[SHELL_HOME_ENV] = shell_home
                 status = int(work(lambda size: board))
             except BaseException:  # noqa: BLE001 (passed to the task's process, which reports it)
@@ -113,7 +130,9 @@ def run_watched(work: Callable[[Callable[[int], Any]], int], storm_id: str, laun
         with contextlib.suppress(BlockingIOError):
             error = os.read(errors, ERROR_LIMIT)
         executing = tuple((e.task, e.root) for e in read_board(board[:], storm_id, launch_id))
-        return WatchedEnd(os.waitstatus_to_exitcode(wait_status), error.decode(errors="replace"), executing)
+        status = os.waitstatus_to_exitcode(wait_status)
+        why = oom_killed(oom_before, oom_kills()) if status == -signal.SIGKILL else ""
+        return WatchedEnd(status, error.decode(errors="replace"), executing, why)
     finally:
         if pid:  # the wait was interrupted (an exception in this process): the worker goes too
             with contextlib.suppress(OSError):
@@ -170,8 +189,8 @@ def worker_task(master: str, storm_id: str, slot: str, launch_id: int,
         try:
             end = run_watched(_run_worker, storm_id, launch_id)
             record: dict[str, Any] = {"status": end.status}
-            if end.error:
-                record["error"] = end.error
+            if end.error or end.why:  # (the master's error shows its last line)
+                record["error"] = end.error or end.why
             if end.executing:
                 record["executing"] = end.executing
             yield record

@@ -615,11 +615,11 @@ def test_a_supervisor_reports_the_workers_it_runs(conf):
     assert launcher.running() == {7000: Launch("t-1-1", "t", 4)} and not launcher.stopped  # left running
 
 
-def _exit(m, storm_id, slot, status, output=""):
+def _exit(m, storm_id, slot, status, output="", executing=()):
     topo = m.topologies["t"]
     return m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
         {"storm_id": storm_id, "slot": slot, "launch_id": topo.launch_ids[slot], "status": status,
-         "started": True, "output": output}])
+         "started": True, "output": output, "executing": executing}])
 
 
 def test_a_worker_that_dies_before_it_reports_counts_as_a_failed_start_shows_its_output_and_backs_off(conf):
@@ -808,6 +808,42 @@ def test_a_worker_that_exits_cleanly_unasked_is_an_error_and_backs_off_like_a_cr
         m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
         _exit(m, storm_id, slot, 0)
     assert port not in _register(m)["slots"] and topo.slot(slot).retry_at > clock.now()
+
+
+def test_a_worker_that_dies_without_a_word_is_described_by_its_signal_its_host_and_its_board(conf):
+    """A worker that left no traceback read "exited with status -11 before it started: no
+    output" (and a Spark task lost by its host "status -1", which read as SIGHUP): the error
+    names the signal and what it usually means, says when the host lost the worker without a
+    status, and names the component and task its board said it was executing."""
+    from squall._nimbus import EXIT_LOST
+    m = served({**conf, "squall.worker.max.launch.attempts": None}, clock=SimulatedClock(1000.0))
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = next(iter(topo.assignment))
+    sink = next(e.tasks[0] for i in topo.assignment[slot] if (e := topo.plan.executors[i]).component == "sink")
+
+    def last_error(status, output="", executing=(), started=False):
+        topo.slot(slot).retry_at = m.clock.now() - 1  # the wait after the last failed start is over
+        m.monitor()
+        _register(m)
+        if started:
+            m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
+        _exit(m, storm_id, slot, status, output, executing)
+        return m.op_info(name="t")["errors"][-1]["error"]
+
+    assert last_error(-11) == (f"worker on {slot} was killed by SIGSEGV (a crash in native code: an extension "
+                               f"module or a library's C code) before it started: no output")
+    assert last_error(-9, "the kernel's OOM killer killed it") == (
+        f"worker on {slot} was killed by SIGKILL (the kernel's OOM killer, or a kill -9) before it started: "
+        f"the kernel's OOM killer killed it")
+    assert last_error(EXIT_LOST, "Python worker exited unexpectedly (crashed)") == (
+        f"worker on {slot} was lost by its host, without an exit status, before it started: Python worker exited "
+        f"unexpectedly (crashed)")
+    # a library's os._exit(0) in the middle of a tuple: its board names the bolt's task
+    assert last_error(0, "", ((sink, 77),), started=True) == (
+        f"worker on {slot} exited with status 0 without being asked to stop while [sink] task {sink} executed "
+        f"a tuple: no output")
 
 
 def test_identical_errors_count_on_one_record_and_survive_a_restart_of_the_master(conf):

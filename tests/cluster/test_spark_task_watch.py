@@ -5,6 +5,8 @@ host's supervisor does. Real processes (fork), no Spark."""
 import os
 import signal
 
+from squall.cluster import spark_task
+from squall.cluster.oom_kills import oom_kills
 from squall.cluster.spark_task import EXIT_CRASHED, WatchedEnd, run_watched
 from squall.engine.executing import ExecutingBoard
 
@@ -25,7 +27,8 @@ def test_a_worker_that_ends_its_process_names_the_input_it_was_executing():
     assert run_watched(executing(4, 77, lambda b: os._exit(7)), STORM, LAUNCH) == WatchedEnd(7, "", ((4, 77),))
 
 
-def test_a_worker_sigkilled_names_the_input_it_was_executing():
+def test_a_worker_sigkilled_names_the_input_it_was_executing(monkeypatch):
+    monkeypatch.setattr(spark_task, "oom_kills", lambda: 0)  # no OOM kill meanwhile in this cgroup
     end = run_watched(executing(4, 1 << 63, lambda b: os.kill(os.getpid(), signal.SIGKILL)), STORM, LAUNCH)
     assert end == WatchedEnd(-signal.SIGKILL, "", ((4, 1 << 63),))
 
@@ -127,3 +130,42 @@ def test_a_killed_workers_wrapped_shell_program_and_directories_do_not_outlive_i
     finally:
         if lingering(program):
             os.kill(program, signal.SIGKILL)
+
+
+def test_a_worker_sigkilled_while_its_cgroup_counted_an_oom_kill_is_said_to_be_the_oom_killers(monkeypatch):
+    """A worker the kernel's OOM killer ended (a record that grew it past the executor's memory)
+    read "exited with status -9 ...: no output", like a kill -9: its memory cgroup's count of
+    OOM kills, read before the start and after the death, says which (squall.cluster.oom_kills)."""
+    counts = iter([3, 4])
+    monkeypatch.setattr(spark_task, "oom_kills", lambda: next(counts))
+    end = run_watched(executing(4, 77, lambda b: os.kill(os.getpid(), signal.SIGKILL)), STORM, LAUNCH)
+    assert (end.status, end.error, end.executing) == (-signal.SIGKILL, "", ((4, 77),))
+    assert end.why.startswith("the kernel's OOM killer, likely: its memory cgroup counted 1 OOM kill while it ran; "
+                              "give the executor more memory outside the JVM (spark.executor.memoryOverhead"), end
+    counts = iter([3, 4])  # an OOM kill in the cgroup, but the worker exited on its own: not the killer's
+    assert run_watched(executing(4, 77, lambda b: os._exit(7)), STORM, LAUNCH).why == ""
+    monkeypatch.setattr(spark_task, "oom_kills", lambda: None)  # no count to read: the signal alone
+    assert run_watched(lambda b: os.kill(os.getpid(), signal.SIGKILL), STORM, LAUNCH).why == ""
+
+
+def test_the_oom_kill_count_is_read_from_the_memory_cgroup_v1_or_v2(tmp_path):
+    def host(proc, files):
+        (tmp_path / "proc").write_text(proc)
+        for name, text in files.items():
+            (tmp_path / "fs" / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "fs" / name).write_text(text)
+        return oom_kills(tmp_path / "proc", tmp_path / "fs")
+
+    v1 = "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"
+    v2 = "low 0\nhigh 0\nmax 5\noom 1\noom_kill 7\noom_group_kill 0\n"
+    # cgroup v1 (a hybrid host: its v2 line names no memory controller)
+    assert host("4:memory:/yarn/container_1\n1:cpu:/yarn\n0::/\n",
+                {"memory/yarn/container_1/memory.oom_control": v1}) == 2
+    # cgroup v2 (a Kubernetes pod)
+    assert host("0::/kubepods/pod1/c1\n", {"kubepods/pod1/c1/memory.events": v2}) == 7
+    # a cgroup namespace: the path /proc names is not under this mount, whose root is the cgroup
+    assert host("0::/../../outer/c2\n", {"memory.events": v2.replace("oom_kill 7", "oom_kill 9")}) == 9
+    assert host("0::/nowhere\n", {}) == 9
+    (tmp_path / "fs" / "memory.events").unlink()
+    assert host("0::/nowhere\n", {}) is None  # nothing to read: None, never an error
+    assert oom_kills(tmp_path / "missing", tmp_path / "fs") is None

@@ -63,7 +63,12 @@ FORCED = {
     "spark.task.maxFailures": "1",             # the master decides restarts, not Spark
     "spark.python.worker.reuse": "false",      # a worker's Python process ends with its task
     "spark.ui.showConsoleProgress": "false",   # the progress bar garbles the console
+    # Spark 4: a Python worker that sends nothing back for idleTimeoutSeconds is logged about and,
+    # with killOnIdleTimeout, killed; a worker's task sends its one record when the worker ends
+    "spark.python.worker.idleTimeoutSeconds": "0",
+    "spark.python.worker.killOnIdleTimeout": "false",
 }
+_IDLE_TIMEOUT, _KILL_ON_IDLE = "spark.python.worker.idleTimeoutSeconds", "spark.python.worker.killOnIdleTimeout"
 
 
 def require_spark() -> Any:
@@ -113,14 +118,20 @@ def check_session(sc: Any) -> list[str]:
     conf = sc.getConf()
     out = []
     for key, want in FORCED.items():
-        if key in ("spark.ui.showConsoleProgress", "spark.python.worker.reuse"):
-            continue  # cosmetic, or only tidiness
+        if key in ("spark.ui.showConsoleProgress", "spark.python.worker.reuse", _IDLE_TIMEOUT, _KILL_ON_IDLE):
+            continue  # cosmetic, or only tidiness; the idle timeout: below
         have = conf.get(key, None)
         if key == "spark.task.maxFailures":
             continue  # our tasks never fail to Spark (they catch everything); a retried one ends at once (spark_task)
         if have is not None and have.lower() != want:
             out.append(f"the Spark session sets {key}={have}; squall's workers need {want} "
                        f"(a second copy of a worker, or slots taken away, would disturb the topology)")
+    idle = str(conf.get(_IDLE_TIMEOUT, "0") or "0").strip()
+    if _on(conf, _KILL_ON_IDLE) and idle.rstrip("s").strip() not in ("0", ""):
+        out.append(f"the Spark session sets {_KILL_ON_IDLE}=true with {_IDLE_TIMEOUT}={idle}: Spark would kill "
+                   f"each squall worker's task after {idle}{'' if idle.endswith('s') else ' s'} (a worker's task "
+                   f"sends Spark nothing until the worker ends), and the master restart it, again and again; "
+                   f"set {_KILL_ON_IDLE}=false")
     python = conf.get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON")
     if sc.master.startswith("local") and python and os.path.realpath(python) != os.path.realpath(sys.executable):
         out.append(f"spark.pyspark.python is {python} but the driver runs {sys.executable}: "

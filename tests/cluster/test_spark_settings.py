@@ -3,6 +3,7 @@
 import sys
 
 from squall.cluster.spark import (
+    FORCED,
     _master_addresses,
     check_session,
     expected_slots,
@@ -35,6 +36,29 @@ def test_a_session_with_speculation_or_dynamic_allocation_is_warned_about():
     assert len(warnings) == 2
     assert "spark.speculation=true" in warnings[0] and "need false" in warnings[0]
     assert "spark.dynamicAllocation.enabled=true" in warnings[1]
+
+
+def test_sparks_idle_timeout_that_kills_python_workers_is_forced_off_or_warned_about():
+    """Spark 4's ``spark.python.worker.killOnIdleTimeout`` with an
+    ``idleTimeoutSeconds`` kills a Python worker that sent nothing back for that long: a
+    squall worker's task sends its one record when the worker ends, so each was killed every
+    N seconds (measured on local[2] with 3 s: both workers lost and restarted every 3 s, 3
+    restarts each in 18 s, the topology's errors empty). A session squall makes turns it off; a
+    given one that kills so is warned about."""
+    assert FORCED["spark.python.worker.killOnIdleTimeout"] == "false"
+    assert FORCED["spark.python.worker.idleTimeoutSeconds"] == "0"
+    auth = {"spark.authenticate": "true", "spark.network.crypto.enabled": "true"}
+    (warning,) = check_session(FakeContext("yarn", **auth, **{"spark.python.worker.killOnIdleTimeout": "true",
+                                                              "spark.python.worker.idleTimeoutSeconds": "60s"}))
+    assert warning.startswith("the Spark session sets spark.python.worker.killOnIdleTimeout=true with "
+                              "spark.python.worker.idleTimeoutSeconds=60s: Spark would kill each squall worker's "
+                              "task after 60s"), warning
+    for idle in (None, "0", "0s"):  # no idle timeout: nothing to kill on
+        values = {"spark.python.worker.killOnIdleTimeout": "true"} | ({} if idle is None else
+                                                                       {"spark.python.worker.idleTimeoutSeconds": idle})
+        assert check_session(FakeContext("yarn", **auth, **values)) == []
+    # the timeout alone only logs Spark's warning for each worker every 60 s: not squall's business
+    assert check_session(FakeContext("yarn", **auth, **{"spark.python.worker.idleTimeoutSeconds": "60"})) == []
 
 
 def test_a_local_session_running_another_python_is_warned_about():

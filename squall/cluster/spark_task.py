@@ -20,7 +20,10 @@ it, which the task reads after the death and returns with its exit record, so th
 charges that record alone (``worker-died``) as on the process host. Were the worker the task's
 own process, nothing would be left to read: the record would be replayed, and kill the worker,
 for ever. The child dies with the task's process (``PR_SET_PDEATHSIG``: Spark killing the task,
-its executor lost). Its shell components' tasks keep their directories and the record of their
+its executor lost), so that no copy of the worker runs on beside its next launch. What it was
+executing then is not charged: the board was memory of the two processes, gone with them, and
+the task's process runs no user code, so its death says nothing against a record (docs/spark.md,
+Failures). Its shell components' tasks keep their directories and the record of their
 process groups in a directory the task's process made (`squall._children.SHELL_HOME_ENV`), which
 it ends and removes once the worker's process ended (`squall._children.end_shell_tasks`): what a
 killed worker's subprocesses started does not outlive it.

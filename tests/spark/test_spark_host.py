@@ -22,6 +22,7 @@ from ..process.semantics_topology import (FailsAll, ListSpout, records, task_cou
 from ..process.worker_log_reading import kill_mid_stream_and_count
 from ..state.counting import check_counts, committed_counts, counting_topology
 from .conftest import Running, ended, python_workers, spark_cluster_of, spark_task_process
+from .watcher_topology import HELD, HOLDING, IDS, fails, sink_ids, watcher_topology
 
 SENTENCES = [f"w{i % 7} w{i % 11} w{i % 13} shared" for i in range(600)]
 
@@ -85,6 +86,39 @@ def test_a_killed_python_worker_is_restarted_and_its_tuples_fail_at_once_and_rep
         other = next(s for s in before if s != victim["slot"])
         untouched = {w["slot"]: w for w in c.get_topology_info("recover")["workers"]}[other]
         assert untouched["pid"] == before[other]["pid"], "the other worker was restarted too"
+
+
+def test_a_spark_task_process_killed_mid_tuple_takes_its_worker_charges_nothing_and_every_id_comes_out(
+        spark_cluster, tmp_path):
+    """SIGKILL of the Spark task's own Python process (the watcher of the squall worker it
+    forked; the OOM killer, the executor lost or Spark killing the task look alike) while that
+    worker's bolt is in ``execute`` on id `HELD`: the squall worker dies with it at once
+    (PR_SET_PDEATHSIG), writes nothing after, and is started again; every id comes out. What it
+    was executing is not charged (no ``worker-died``; its board died with the watcher, and the
+    watcher runs no user code: its death says nothing against the record), so `HELD` fails as a
+    lost worker, like every other id in flight, and is replayed."""
+    conf = topology_conf(tmp_path, **{"topology.message.timeout.secs": 60})  # no failure but the death's
+    with Running(spark_cluster, "watcher", conf, watcher_topology()) as c:
+        assert wait_until((tmp_path / HOLDING).exists, 60), "the bolt never got the held id"
+        pid = int((tmp_path / HOLDING).read_text())
+        victim = next(w for w in c.get_topology_info("watcher")["workers"] if w["pid"] == pid)
+        os.kill(spark_task_process(pid), signal.SIGKILL)
+        assert wait_until(lambda: ended(pid), 10), "the squall worker outlived its Spark task's Python process"
+        written = sink_ids(tmp_path).get(pid, [])
+        assert wait_until(lambda: len(acked(tmp_path)) == IDS, 60), \
+            f"ids never acked: {sorted(set(range(IDS)) - acked(tmp_path))[:20]}"
+        after = {w["slot"]: w for w in c.get_topology_info("watcher")["workers"]}
+    assert after[victim["slot"]]["launch_id"] > victim["launch_id"] and after[victim["slot"]]["restarts"] == 1
+    sinks = sink_ids(tmp_path)
+    assert sinks.get(pid, []) == written, "the dead worker's sink wrote after its death"
+    out = [i for ids in sinks.values() for i in ids]
+    assert set(out) == set(range(IDS)), f"never written: {sorted(set(range(IDS)) - set(out))[:20]}"
+    assert HELD not in written
+    failures = fails(tmp_path)
+    assert (HELD, "worker-lost", False) in failures, failures
+    assert {(kind, caused) for _id, kind, caused in failures} == {("worker-lost", False)}, failures
+    print(f"\nSpark task's process SIGKILLed mid-tuple: {IDS} ids, {len(out)} written ({len(out) - len(set(out))} "
+          f"twice), {len(failures)} failed as worker-lost, none charged")
 
 
 def test_a_killed_python_workers_lines_stay_in_its_slots_log_above_the_next_launchs(spark_cluster, tmp_path):

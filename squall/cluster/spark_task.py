@@ -41,6 +41,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import traceback
@@ -115,6 +116,7 @@ def run_watched(work: Callable[[Callable[[int], Any]], int], storm_id: str, laun
                 die_with_parent()
                 if os.getppid() != parent:  # the task's process died before the line above took
                     os._exit(EXIT_CRASHED)  # (nobody waits for this status)
+                release_task_sockets()
                 os.environ[SHELL_HOME_ENV] = shell_home
                 status = int(work(lambda size: board))
             except BaseException:  # noqa: BLE001 (passed to the task's process, which reports it)
@@ -150,6 +152,31 @@ def run_watched(work: Callable[[Callable[[int], Any]], int], storm_id: str, laun
         shutil.rmtree(shell_home, ignore_errors=True)
         os.close(errors)
         board.close()
+
+
+def release_task_sockets() -> None:
+    """In the worker's process just forked (`run_watched`): let go of the sockets it inherited
+    from the Spark task's process, its connection to the executor's JVM above all. A process
+    the worker's user code forks (multiprocessing's fork, a helper), which does not die with
+    the worker, would otherwise hold that connection open after the task's process died, and
+    the JVM, which learns of that death from the connection's end, would not: the master would
+    hear of it only by the heartbeat timeout (``nimbus.task.timeout.secs``). Each socket's
+    descriptor is pointed at ``/dev/null``, not closed: a stale Python object of the task's
+    that closes it later then closes nothing the worker opened under that number since."""
+    try:
+        fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: nothing to look at
+        return
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        for fd in fds:
+            if fd <= 2 or fd == devnull:
+                continue
+            with contextlib.suppress(OSError):  # (the listing's own descriptor, closed since)
+                if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def executor_address(master_host: str, master_port: int) -> str:

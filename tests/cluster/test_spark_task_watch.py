@@ -2,6 +2,7 @@
 process, which reads the worker's board after it died (`squall.engine.executing`), as the process
 host's supervisor does. Real processes (fork), no Spark."""
 
+import contextlib
 import os
 import signal
 
@@ -169,3 +170,50 @@ def test_the_oom_kill_count_is_read_from_the_memory_cgroup_v1_or_v2(tmp_path):
     (tmp_path / "fs" / "memory.events").unlink()
     assert host("0::/nowhere\n", {}) is None  # nothing to read: None, never an error
     assert oom_kills(tmp_path / "missing", tmp_path / "fs") is None
+
+
+def test_a_process_the_worker_forks_holds_no_socket_of_the_spark_task(tmp_path):
+    """The Spark task's connection to its executor JVM (here one end of a socket pair, the JVM's
+    end this test's) reaches EOF when the task's process dies, even while a process the
+    worker's user code forked (multiprocessing's fork, a helper) lives on. Before, the worker
+    inherited that socket and passed it on to such a helper, so the JVM never saw the task's
+    Python process die: on local[3] with nimbus.task.timeout.secs 5, the slot was restarted
+    6.7-8.3 s after the task's process was SIGKILLed (the master's heartbeat timeout, its error
+    "missed heartbeats"), against 1.9 s without the helper; 30 s and more with the default."""
+    import socket
+    import subprocess
+    import sys
+
+    from ..conftest import wait_until
+
+    helper_file = tmp_path / "helper"
+    jvm, task = socket.socketpair()
+    script = (
+        "import os, time\n"
+        "from squall.cluster.spark_task import run_watched\n"
+        "def work(memory):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:  # a helper the worker's user code forks, which outlives the worker\n"
+        "        time.sleep(120)\n"
+        "        os._exit(0)\n"
+        f"    open({str(helper_file)!r}, 'w').write(str(pid))\n"
+        "    time.sleep(120)\n"
+        "    return 0\n"
+        "run_watched(work, 't-1-1', 1)\n")
+    watcher = subprocess.Popen([sys.executable, "-c", script], pass_fds=[task.fileno()])
+    task.close()
+    helper = None
+    try:
+        assert wait_until(lambda: helper_file.exists() and helper_file.read_text(), 30), "the worker never forked"
+        helper = int(helper_file.read_text())
+        watcher.kill()  # the Spark task's process: its worker dies with it (PR_SET_PDEATHSIG)
+        watcher.wait()
+        jvm.settimeout(60)  # the helper sleeps for 120 s: an EOF before then is not its doing
+        assert jvm.recv(1) == b"", "the task's socket is still held open"
+    finally:
+        watcher.kill()
+        watcher.wait()
+        if helper is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(helper, signal.SIGKILL)
+        jvm.close()

@@ -195,7 +195,7 @@ class DeltaMapState(IBackingMap):
             if txid is not None:
                 self._check_not_stale(table, txid)
                 if self.f.state_type is StateType.OPAQUE:
-                    self._check_prevs(table, rows, txid)
+                    self._check_prevs(table, rows, source, txid)
             try:
                 (table.merge(source, on, source_alias="s", target_alias="t", commit_properties=props)
                  .when_matched_update_all().when_not_matched_insert_all().execute())
@@ -227,7 +227,7 @@ class DeltaMapState(IBackingMap):
                 f"using the app id {self.f.app_id!r} on this table (give each its own)")
 
 
-    def _check_prevs(self, table: DeltaTable, rows: dict[tuple, Any], txid: int) -> None:
+    def _check_prevs(self, table: DeltaTable, rows: dict[tuple, Any], source: pa.Table, txid: int) -> None:
         """Refuse opaque batch ``txid``'s write unless each new value's ``prev`` is what the
         table (at the version the MERGE is made on, so a commit in between fails it and this is
         checked again) holds before ``txid``: the ``curr`` of a row of an earlier txid, the
@@ -236,12 +236,18 @@ class DeltaMapState(IBackingMap):
         replacement replayed differently (an opaque spout's replay may), whose write the
         partition's txid check lets through at the same txid, and whose prev would then win
         whichever wrote last (the other building on it). The batch fails; its task's state is
-        rebuilt (`CommittingMapState`), so its replay reads the table again."""
+        rebuilt (`CommittingMapState`), so its replay reads the table again.
+
+        Each ``prev`` is compared as its column stores it (``source``, the MERGE's rows in the
+        table's schema), not as the task computed it: a task's cache keeps the value it wrote as
+        Python made it (0.1 + 0.1, a double), which a float32 column holds rounded, and compared
+        so every batch of a healthy task after the first was refused once."""
         stored = self._read(sorted(rows, key=repr), at=table)
-        for key, value in rows.items():
+        as_stored = source.column(PREV).to_pylist()  # in the order of ``rows`` (`_write`)
+        for (key, value), prev in zip(rows.items(), as_stored, strict=True):
             row = stored.get(key)
             before = None if row is None else row.prev if row.curr_txid == txid else row.curr
-            if not _same(value.prev, before) or (row is not None and row.curr_txid is not None and row.curr_txid > txid):
+            if not _same(prev, before) or (row is not None and row.curr_txid is not None and row.curr_txid > txid):
                 raise FailedException(
                     f"DeltaMapState {self.f.table_uri}: partition {self.app_id}'s value for txid {txid} of key "
                     f"{key!r:.100} was computed from prev {value.prev!r:.100} but the table holds {before!r:.100} "

@@ -341,6 +341,21 @@ def test_delta_opaque_float_state_holding_nan_takes_its_next_batches(tmp_path):
     assert row["txid"] == 2 and math.isnan(row["sum"]) and math.isnan(row["prev"])
 
 
+def test_delta_opaque_float32_state_takes_each_batch_of_one_task(tmp_path):
+    """One task, no zombie: each batch builds on the value its cache kept from its last batch,
+    computed in Python as a double (0.1 + 0.1), while the table holds it as its float32 column
+    stores it (0.20000000298...). The stale-prev check compares them as stored: compared as
+    computed, every batch after the first was refused once (then replayed after its cache was
+    rebuilt from the table), for ever."""
+    f = DeltaMapState.opaque(tmp_path / "sums", KEYS, pa.float32(), value_field="sum")
+    task = f.make_state({}, None, 0, 1)
+    for txid in range(1, 6):
+        opaque_batch(task, txid, {"a": 0.1})  # each one taken: no FailedException
+    [row] = rows(tmp_path / "sums")
+    assert row["txid"] == 5
+    assert row["sum"] == pytest.approx(0.5, rel=1e-6) and row["prev"] == pytest.approx(0.4, rel=1e-6)
+
+
 @pytest.mark.parametrize("kind", ["transactional", "opaque"])
 def test_redis_write_that_failed_is_written_by_the_replay_in_the_same_task(redis_server, kind):
     # the task lives on after the failed batch: its cache must not hold what Redis did not take

@@ -796,23 +796,29 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         back, by the next `next_tuple`."""
         log.error("%s: entry %s of stream %r to dead-letter stream %r: %s", self.consumer,
                   entry.id, self.stream, self.dead_letter_stream, error)
-        self._dead[entry.id] = _DeadLetter(entry, error, cause)
-        self.count_dead_letter(cause)  # given up now, whenever its write gets through
+        self._dead[entry.id] = _DeadLetter(entry, error, cause)  # counted once written (`_write_dead_letters`)
         self._safely(self.clock.now(), self._write_dead_letters)
 
     def _write_dead_letters(self) -> None:
         """Writes the entries given up (`_dead_letter`), each with its XACK in one script call
         (`_DEAD_LETTER`: written once, however often it is sent), and forgets each once written;
-        raises as the server's calls do."""
+        raises as the server's calls do. A dead letter is counted (`dead_lettered`) by the call
+        that wrote it, not when the entry was given up: a task cut off from Redis past the claim
+        idle time loses its entries to another task, which may ack one (then no dead letter is
+        written) or give it up and count it itself. A call whose reply was lost after the
+        server ran it is not counted (its retry finds the entry acked, as another task's ack
+        would leave it): a count short by one in that case, never one over."""
         for entry_id, dead in list(self._dead.items()):
             record: dict[str, str] = {
                 "stream": self.stream, "id": entry_id, "error": dead.error,
                 "fields": json.dumps(dict(dead.entry.fields) if dead.entry.fields is not None else None)}
             if dead.cause is not None:
                 record["cause"] = json.dumps(dead.cause.as_dict())
-            self._dead_letter_script(keys=[self.stream, self.dead_letter_stream, self._charges],
-                                     args=[self.group, entry_id, *(x for kv in record.items() for x in kv)])
+            written = self._dead_letter_script(keys=[self.stream, self.dead_letter_stream, self._charges],
+                                               args=[self.group, entry_id, *(x for kv in record.items() for x in kv)])
             del self._dead[entry_id]
+            if written == 1:  # 0: acked meanwhile (by another task that claimed it), or written by an earlier call
+                self.count_dead_letter(dead.cause)
 
     def _group_gone(self, error: Exception) -> None:
         """The stream or the group vanished (a Redis restart without persistence, a FLUSHALL):

@@ -847,3 +847,44 @@ def test_every_connection_has_socket_timeouts_unless_the_url_sets_its_own():
     own = RedisStreamSinkBolt(url + "?socket_timeout=1.5&socket_connect_timeout=0.5", "out")
     own.prepare({}, Context(), Recorder())
     assert timeouts(own.client) == (1.5, 0.5)
+
+
+def test_an_entry_given_up_by_a_task_cut_off_then_claimed_and_acked_is_not_counted_as_a_dead_letter(redis_server):
+    """Task 0 gives an entry up while it is cut off from Redis (its dead letter waits), stays
+    cut off past the claim idle time, and task 1 claims the entry and acks it. The entry ends
+    acked and the dead-letter stream stays empty; task 0's `dead_lettered` statistic said 1
+    all the same (counted when it gave the entry up, not when its dead letter was written), and
+    had task 1 given it up too, the two tasks' counts said 2 for one dead letter. A dead letter
+    is counted by the task whose write put it in the dead-letter stream."""
+    r = redis_server.client()
+    clock = SimulatedClock()
+    a, a_out = spout(redis_server.url, 0, fields=["user"], claim_idle_ms=IDLE_MS, claim_interval_secs=10**6,
+                     clock=clock, down_retry_secs=1.0,
+                     backoff=ExponentialBackoff(initial_delay=1.0, max_delay=1.0, max_retries=0))
+    b, b_out = spout(redis_server.url, 1, fields=["user"], claim_idle_ms=IDLE_MS, claim_interval_secs=0)
+    [entry] = add(r, 1)
+    pump(a, a_out, 1)
+
+    def cut_off(*args, **kwargs):
+        raise redis.ConnectionError("task 0 is cut off from Redis")
+
+    write = a._dead_letter_script
+    a._dead_letter_script = cut_off
+    a.fail(entry)                    # past its limit of no retry: its dead-letter write meets the cut
+    assert r.xlen(f"{STREAM}:dead") == 0 and pending(r) == 1
+    age(r, "spout-0", 2 * IDLE_MS / 1000)
+    pump(b, b_out, 1)                # task 1 claims what idled past claim_idle_ms
+    assert emitted_ids(b_out) == [entry]
+    b.ack(entry)
+    b.next_tuple()                   # its XACK
+    assert pending(r) == 0
+    a._dead_letter_script = write    # task 0 reaches Redis again
+    clock.advance(2 * IDLE_MS / 1000)
+    a.next_tuple()
+    a.next_tuple()
+    assert r.xlen(f"{STREAM}:dead") == 0 and pending(r) == 0
+    assert a.dead_letter_counts.total == 0 and b.dead_letter_counts.total == 0
+    assert a.component_statistics() == {} and b.component_statistics() == {}
+    a.close()
+    b.close()
+

@@ -55,24 +55,45 @@ GROUP_FILE = "group"
 
 @dataclass(frozen=True)
 class ShellGroup:
-    """A shell subprocess's process group: its id (the pid of its first process, its leader)
-    and that leader's start time (clock ticks after boot, ``/proc/<pid>/stat``), which tells the
-    leader from a later process that got its pid."""
+    """A shell subprocess's process group: its id (the pid of its first process, its leader),
+    that leader's start time (clock ticks after boot, ``/proc/<pid>/stat``), which tells the
+    leader from a later process that got its pid, and the boot it was recorded in (`boot_id`):
+    a start time counts from its boot, and a record kept under ``storm.local.dir`` outlives a
+    reboot, after which the same pid started at the same tick is another process."""
 
     pgid: int
     leader_start: int
+    boot: str
 
     def text(self) -> str:
         """How it is written in `GROUP_FILE`."""
-        return f"{self.pgid} {self.leader_start}\n"
+        return f"{self.pgid} {self.leader_start} {self.boot}\n"
 
     @classmethod
     def parse(cls, text: str) -> ShellGroup | None:
-        """A group from `text`'s output; None for anything else (a file cut short by the death)."""
+        """A group from `text`'s output; None for anything else (a file cut short by the death,
+        a record that does not say its boot)."""
         parts = text.split()
-        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        if len(parts) != 3 or not all(p.isdigit() for p in parts[:2]):
             return None
-        return cls(int(parts[0]), int(parts[1]))
+        return cls(int(parts[0]), int(parts[1]), parts[2])
+
+
+def _read_boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+_BOOT_ID = _read_boot_id()
+
+
+def boot_id() -> str:
+    """This boot's id (Linux's ``/proc/sys/kernel/random/boot_id``, new at every boot); empty
+    where it cannot be read, and then no group is ever killed from a record (`kill_group`)."""
+    return _BOOT_ID
 
 
 @dataclass(frozen=True)
@@ -102,7 +123,7 @@ def leader_of(pid: int) -> ShellGroup | None:
     """The process group ``pid`` leads, with its start time (None: no such process, or no
     ``/proc``)."""
     stat = _proc_stat(pid)
-    return None if stat is None else ShellGroup(pid, stat.start)
+    return None if stat is None else ShellGroup(pid, stat.start, boot_id())
 
 
 def _members(pgid: int) -> list[_ProcStat]:
@@ -125,7 +146,11 @@ def kill_group(group: ShellGroup) -> list[int]:
     A pid reused is never killed: while any process of the group lives, its id is no other
     process's pid nor group's; once the group is empty, the id may be a new process's, which
     then leads a group of that id itself, and its start time is not the leader's recorded
-    (such a group is left alone). Every member must also have started after the leader."""
+    (such a group is left alone). Every member must also have started after the leader. A group
+    recorded in another boot (or where the boot is unknown) is left alone too: its start time
+    counted from that boot, and says nothing of the process that has its pid now."""
+    if not group.boot or group.boot != boot_id():
+        return []
     members = _members(group.pgid)
     leader = next((m for m in members if m.pid == group.pgid), None) or _proc_stat(group.pgid)
     if leader is not None and leader.start != group.leader_start:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -104,7 +105,7 @@ def test_a_dead_workers_shell_group_is_killed_only_if_its_leader_is_the_one_reco
         assert group is not None and group.pgid == wrapper.pid
         assert wait_until(lambda: len(_group(wrapper.pid)) == 2, 10)  # the wrapper and its program
         program = next(pid for pid in _group(wrapper.pid) if pid != wrapper.pid)
-        assert kill_group(type(group)(group.pgid, group.leader_start + 1)) == []  # another process's pid
+        assert kill_group(dataclasses.replace(group, leader_start=group.leader_start + 1)) == []  # another process's pid
         assert _alive(wrapper.pid) and _alive(program)
         wrapper.kill()  # as PDEATHSIG ends the wrapper: its program, under it, lives on
         wrapper.wait(10)
@@ -124,6 +125,39 @@ def test_a_dead_workers_shell_group_is_killed_only_if_its_leader_is_the_one_reco
         wrapper.kill()
         wrapper.wait(10)
 
+
+
+def test_a_group_recorded_in_another_boot_or_without_one_is_never_killed(tmp_path):
+    """A shell task's record outlives a reboot (it is under ``storm.local.dir``), and a start
+    time counts from its boot: after a reboot the same pid started at the same tick is another
+    process, whose group `end_shell_tasks` killed whole on a record that matched it. A record
+    now names its boot, and one of another boot, or of none (the form written before), is
+    only removed."""
+    from squall._children import GROUP_FILE, end_shell_tasks, leader_of
+
+    leader = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], process_group=0)
+    try:
+        group = leader_of(leader.pid)
+        assert group is not None
+
+        def ended(name: str, text: str) -> list[int]:
+            task = tmp_path / "home" / f"squall-multilang-{name}"
+            task.mkdir(parents=True)
+            (task / GROUP_FILE).write_text(text)
+            killed = end_shell_tasks(tmp_path / "home")
+            assert list((tmp_path / "home").iterdir()) == []  # the directory goes all the same
+            return killed
+
+        # the group and its leader's start match, but nothing says they are of this boot
+        assert ended("no-boot", f"{group.pgid} {group.leader_start}\n") == []
+        assert leader.poll() is None, "a process matched by a record that names no boot was killed"
+        assert group.boot  # this boot's id, read on Linux
+        another = dataclasses.replace(group, boot="0" * 8 + group.boot[8:])
+        assert ended("another-boot", another.text()) == []
+        assert leader.poll() is None, "a process matched by a record of another boot was killed"
+    finally:
+        leader.kill()
+        leader.wait(10)
 
 def _group(pgid: int) -> list[int]:
     """The live processes of process group ``pgid``."""

@@ -200,6 +200,66 @@ def under(keys: Any, key: str) -> list[str]:
     return [k for k in keys if k == base or k.startswith(base + "/")]
 
 
+TASK_NAMESPACE_PREFIX = "_squall_task"
+"""Where the master records the state namespace each stateful task index keeps its keys in
+(`squall.state._names.state_namespace`; a key no Trident name makes: `name_key` writes "_" as
+"_5f"). Written once and never changed, so an answer a worker launch got from the master is
+still the master's later, when none answers (`KeptAnswers`)."""
+
+
+class StoredKey(NamedTuple):
+    """A key of one topology's transactional state."""
+
+    topology: str
+    key: str
+
+
+class KeptAnswers:
+    """The master's answers for keys it writes once and never changes (`TASK_NAMESPACE_PREFIX`)
+    that a worker launch got, served again without asking the master. The worker agent keeps them
+    in its sealed copy of the assignment (``on_learned`` gets them all after each new one), so
+    that its supervisor's restart of the launch while no master answers reads them from there:
+    before, its stateful tasks asked the master for their namespaces, and the worker crash-looped
+    until a master answered. A key never answered to the launch still needs the master."""
+
+    def __init__(self, on_learned: Callable[[dict[StoredKey, bytes]], None] | None = None) -> None:
+        self._answers: dict[StoredKey, bytes] = {}
+        self._lock = threading.Lock()
+        self.on_learned = on_learned
+
+    @staticmethod
+    def kept(key: str) -> bool:
+        """Whether ``key`` is one whose answer is kept (written once by the master)."""
+        return key.startswith(TASK_NAMESPACE_PREFIX + "/")
+
+    def restore(self, answers: dict[StoredKey, bytes]) -> None:
+        """Take ``answers`` (from the launch's kept copy) as known, without telling ``on_learned``."""
+        with self._lock:
+            self._answers.update({k: v for k, v in answers.items() if self.kept(k.key)})
+
+    def known(self, topology: str, key: str) -> bytes | None:
+        """The master's answer for ``key`` of ``topology`` this launch got, or None."""
+        with self._lock:
+            return self._answers.get(StoredKey(topology, key))
+
+    def learned(self, topology: str, key: str, blob: bytes) -> None:
+        """The master answered (or took) ``blob`` for ``key``: keep it if it is written once."""
+        if not self.kept(key):
+            return
+        with self._lock:
+            if self._answers.get(StoredKey(topology, key)) == blob:
+                return
+            self._answers[StoredKey(topology, key)] = blob
+            answers = dict(self._answers)
+        if self.on_learned is not None:
+            self.on_learned(answers)
+
+    def all(self) -> dict[StoredKey, bytes]:
+        """Every answer known."""
+        with self._lock:
+            return dict(self._answers)
+
+
 class WorkerLaunch(NamedTuple):
     """Which worker launch a `MasterBackend` speaks for: the master refuses the transactional
     state to a launch it no longer runs (killed, moved, relaunched) and to another topology's."""
@@ -216,10 +276,12 @@ class MasterBackend:
     ``interval`` seconds apart (Storm's ``storm.zookeeper.retry.times``/``interval``, which its
     coordinator's ZooKeeper client obeys), then `squall._errors.RpcError` is raised. Every
     operation is idempotent, so one the master may have run is safe to send again. ``caller``
-    (`WorkerLaunch`) goes with every call."""
+    (`WorkerLaunch`) goes with every call. ``answers`` (`KeptAnswers`): the master's answers for
+    keys it writes once, kept as they come and read from there rather than from the master."""
 
     def __init__(self, master: Any, retries: int = 5, interval: float = 1.0,
-                 sleep: Callable[[float], None] = time.sleep, caller: WorkerLaunch | None = None) -> None:
+                 sleep: Callable[[float], None] = time.sleep, caller: WorkerLaunch | None = None,
+                 answers: KeptAnswers | None = None) -> None:
         from ._nimbus import nimbus_client
         self.master = master  # squall.worker.calls.MasterCalls
         # the trident_state_* verbs, as NimbusIface declares them; to a master in this process
@@ -229,6 +291,7 @@ class MasterBackend:
         self._caller = caller._asdict() if caller is not None else {}
         self.retries, self.interval, self._sleep = retries, interval, sleep
         self._lock = threading.Lock()
+        self.answers = answers
 
     def _call(self, op: str, **args: Any) -> Any:
         """``op`` on the master, tried again while it is unreachable; the master's refusals of
@@ -251,12 +314,22 @@ class MasterBackend:
         raise AssertionError("unreachable")
 
     def get(self, topology: str, key: str) -> bytes | None:
-        """See `TransactionalBackend.get`."""
-        return self._nimbus.trident_state_get(topology, check_key(key), **self._caller)
+        """See `TransactionalBackend.get`; a key written once, whose answer this launch got
+        before (`KeptAnswers`), is not asked again."""
+        key = check_key(key)
+        if self.answers is not None and (kept := self.answers.known(topology, key)) is not None:
+            return kept
+        blob = self._nimbus.trident_state_get(topology, key, **self._caller)
+        if self.answers is not None and blob is not None:
+            self.answers.learned(topology, key, blob)
+        return blob
 
     def put(self, topology: str, key: str, blob: bytes) -> None:
         """See `TransactionalBackend.put`."""
-        self._nimbus.trident_state_put(topology, check_key(key), check_value(key, blob), **self._caller)
+        key, blob = check_key(key), check_value(key, blob)
+        self._nimbus.trident_state_put(topology, key, blob, **self._caller)
+        if self.answers is not None:
+            self.answers.learned(topology, key, blob)
 
     def delete(self, topology: str, key: str, prefix: bool = False) -> None:
         """See `TransactionalBackend.delete`."""

@@ -36,8 +36,8 @@ from __future__ import annotations
 import json
 import logging
 import pickle
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from .._errors import SquallError
 from .._nimbus import Assignment, Launch
 from .._private import fsync_dir, write_private
 from .._sealed import SealError, seal, unseal
+from .._transactional import KeptAnswers, StoredKey
 
 log = logging.getLogger("squall.supervisor")
 
@@ -204,6 +205,9 @@ class _Copy:
     storm_id: str
     slot: str
     assignment: Assignment
+    # the master's answers for keys it writes once (the stateful tasks' namespaces) the launch
+    # got (`squall._transactional.KeptAnswers`); a copy written before they were kept has none
+    answers: dict[StoredKey, bytes] = field(default_factory=dict)
 
 
 class AssignmentCopy:
@@ -215,12 +219,14 @@ class AssignmentCopy:
         self.path = Path(path)
         self.secret = secret
 
-    def save(self, storm_id: str, slot: str, assignment: Assignment) -> None:
+    def save(self, storm_id: str, slot: str, assignment: Assignment,
+             answers: Mapping[StoredKey, bytes] | None = None) -> None:
         """Keep ``assignment`` (its ``plan`` the pickled bytes the master sent) of launch
-        ``assignment.launch_id`` of ``storm_id`` on ``slot``."""
+        ``assignment.launch_id`` of ``storm_id`` on ``slot``, with the master's ``answers`` for
+        keys it writes once (`squall._transactional.KeptAnswers`) the launch got."""
         if not isinstance(assignment.plan, bytes):
             raise SquallError(f"the assignment of {slot} has no pickled plan to keep in {self.path}")
-        payload = pickle.dumps(_Copy(_COPY_VERSION, storm_id, slot, assignment))
+        payload = pickle.dumps(_Copy(_COPY_VERSION, storm_id, slot, assignment, dict(answers or {})))
         write_private(self.path, seal(self.secret, _COPY_KIND, payload))
 
     def load(self, storm_id: str, slot: str, launch_id: int) -> Assignment:
@@ -230,6 +236,17 @@ class AssignmentCopy:
             SquallError: there is none, or the file is not one a worker of this cluster wrote
                 for that launch (the message names the file and what is wrong).
         """
+        return self._load(storm_id, slot, launch_id).assignment
+
+    def load_answers(self, storm_id: str, slot: str, launch_id: int) -> dict[StoredKey, bytes]:
+        """The master's answers kept with that launch's assignment (see `save`).
+
+        Raises:
+            SquallError: as `load`.
+        """
+        return dict(getattr(self._load(storm_id, slot, launch_id), "answers", {}))
+
+    def _load(self, storm_id: str, slot: str, launch_id: int) -> _Copy:
         try:
             blob = self.path.read_bytes()
         except OSError as e:
@@ -238,13 +255,14 @@ class AssignmentCopy:
             copy = pickle.loads(unseal(self.secret, _COPY_KIND, blob))  # sealed: a worker of this cluster wrote it
         except SealError as e:
             raise SquallError(f"{self.path} is not an assignment a worker of this cluster kept ({e})") from None
-        if not isinstance(copy, _Copy) or copy.version != _COPY_VERSION or not isinstance(copy.assignment, Assignment):
+        if not isinstance(copy, _Copy) or copy.version != _COPY_VERSION or not isinstance(copy.assignment, Assignment) \
+                or not _answers_read(copy):
             raise SquallError(f"{self.path} holds no assignment this version of squall reads")
         got = (copy.storm_id, copy.slot, copy.assignment.launch_id)
         if got != (storm_id, slot, launch_id):
             raise SquallError(f"{self.path} is the assignment of {got[0]} on {got[1]} launch {got[2]}, not of "
                               f"{storm_id} on {slot} launch {launch_id}")
-        return copy.assignment
+        return copy
 
     def discard(self, storm_id: str, slot: str, launch_id: int) -> None:
         """Remove the file if it holds the assignment of ``storm_id``'s launch ``launch_id`` on
@@ -260,6 +278,15 @@ class AssignmentCopy:
             return
         self.path.unlink(missing_ok=True)
         fsync_dir(self.path.parent)  # gone for good: a crash of the machine does not bring it back
+
+
+def _answers_read(copy: _Copy) -> bool:
+    """Whether ``copy``'s kept answers are what a worker keeps (a copy written before they were
+    kept reads as one with none): each a written-once key of a topology and its bytes."""
+    answers = getattr(copy, "answers", {})
+    return isinstance(answers, dict) and all(
+        isinstance(k, StoredKey) and isinstance(k.topology, str) and isinstance(k.key, str) and KeptAnswers.kept(k.key)
+        and isinstance(v, bytes) for k, v in answers.items())
 
 
 def _str(value: Any) -> str:

@@ -123,7 +123,6 @@ def get_key_value_state(namespace: str, conf: Mapping[str, Any], context: Topolo
     return state
 
 
-_TASKS_PREFIX = "_squall_task"  # a key no Trident name makes (name_key writes "_" as "_5f")
 
 
 def state_namespace(conf: Mapping[str, Any], context: TopologyContext) -> str:
@@ -138,19 +137,23 @@ def state_namespace(conf: Mapping[str, Any], context: TopologyContext) -> str:
     nothing. So the master keeps, in the topology's transactional state, the namespace each
     task index of a component with that many tasks was first given
     (``_squall_task/<component>/<tasks>/<index>``), and the task goes on with that one. A host
-    that lends no transactional state gives Storm's namespace.
+    that lends no transactional state gives Storm's namespace. The record never changes once
+    written, so a worker launch keeps the answers it got (`squall._transactional.KeptAnswers`,
+    in its sealed copy of the assignment on the process host): started again by its supervisor
+    while no master answers, it reads them from there.
 
     Raises:
-        StateError: the master cannot be reached or refuses this worker.
+        StateError: the master cannot be reached and never told this launch, or it refuses
+            this worker.
     """
     component = context.get_this_component_id()
     own = f"{component}-{context.get_this_task_id()}"
     backend = getattr(context, "transactional_home", None)
     if backend is None:
         return own
-    from .._transactional import name_key
+    from .._transactional import TASK_NAMESPACE_PREFIX, name_key
     tasks = context.get_component_tasks(component)
-    key = f"{_TASKS_PREFIX}/{name_key(component)}/{len(tasks)}/{context.get_this_task_index()}"
+    key = f"{TASK_NAMESPACE_PREFIX}/{name_key(component)}/{len(tasks)}/{context.get_this_task_index()}"
     topology = topology_of(conf)
     owner = owner_of(own, context)
     from .._transactional import LaunchRefusedError, TransactionalStateError
@@ -168,7 +171,9 @@ def state_namespace(conf: Mapping[str, Any], context: TopologyContext) -> str:
         return own
     except Exception as e:  # the master unreachable: said as a StateError
         raise StateError(f"{owner}: cannot read from the master which state this task keeps its keys in "
-                         f"({type(e).__name__}: {e})") from e
+                         f"({type(e).__name__}: {e}); the master never told this worker launch, so it needs "
+                         f"the master (a launch started again while no master answers goes on with the "
+                         f"namespaces the master told it before)") from e
     try:
         namespace = msgpack.unpackb(blob, raw=False)
         if type(namespace) is not str or not namespace:

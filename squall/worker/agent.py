@@ -37,7 +37,7 @@ import cloudpickle
 from .._config import Config, conf_value
 from .._errors import RemoteError, RpcError, SquallError
 from .._nimbus import Assignment, Heartbeat
-from .._transactional import MasterBackend, WorkerLaunch
+from .._transactional import KeptAnswers, MasterBackend, StoredKey, WorkerLaunch
 from ..engine.clock import Clock
 from ..engine.dropped_items import DroppedItemsLink
 from ..engine.executing import ExecutingBoard, ExecutingInput
@@ -83,11 +83,16 @@ class KeptAssignment(Protocol):
     """Where a worker keeps a copy of its assignment, to start from again while no master
     answers (the process host's `squall.cluster.local_assignment.AssignmentCopy`)."""
 
-    def save(self, storm_id: str, slot: str, assignment: Assignment) -> None:
-        """Keep ``assignment`` (its ``plan`` pickled)."""
+    def save(self, storm_id: str, slot: str, assignment: Assignment,
+             answers: dict[StoredKey, bytes] | None = None) -> None:
+        """Keep ``assignment`` (its ``plan`` pickled), with the master's ``answers`` for keys it
+        writes once that the launch got (`squall._transactional.KeptAnswers`)."""
 
     def load(self, storm_id: str, slot: str, launch_id: int) -> Assignment:
         """The kept assignment of that launch; raises `squall._errors.SquallError` if none is."""
+
+    def load_answers(self, storm_id: str, slot: str, launch_id: int) -> dict[StoredKey, bytes]:
+        """The answers kept with that launch's assignment; raises as `load`."""
 
     def discard(self, storm_id: str, slot: str, launch_id: int) -> None:
         """Remove the kept assignment of that launch, if that is what is kept (the master told
@@ -154,12 +159,18 @@ class WorkerAgent:
         self.resumes, self.first_seq = resumes, first_seq
         self.board_memory = board_memory
         self._kept_copy: Assignment | None = None  # the assignment as ``kept`` holds it now
+        # ``kept`` is written by the beat thread (a reply's changes) and by executor threads (a
+        # stateful task's namespace, `_keep_answers`): one at a time, each with the other's news
+        self._copy_lock = threading.RLock()
+        # the master's answers for keys it writes once (the stateful tasks' namespaces), kept in
+        # the copy: a local restart of this launch reads them there while no master answers
+        self._answers = KeptAnswers(on_learned=self._keep_answers)
         self._memory_cap: MemoryCap | None = None
         # Trident's coordinators keep their state with the master's (squall.trident.txstate)
         self.transactional_home = MasterBackend(
             transactional_link or master, retries=int(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_TIMES)),
             interval=float(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_INTERVAL)) / 1000.0,
-            caller=WorkerLaunch(storm_id, slot, launch_id))
+            caller=WorkerLaunch(storm_id, slot, launch_id), answers=self._answers)
         self.worker: Worker | None = None
         self.transport: Transport | None = None
         self.state: TopologyActivation | None = None
@@ -257,6 +268,8 @@ class WorkerAgent:
             if self.kept is None:
                 raise SquallError(f"worker {self.slot} is resumed but keeps no copy of its assignment")
             a = self.kept.load(self.storm_id, self.slot, self.launch_id)
+            # the stateful tasks' namespaces the master told this launch: no master to ask now
+            self._answers.restore(self.kept.load_answers(self.storm_id, self.slot, self.launch_id))
             self._kept_copy = a
             early = _EarlyItems()
             plan = self.load_plan(a.plan)
@@ -285,29 +298,39 @@ class WorkerAgent:
         cannot write it runs on, and only its restart without a master is lost)."""
         if self.kept is None or not isinstance(a.plan, bytes):
             return
-        try:
-            self.kept.save(self.storm_id, self.slot, a)
-            self._kept_copy = a
-        except Exception as e:  # noqa: BLE001 (a full disk must not stop the worker)
-            log.warning("worker %s could not keep a copy of its assignment: %s", self.slot, e)
+        with self._copy_lock:
+            try:
+                self.kept.save(self.storm_id, self.slot, a, self._answers.all())
+                self._kept_copy = a
+            except Exception as e:  # noqa: BLE001 (a full disk must not stop the worker)
+                log.warning("worker %s could not keep a copy of its assignment: %s", self.slot, e)
+
+    def _keep_answers(self, answers: dict[StoredKey, bytes]) -> None:
+        """The master answered a key it writes once (`KeptAnswers`): keep it in the copy, if
+        there is one (one written later takes it too; none once the master told the launch to stop)."""
+        with self._copy_lock:
+            if self._kept_copy is not None:
+                self._keep(self._kept_copy)
 
     def _discard_copy(self) -> None:
         """Remove this launch's kept copy (the master told it to stop), saying so if it cannot."""
         if self.kept is None:
             return
-        try:
-            self.kept.discard(self.storm_id, self.slot, self.launch_id)
-        except OSError as e:
-            log.error("worker %s, told by the master to stop, could not remove the copy of its assignment (%s): "
-                      "its supervisor may start it again while no master answers", self.slot, e)
-        self._kept_copy = None
+        with self._copy_lock:
+            try:
+                self.kept.discard(self.storm_id, self.slot, self.launch_id)
+            except OSError as e:
+                log.error("worker %s, told by the master to stop, could not remove the copy of its assignment (%s): "
+                          "its supervisor may start it again while no master answers", self.slot, e)
+            self._kept_copy = None
 
     def _keep_changes(self, **changes: Any) -> None:
         """A heartbeat's reply changed ``changes`` of the assignment: keep them in the copy."""
-        if self._kept_copy is not None:
-            new = replace(self._kept_copy, **changes)
-            if new != self._kept_copy:
-                self._keep(new)
+        with self._copy_lock:
+            if self._kept_copy is not None:
+                new = replace(self._kept_copy, **changes)
+                if new != self._kept_copy:
+                    self._keep(new)
 
     def _call_until(self, deadline: float, verb: Callable[..., R], *args: Any, **kwargs: Any) -> R | None:
         """A verb of `nimbus` retried while the master is unreachable; None once past ``deadline`` or stopped."""

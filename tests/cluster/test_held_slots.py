@@ -8,7 +8,9 @@ ignored, named."""
 
 import logging
 
-from squall._errors import RpcError
+import pytest
+
+from squall._errors import RpcError, SquallError
 from squall._nimbus import Launch, MasterAddress, SyncReply, WorkerExit
 from squall.cluster.launcher import Launcher
 from squall.cluster.local_assignment import (
@@ -367,6 +369,64 @@ def test_a_copy_is_discarded_only_for_its_own_launch(tmp_path):
     copy.discard(TOPO, "h:1", 2)
     assert path.exists()
 
+
+
+def test_a_copy_keeps_the_namespaces_the_master_told_its_launch_for_a_restart_without_it(tmp_path):
+    """The master's answers for the keys it writes once (a stateful task's namespace,
+    ``_squall_task/...``) that a launch got are kept in its sealed copy, and its local restart
+    serves them from there without a master (`MasterBackend` asks the master for nothing it knows):
+    before, the restarted worker's stateful tasks asked the master and it crash-looped. A key
+    never answered still goes to the master; another key is never kept (its value may change);
+    a copy whose answers are not what a worker keeps is refused like any forged copy."""
+    import msgpack
+
+    from squall._nimbus import Assignment
+    from squall._transactional import KeptAnswers, MasterBackend, StoredKey
+    from squall.cluster.local_assignment import AssignmentCopy
+
+    class Master:  # the link to the master: a dict while it answers, then unreachable
+        def __init__(self):
+            self.kept, self.up, self.calls = {}, True, []
+
+        def call(self, op, topology, key, value=None, **caller):
+            self.calls.append((op, key))
+            if not self.up:
+                raise RpcError("cannot reach the master")
+            if op == "trident_state_put":
+                self.kept[key] = value
+                return None
+            return self.kept.get(key)
+    copy = AssignmentCopy(tmp_path / "assignment-1", SECRET)
+    a = Assignment(b"plan", [0], {}, 1, 0, "e", {"h:1": 2}, 2, True)
+    master = Master()
+    first = KeptAnswers(on_learned=lambda answers: copy.save(TOPO, "h:1", a, answers))
+    backend = MasterBackend(master, retries=0, sleep=lambda s: None, answers=first)
+    ns = msgpack.packb("count-5")
+    assert backend.get("counted", "_squall_task/count/2/0") is None
+    backend.put("counted", "_squall_task/count/2/0", ns)  # as state_namespace does on a first start
+    backend.put("counted", "checkpoint/mark", b"41")  # changes: never kept
+    master.kept["_squall_task/count/2/1"] = msgpack.packb("count-4")
+    assert backend.get("counted", "_squall_task/count/2/1") == msgpack.packb("count-4")
+    assert master.kept["_squall_task/count/2/0"] == ns
+    kept = copy.load_answers(TOPO, "h:1", 2)
+    assert kept == {StoredKey("counted", "_squall_task/count/2/0"): ns,
+                    StoredKey("counted", "_squall_task/count/2/1"): msgpack.packb("count-4")}
+
+    master.up, master.calls = False, []  # the restart: no master answers
+    again = KeptAnswers()
+    again.restore(copy.load_answers(TOPO, "h:1", 2))
+    resumed = MasterBackend(master, retries=0, sleep=lambda s: None, answers=again)
+    assert resumed.get("counted", "_squall_task/count/2/0") == ns
+    assert resumed.get("counted", "_squall_task/count/2/1") == msgpack.packb("count-4")
+    assert master.calls == []
+    with pytest.raises(RpcError):  # never answered to this launch: only the master knows
+        resumed.get("counted", "_squall_task/count/3/0")
+    with pytest.raises(RpcError):
+        resumed.get("counted", "checkpoint/mark")
+
+    copy.save(TOPO, "h:1", a, {StoredKey("counted", "checkpoint/mark"): b"41"})  # not a written-once key
+    with pytest.raises(SquallError, match="holds no assignment this version of squall reads"):
+        copy.load_answers(TOPO, "h:1", 2)
 
 
 def test_a_local_assignment_that_cannot_be_kept_leaves_no_stale_one_for_a_restart_without_a_master(disk, caplog):  # noqa: F811

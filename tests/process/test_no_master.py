@@ -20,6 +20,7 @@ from squall import StormSubmitter
 from squall._errors import SquallError
 
 from ..conftest import wait_until
+from ..external.conftest import redis_server  # noqa: F401 - the real redis-server fixture
 from .conftest import Cluster
 from .recovery_topology import RECOVERY_CONF, acked, opened, recovery_topology, stop_and_wait, stop_spouts, stopped_at
 from .semantics_topology import topology_conf
@@ -323,5 +324,75 @@ def test_a_worker_the_master_told_to_stop_is_not_started_again_while_no_master_a
         n = stop_and_wait(out, resume=50, why=lambda: _logs(cluster.dir))
         assert n > 150 and acked(out) == set(range(n))  # every id once in the set, none beyond what was emitted
         assert _storm_ids(cluster.workers()) == [storm_id], "a worker ran beside the master's"
+    finally:
+        cluster.stop()
+
+
+def test_a_stateful_worker_killed_while_the_master_is_down_is_restarted_with_its_states(tmp_path, redis_server):  # noqa: F811
+    """The counting topology (`tests.state.counting`: a stateful ``count`` bolt, its state in
+    Redis, checkpointed): master SIGKILLed, then a worker that runs a ``count`` task and not the
+    spout. Its supervisor starts it again, and its ``count`` task goes on with the state
+    namespace the master gave it before, kept in its sealed copy of the assignment: the spout's
+    ids are acked again with no master, and every id's committed count is at least 1 and at most
+    the times it was emitted (Storm's at-least-once for stateful bolts, docs/state.md). Before,
+    the task asked the master for its namespace, and its worker crash-looped ("cannot read from
+    the master which state this task keeps its keys in") until a master answered."""
+    from squall.state import StateHome, get_state, state_key
+
+    from ..state.counting import check_counts, counting_topology
+    cluster = Cluster(tmp_path)
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        redis_conf = {"topology.state.provider": "squall.state.redis:RedisKeyValueStateProvider",
+                      "topology.state.provider.config": {"url": redis_server.url}}
+        conf = topology_conf(out, **RECOVERY_CONF, **redis_conf, **{"topology.state.checkpoint.interval.ms": 300})
+        with StormSubmitter.using_conf(cluster.conf):
+            StormSubmitter.submit_topology("counted", conf, counting_topology(None))
+        assert wait_until(lambda: len(acked(out)) > 100, 30), f"the topology did not start\n{_logs(cluster.dir)}"
+        with cluster.client() as m:
+            info = m.get_topology_info("counted")
+        tasks = info["components"]["count"]["task_stats"]
+        spout = {st["worker"] for st in info["components"]["source"]["task_stats"].values()}
+        counters = {st["worker"] for st in tasks.values()}
+        victim = next(w for w in info["workers"] if (p := int(w["slot"].rsplit(":", 1)[1])) not in spout
+                      and p in counters)
+        workers = cluster.workers()
+        assert victim["pid"] in workers and len(workers) == 2
+
+        cluster.master.send_signal(signal.SIGKILL)
+        cluster.master.wait(5)
+        os.kill(victim["pid"], signal.SIGKILL)
+        assert wait_until(lambda: len(w := cluster.workers()) == 2 and victim["pid"] not in w, 20), \
+            f"the killed worker was not started again without the master\n{_logs(cluster.dir)}"
+        n = _ids_all_acked_without_a_master(out, workers, lambda: _logs(cluster.dir))
+        assert n > 100
+        sup_log = (cluster.dir / "supervisor" / "supervisor.log").read_text(errors="replace")
+        assert "cannot start again without the master" not in sup_log, _logs(cluster.dir)
+
+        # every id counted in the committed states, read as the workers wrote them
+        home = StateHome(key=state_key((cluster.dir / "secret").read_bytes().strip()))
+
+        class Reader:
+            state_home = home
+
+            def get_this_component_id(self):
+                return "(test)"
+
+            def get_this_task_id(self):
+                return -1
+
+        def counts():
+            found = {}
+            for task in tasks:
+                found.update(dict(get_state(f"count-{task}", {"topology.name": "counted", **redis_conf},
+                                            Reader()).committed()))
+            return found
+        # the acked ids' updates are committed at the next checkpoint after their ack
+        assert wait_until(lambda: set(counts()) >= set(range(n)), 30), \
+            f"{len(set(range(n)) - set(counts()))} of {n} ids not committed\n{_logs(cluster.dir)}"
+        twice, replayed = check_counts(counts(), n, out)
+        print(f"stateful worker restarted without a master: {n} ids, {twice} updates applied twice, "
+              f"{replayed} tuples replayed")
     finally:
         cluster.stop()

@@ -207,6 +207,11 @@ TASK_NAMESPACE_PREFIX = "_squall_task"
 still the master's later, when none answers (`KeptAnswers`)."""
 
 
+LAUNCH_CHECKED_PREFIX = "_squall_checked"
+"""Not a key of the master's: under it `KeptAnswers` notes what a worker launch checked against
+the master's records once (`KeptAnswers.note_checked`), which holds for the rest of the launch."""
+
+
 class StoredKey(NamedTuple):
     """A key of one topology's transactional state."""
 
@@ -216,11 +221,13 @@ class StoredKey(NamedTuple):
 
 class KeptAnswers:
     """The master's answers for keys it writes once and never changes (`TASK_NAMESPACE_PREFIX`)
-    that a worker launch got, served again without asking the master. The worker agent keeps them
-    in its sealed copy of the assignment (``on_learned`` gets them all after each new one), so
-    that its supervisor's restart of the launch while no master answers reads them from there:
-    before, its stateful tasks asked the master for their namespaces, and the worker crash-looped
-    until a master answered. A key never answered to the launch still needs the master."""
+    that a worker launch got, served again without asking the master, and what the launch checked
+    against the master's records once (`note_checked`). The worker agent keeps them in its sealed
+    copy of the assignment (``on_learned`` gets them all after each new one), so that its
+    supervisor's restart of the launch while no master answers reads them from there: before,
+    its stateful tasks asked the master for their namespaces (and a file state for the master's
+    record of its last write), and the worker crash-looped until a master answered. A key never
+    answered to the launch still needs the master."""
 
     def __init__(self, on_learned: Callable[[dict[StoredKey, bytes]], None] | None = None) -> None:
         self._answers: dict[StoredKey, bytes] = {}
@@ -229,8 +236,8 @@ class KeptAnswers:
 
     @staticmethod
     def kept(key: str) -> bool:
-        """Whether ``key`` is one whose answer is kept (written once by the master)."""
-        return key.startswith(TASK_NAMESPACE_PREFIX + "/")
+        """Whether ``key`` is one whose answer is kept (written once by the master, or a check's)."""
+        return key.startswith((TASK_NAMESPACE_PREFIX + "/", LAUNCH_CHECKED_PREFIX + "/"))
 
     def restore(self, answers: dict[StoredKey, bytes]) -> None:
         """Take ``answers`` (from the launch's kept copy) as known, without telling ``on_learned``."""
@@ -253,6 +260,16 @@ class KeptAnswers:
             answers = dict(self._answers)
         if self.on_learned is not None:
             self.on_learned(answers)
+
+    def note_checked(self, topology: str, what: str) -> None:
+        """This launch checked ``what`` of ``topology`` against the master's records, and it
+        passed: nothing but this launch can change the answer while it runs (say, a state only
+        this launch's task writes)."""
+        self.learned(topology, f"{LAUNCH_CHECKED_PREFIX}/{what}", b"")
+
+    def was_checked(self, topology: str, what: str) -> bool:
+        """Whether `note_checked` noted ``what`` of ``topology`` for this launch."""
+        return self.known(topology, f"{LAUNCH_CHECKED_PREFIX}/{what}") is not None
 
     def all(self) -> dict[StoredKey, bytes]:
         """Every answer known."""

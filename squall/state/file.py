@@ -269,7 +269,8 @@ class LastWrite:
             blob = self.backend.get(self.topology, self.key)
         except Exception as e:  # the master unreachable, or refusing this launch: said as a StateError
             raise StateError(f"{self.owner}: cannot read from the master where state {self.namespace!r} was last "
-                             f"committed ({type(e).__name__}: {e})") from e
+                             f"committed ({type(e).__name__}: {e}); this worker launch has not checked it yet, "
+                             f"so it needs the master") from e
         if blob is None:
             return None
         try:
@@ -288,11 +289,29 @@ class LastWrite:
         a new submission's task that finds no copy here, while an earlier run committed it on
         another machine, starts it afresh (its states were deleted on purpose).
 
+        A worker launch checks each of its states once: the launch's task is the state's only
+        writer while the launch runs, so the copy here stays the latest. Its local restart while
+        no master answers (the worker's kept answers, `squall._transactional.KeptAnswers`) goes
+        on from the copy without asking; before, it could not read the record and crash-looped
+        until a master answered.
+
         Raises:
             StateError: the copy is missing or older while the master recorded a later write on
                 another machine (by this run: a task moved; by an earlier run: a resubmission
-                placed the task elsewhere, unless ``afresh``).
+                placed the task elsewhere, unless ``afresh``), or the launch never checked it
+                and the master cannot be reached.
         """
+        answers = getattr(self.backend, "answers", None)
+        what = f"last-write/{self.namespace}"
+        if answers is not None and answers.was_checked(self.topology, what):
+            log.info("%s: state %r was checked against the master's record of its last write when this launch "
+                     "started; going on from the copy in %s", self.owner, self.namespace, directory)
+            return
+        self._check(lineage, directory, setting, afresh)
+        if answers is not None:
+            answers.note_checked(self.topology, what)
+
+    def _check(self, lineage: Lineage | None, directory: Path, setting: str, afresh: bool) -> None:
         recorded = self._read()
         if recorded is None or (lineage is not None and lineage.writer is None):
             return  # nothing recorded, or a copy written before squall recorded writes

@@ -328,15 +328,18 @@ def test_a_worker_the_master_told_to_stop_is_not_started_again_while_no_master_a
         cluster.stop()
 
 
-def test_a_stateful_worker_killed_while_the_master_is_down_is_restarted_with_its_states(tmp_path, redis_server):  # noqa: F811
-    """The counting topology (`tests.state.counting`: a stateful ``count`` bolt, its state in
-    Redis, checkpointed): master SIGKILLed, then a worker that runs a ``count`` task and not the
-    spout. Its supervisor starts it again, and its ``count`` task goes on with the state
-    namespace the master gave it before, kept in its sealed copy of the assignment: the spout's
-    ids are acked again with no master, and every id's committed count is at least 1 and at most
-    the times it was emitted (Storm's at-least-once for stateful bolts, docs/state.md). Before,
-    the task asked the master for its namespace, and its worker crash-looped ("cannot read from
-    the master which state this task keeps its keys in") until a master answered."""
+@pytest.mark.parametrize("provider", ["redis", "file"])
+def test_a_stateful_worker_killed_while_the_master_is_down_is_restarted_with_its_states(tmp_path, request, provider):
+    """The counting topology (`tests.state.counting`: a stateful ``count`` bolt, checkpointed;
+    its state in Redis, or in the process host's default file store): master SIGKILLed, then a
+    worker that runs a ``count`` task and not the spout. Its supervisor starts it again, and its
+    ``count`` task goes on with the state namespace the master gave it before (and a file state
+    with the check of its copy this launch made), kept in its sealed copy of the assignment: the
+    spout's ids are acked again with no master, and every id's committed count is at least 1 and
+    at most the times it was emitted (Storm's at-least-once for stateful bolts, docs/state.md).
+    Before, the task asked the master for its namespace (a file state also for the record of its
+    last write), and its worker crash-looped ("cannot read from the master which state this task
+    keeps its keys in") until a master answered."""
     from squall.state import StateHome, get_state, state_key
 
     from ..state.counting import check_counts, counting_topology
@@ -344,9 +347,12 @@ def test_a_stateful_worker_killed_while_the_master_is_down_is_restarted_with_its
     try:
         out = tmp_path / "out"
         out.mkdir()
-        redis_conf = {"topology.state.provider": "squall.state.redis:RedisKeyValueStateProvider",
-                      "topology.state.provider.config": {"url": redis_server.url}}
-        conf = topology_conf(out, **RECOVERY_CONF, **redis_conf, **{"topology.state.checkpoint.interval.ms": 300})
+        if provider == "redis":
+            state_conf = {"topology.state.provider": "squall.state.redis:RedisKeyValueStateProvider",
+                          "topology.state.provider.config": {"url": request.getfixturevalue("redis_server").url}}
+        else:
+            state_conf = {"topology.state.provider": "squall.state:FileKeyValueStateProvider"}
+        conf = topology_conf(out, **RECOVERY_CONF, **state_conf, **{"topology.state.checkpoint.interval.ms": 300})
         with StormSubmitter.using_conf(cluster.conf):
             StormSubmitter.submit_topology("counted", conf, counting_topology(None))
         assert wait_until(lambda: len(acked(out)) > 100, 30), f"the topology did not start\n{_logs(cluster.dir)}"
@@ -371,7 +377,7 @@ def test_a_stateful_worker_killed_while_the_master_is_down_is_restarted_with_its
         assert "cannot start again without the master" not in sup_log, _logs(cluster.dir)
 
         # every id counted in the committed states, read as the workers wrote them
-        home = StateHome(key=state_key((cluster.dir / "secret").read_bytes().strip()))
+        home = StateHome(directory=cluster.dir / "state", key=state_key((cluster.dir / "secret").read_bytes().strip()))
 
         class Reader:
             state_home = home
@@ -385,7 +391,7 @@ def test_a_stateful_worker_killed_while_the_master_is_down_is_restarted_with_its
         def counts():
             found = {}
             for task in tasks:
-                found.update(dict(get_state(f"count-{task}", {"topology.name": "counted", **redis_conf},
+                found.update(dict(get_state(f"count-{task}", {"topology.name": "counted", **state_conf},
                                             Reader()).committed()))
             return found
         # the acked ids' updates are committed at the next checkpoint after their ack

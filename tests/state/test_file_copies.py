@@ -251,3 +251,51 @@ def test_a_commit_is_on_the_disk_before_it_returns(machines, monkeypatch):
     directory = os.path.dirname(next(p for p in synced if p.endswith(".tmp")))
     assert any(p.endswith(".tmp") and ".committed." in p for p in synced), synced  # the file, before its rename
     assert directory in synced, synced  # and the directory that holds the rename
+
+
+def test_a_launch_restarted_while_no_master_answers_goes_on_from_the_copy_it_checked(tmp_path):
+    """A worker launch checks each file state against the master's record of its last write once
+    (`KeptAnswers.note_checked`, kept in its sealed copy of the assignment): its local restart
+    while no master answers goes on from the copy here without the record (before, it could not
+    read it and crash-looped until a master answered). A launch whose check refused the copy
+    (the task moved here, the latest copy elsewhere) noted nothing: restarted without a master it
+    is refused still, and says it needs the master."""
+    from squall._errors import RpcError
+    from squall._transactional import KeptAnswers, MasterBackend
+
+    class Link:
+        """The master in this process (records go as calls); ``up`` False: unreachable."""
+
+        passes_records = True
+
+        def __init__(self):
+            self.data, self.up = {}, True
+
+        def call(self, op, **args):
+            if not self.up:
+                raise RpcError("connection refused")
+            if op == "trident_state_get":
+                return self.data.get((args["topology"], args["key"]))
+            assert op == "trident_state_put"
+            self.data[(args["topology"], args["key"])] = args["value"]
+            return None
+
+    link = Link()
+
+    def launch(machine, kept=None):  # a worker launch's backend; ``kept``: the answers its copy holds
+        answers = KeptAnswers()
+        answers.restore(kept or {})
+        return Ctx(tmp_path / machine, machine, "wc-1-1", MasterBackend(link, retries=0, answers=answers))
+    on_m0 = launch("m0")
+    commit(on_m0, 1, a=1)
+    moved = launch("m1")
+    with pytest.raises(StateError, match="has no copy"):
+        FileKeyValueStateProvider().new_state("count-3", CONF, moved)
+    again = launch("m0")  # the launch that runs it now, on m0: checked, and commits on
+    commit(again, 2, a=2)
+
+    link.up = False  # both launches restarted by their supervisors, no master answering
+    state = FileKeyValueStateProvider().new_state("count-3", CONF, launch("m0", again.transactional_home.answers.all()))
+    assert dict(state.committed()) == {"a": 2}
+    with pytest.raises(StateError, match="has not checked it yet, so it needs the master"):
+        FileKeyValueStateProvider().new_state("count-3", CONF, launch("m1", moved.transactional_home.answers.all()))

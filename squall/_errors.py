@@ -42,6 +42,13 @@ class NotLeaderException(SquallError):
     current leader is HOST:PORT"); the message names the leader, if there is one."""
 
 
+class ClusterStateUnavailableError(SquallError):
+    """The leading master cannot write the cluster state (Nimbus HA: ZooKeeper does not answer
+    it), so it refused the request rather than acknowledge what it could not keep. Transient:
+    the same request succeeds once ZooKeeper answers, or another master leads; a worker or a
+    supervisor sends it again, as it does to a master it cannot reach."""
+
+
 class RpcError(SquallError):
     """A peer of squall's control channel (`squall._wire`) could not be reached, refused us, or
     broke the protocol."""

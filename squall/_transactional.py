@@ -311,9 +311,9 @@ class MasterBackend:
         self.answers = answers
 
     def _call(self, op: str, **args: Any) -> Any:
-        """``op`` on the master, tried again while it is unreachable; the master's refusals of
-        the launch or of a limit raised as themselves."""
-        from ._errors import RemoteError, RpcError
+        """``op`` on the master, tried again while it is unreachable or cannot write the cluster
+        state; the master's refusals of the launch or of a limit raised as themselves."""
+        from ._errors import ClusterStateUnavailableError, RemoteError, RpcError
         with self._lock:
             for attempt in range(self.retries + 1):
                 try:
@@ -322,6 +322,12 @@ class MasterBackend:
                     if attempt == self.retries:
                         raise
                 except RemoteError as e:
+                    # the leader cannot write the cluster state now (ZooKeeper away): as unreachable
+                    if e.type == ClusterStateUnavailableError.__name__:
+                        if attempt == self.retries:
+                            raise
+                        self._sleep(self.interval)
+                        continue
                     if e.type == LaunchRefusedError.__name__:
                         raise LaunchRefusedError(str(e)) from None
                     if e.type == TransactionalStateError.__name__:  # a limit the master enforces

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .._config import SECRET_KEY, Config, conf_value, setting
-from .._errors import SquallError
+from .._errors import ClusterStateUnavailableError, SquallError
 from .._private import Kept, hold_lock, private_dir, write_private
 from .._transactional import MemoryBackend
 
@@ -414,13 +414,14 @@ class ZooKeeperStore(MasterStore):
         call too).
 
         Raises:
-            SquallError: ZooKeeper refused or did not answer (its error named).
+            ClusterStateUnavailableError: ZooKeeper refused or did not answer (its error named):
+                transient, its sender tries again.
         """
         if self._stale:
             try:
                 self._write()
             except Exception as e:
-                raise SquallError(f"cannot write the cluster state to ZooKeeper ({_named(e)}): the change is "
+                raise ClusterStateUnavailableError(f"cannot write the cluster state to ZooKeeper ({_named(e)}): the change is "
                                   f"not kept yet (this master writes it if it still leads once ZooKeeper answers)") from e
 
     def refresh(self) -> None:

@@ -35,7 +35,7 @@ from typing import Any, Protocol, TypeVar
 import cloudpickle
 
 from .._config import Config, conf_value
-from .._errors import RemoteError, RpcError, SquallError
+from .._errors import ClusterStateUnavailableError, NotAliveException, RemoteError, RpcError, SquallError
 from .._nimbus import Assignment, Heartbeat
 from .._transactional import KeptAnswers, MasterBackend, StoredKey, WorkerLaunch
 from ..engine.clock import Clock
@@ -71,6 +71,19 @@ ACTIVATION_POLL_SECS = 0.05
 # answered in milliseconds; a master that has not answered by then is down or cut off (its RPC
 # waits 10 s to fail), and the worker processes rather than wait for it.
 START_RECORD_SECS = 5.0
+# How a starting worker waits between its calls for its assignment while the master cannot
+# answer them (unreachable, or leading but unable to write the cluster state): doubling from
+# the first to the most, until nimbus.task.launch.secs
+RETRY_SECS = 0.5
+MAX_RETRY_SECS = 4.0
+
+
+def transient(e: Exception) -> bool:
+    """Whether ``e``, from a call to the master, may succeed if sent again: the master could not
+    be reached (`RpcError`), or it refused the call because it cannot write the cluster state
+    now (`ClusterStateUnavailableError`, the leader cut off from ZooKeeper)."""
+    return isinstance(e, RpcError) or (isinstance(e, RemoteError)
+                                       and e.type == ClusterStateUnavailableError.__name__)
 
 
 # (plan, origin, receive) -> the worker's transport, bound and receiving into ``receive``
@@ -249,9 +262,15 @@ class WorkerAgent:
                 time.sleep(self.peer_poll_secs)
             self._keep(replace(a, plan=first_plan))
             return self._run_started(plan, executors, blobs, early, a)
-        except RemoteError as e:  # "no assignment": killed or moved while this worker started
-            log.info("%s; exiting", e)
-            return 0
+        except RemoteError as e:
+            if e.type == NotAliveException.__name__:  # "no assignment": killed or moved while this worker started
+                log.info("%s; exiting", e)
+                return 0
+            # the master refused for another reason: a failed start (which the master counts),
+            # or, once running, the end of this worker as a crash's
+            log.error("worker %s ends: the master refused its %s: %s (%s)", self.slot,
+                      "heartbeat" if self.worker is not None else "assignment", e, e.type)
+            return EXIT_CRASHED if self.worker is not None else EXIT_CANNOT_START
         finally:
             if self.transport is not None:
                 self.transport.close()
@@ -333,15 +352,22 @@ class WorkerAgent:
                     self._keep(new)
 
     def _call_until(self, deadline: float, verb: Callable[..., R], *args: Any, **kwargs: Any) -> R | None:
-        """A verb of `nimbus` retried while the master is unreachable; None once past ``deadline`` or stopped."""
+        """A verb of `nimbus` retried, with backoff, while the master cannot answer it (`transient`:
+        unreachable, or unable to write the cluster state); None once past ``deadline`` or stopped.
+        A refusal of another kind (`RemoteError`: no assignment, say) is raised."""
+        delay = RETRY_SECS
         while not self.stop_event.is_set():
             try:
                 return verb(*args, **kwargs)
-            except RpcError as e:
+            except (RpcError, RemoteError) as e:
+                if not transient(e):
+                    raise
                 if time.monotonic() > deadline:
                     log.error("%s failed: %s", verb.__name__, e)
                     return None
-                time.sleep(0.5)
+                log.info("worker %s: %s failed (%s); asking again in %.1f s", self.slot, verb.__name__, e, delay)
+                self.stop_event.wait(delay)
+                delay = min(delay * 2, MAX_RETRY_SECS)
         return None
 
     def _report(self, errors: list[dict[str, Any]]) -> None:
@@ -498,10 +524,13 @@ class WorkerAgent:
                 addresses_version=self._addresses_version, pid=os.getpid(),
                 lost_generation=self._lost_generation, epoch=self._epoch, transport=transport.statistics(),
                 log_config_digest=self._log_config_digest))
-        except RpcError:
+        except (RpcError, RemoteError) as e:
+            if not transient(e):
+                raise
             # kept for when the master is back (go on processing), folded as the master folds
             # them: a bolt failing through an outage of hours must not grow the worker by a
-            # record a failure, nor make one heartbeat carry them all
+            # record a failure, nor make one heartbeat carry them all. A leader that cannot
+            # write the cluster state is as good as away (before, its refusal ended the worker)
             self._errors.extendleft(reversed(_as_master_keeps(pending)))
             return
         if reply.stop:

@@ -79,3 +79,98 @@ def test_errors_reported_while_the_master_is_unreachable_stay_bounded_and_keep_t
     finally:
         agent.stop()
         thread.join(10)
+
+
+def test_a_worker_waits_for_a_leader_that_cannot_write_to_zookeeper_and_runs_on(conf, tmp_path, monkeypatch):  # noqa: F811
+    """Nimbus HA, ZooKeeper stood in for in memory: a master takes the lead (its next outcome
+    hands over its whole state) while ZooKeeper does not answer it, so the request that carries
+    that state is refused: "cannot write the cluster state to ZooKeeper"
+    (`ClusterStateUnavailableError`). A worker starting then took the refusal of its
+    ``get_assignment`` for "no assignment", logged "exiting" and ended with status 0 (its slot
+    stayed empty until the master launched it again); a running worker whose heartbeat was so
+    refused ended the same way. Both are transient now: the worker asks again, with
+    backoff, starts and runs, and its heartbeats go on through a refusal. A real "no assignment"
+    (`NotAliveException`) still ends a starting worker with status 0."""
+    from types import SimpleNamespace
+
+    from squall._errors import RemoteError, SquallError
+    from squall.cluster.store import ZooKeeperStore
+    from squall.worker import agent as agent_module
+
+    from .test_master_store import _Session
+    monkeypatch.setattr(agent_module, "RETRY_SECS", 0.01, raising=False)  # the backoff's first wait, not the test's subject
+    zk = _Session(SimpleNamespace(nodes={}, leader=None))
+    master = Master(conf, store=ZooKeeperStore(zk, tmp_path / "nimbus", b"s" * 32))
+    master.lead()  # no election here: this master leads
+    served = Served(master)
+    _register(served)
+    storm_id = served.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = master.topologies["t"]
+    slot = min(topo.assignment)
+    refused = []
+
+    class Link:
+        """The worker's link: the request through the leader's server (its changes written to
+        ZooKeeper before the reply), a refusal coming back as a `RemoteError` naming its type."""
+
+        def call(self, op, **args):
+            try:
+                return served.keeper.request(op, args)
+            except SquallError as e:
+                refused.append((op, type(e).__name__))
+                raise RemoteError(str(e), type(e).__name__) from e
+
+    network = InMemoryNetwork()
+
+    def make_transport(plan, origin, receive):
+        transport = InMemoryTransport(network, f"mem:{slot}")
+        transport.set_receiver(receive)
+        return transport
+
+    zk.down = True
+    master.lead()  # led again (a new term) while ZooKeeper is away: its whole state to write
+    agent = WorkerAgent(Link(), storm_id, slot, topo.launch_ids[slot], {**conf, "worker.heartbeat.frequency.secs": 600},
+                        make_transport=make_transport, peer_poll_secs=0.01, seed=1)
+    status = []
+    thread = threading.Thread(target=lambda: status.append(agent.run()), daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: agent.state is not None and agent.state.active or status, 10), refused
+        assert not status, f"the worker ended ({status}) on {refused}"
+        assert refused[0] == ("get_assignment", "ClusterStateUnavailableError")
+        master.lead()  # and again, under the running worker: its heartbeat is refused
+        before = len(refused)
+        agent.beat()
+        assert refused[before:] == [("heartbeat", "ClusterStateUnavailableError")]
+        assert thread.is_alive() and not status
+        zk.down = False
+        agent.beat()
+        assert len(refused) == before + 1 and thread.is_alive() and not status
+    finally:
+        agent.stop()
+        thread.join(10)
+    assert status == [0]
+
+    # a real "no assignment": the topology killed while its worker starts
+    served.op_kill(name="t", wait_secs=0)
+    gone = WorkerAgent(Link(), storm_id, slot, topo.launch_ids[slot], conf, make_transport=make_transport, seed=1)
+    assert gone.run() == 0
+
+
+    # a stateful task's or a coordinator's transactional state: sent again, as to a master away
+    from squall._errors import ClusterStateUnavailableError
+    from squall._transactional import MasterBackend, MemoryBackend
+    kept, calls = MemoryBackend(), []
+
+    class Leader:
+        """The master's transactional verbs; the first call refused as the leader cut off refuses it."""
+
+        def call(self, op, topology, key, value=None, **caller):
+            calls.append(op)
+            if len(calls) == 1:
+                raise RemoteError("cannot write the cluster state to ZooKeeper (ConnectionLoss)",
+                                  ClusterStateUnavailableError.__name__)
+            return kept.put(topology, key, value) if op == "trident_state_put" else kept.get(topology, key)
+    backend = MasterBackend(Leader(), retries=2, sleep=lambda secs: None)
+    backend.put("t", "some/key", b"value")
+    assert calls == ["trident_state_put"] * 2 and backend.get("t", "some/key") == b"value"

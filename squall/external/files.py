@@ -51,7 +51,7 @@ from ..engine.clock import Clock
 from ._arity import arity_error
 from ._file_locks import FileLocks
 from .offsets import OffsetManager
-from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, spout_backoff, worker_gate
+from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, group_size, spout_backoff, worker_gate
 
 log = logging.getLogger("squall.external.files")
 
@@ -59,11 +59,12 @@ PROGRESS_VERSION = 1
 IN_PROGRESS = ".inprogress"
 HEAD_BYTES = 4096  # how much of a file's start its progress record fingerprints
 # How far past the record it emits a task writes, before it goes out, that it may have read: a
-# line below that mark read again after the task died is emitted alone (a suspect), each with a
-# durable write before it and one after its ack (about 3.5 ms a line on a local disk). So the
+# line below that mark read again after the task died is a suspect, emitted in a group of
+# suspects or alone (`AloneGate`), each with a durable write before it (about 3.5 ms a line on a
+# local disk), and one after its ack if it went alone. So the
 # mark runs READ_AHEAD_LINES lines ahead (as long as the shortest line read since it was last
 # written), at most READ_AHEAD bytes: one write of the charges file per that many lines read;
-# after a death, at most that many lines that never went out are emitted alone once.
+# after a death, at most that many lines that never went out are emitted as suspects once.
 READ_AHEAD = 64 << 10
 READ_AHEAD_LINES = 512
 MAX_RECORD_KEY = Config.TOPOLOGY_FILESPOUT_MAX_RECORD_BYTES
@@ -300,7 +301,7 @@ def load_charges(path: Path, spout: str, directory: str) -> dict[str, FileCharge
                                     frozenset(_dead_offset(o) for o in v["dead"]))
     except (AttributeError, KeyError, TypeError, ValueError):
         raise FileConnectorError(f"{named} is malformed (expected file name -> dev, ino, head_len, head, read_to, "
-                                 f"charged: byte offset -> \"<failures> <deaths>\" and dead: byte offsets)") from None
+                                 f"charged: byte offset -> \"<failures> <deaths> [<level>]\" and dead: byte offsets)") from None
     return out
 
 
@@ -731,9 +732,10 @@ class FileSpout(Spout, CountsDeadLetters):
     ``<progress_dir>/filespout/<spout id>/charges-<index>.json`` (`FileCharges`, written as the
     progress is). A line read again below where a dead task had read to, or failed as being
     executed when another worker died (``worker-died``), is a suspect (`squall.external.retry.AloneGate`, the Redis Streams spout's rules):
-    it goes out alone, charged beforehand as if its worker will die with it, so a poison line is
-    dead-lettered after ``max_retries`` deaths alone and the good lines beside it are never
-    charged.
+    it goes out in a group of suspects, its level raised beforehand, or alone after its worker
+    died with it in a group (or after ``worker-died``), charged beforehand as if its worker will
+    die with it, so a poison line is dead-lettered after ``max_retries`` deaths alone and the
+    good lines beside it are never charged.
 
     When every line of a file is acked, the file is renamed with ``done_suffix`` (HdfsSpout moves
     it to its archive directory) and forgotten by the progress file. The rename never replaces a
@@ -985,22 +987,38 @@ class FileSpout(Spout, CountsDeadLetters):
                 continue
             self.read_before = max(self.read_before, c.read_to)
             for offset, charge in c.charged.items():
-                if offset >= start and charge.retries > self.charged.get(offset, Charge()).retries:
+                # the highest charge, then the highest level (a task that read it since raised it)
+                was = self.charged.get(offset, Charge())
+                if offset >= start and (charge.retries, charge.level) > (was.retries, was.level):
                     self.charged[offset] = charge
             self.dead |= {offset for offset in c.dead if offset >= start}
         self.read_to = self.read_before
 
     def _suspect(self, offset: int) -> bool:
-        """Whether the line at ``offset`` goes out alone (`AloneGate`)."""
+        """Whether the line at ``offset`` goes out as a suspect, in a group or alone (`AloneGate`)."""
         return self.gate.counting and (offset < self.read_before or offset in self.suspects)
 
+    def _group_size(self, offset: int) -> int:
+        """How many suspects the line at ``offset`` may go out with, itself included: one failed
+        as worker-died alone, else by its level (`squall.external.retry.group_size`)."""
+        if offset in self.suspects:
+            return 1
+        return group_size(self.charged.get(offset, Charge()).level)
+
     def _charge(self, offset: int) -> Charge:
-        """The line's charge as it stands (its failures so far, its deaths alone so far)."""
-        return Charge(self.inflight.tries(offset), self.charged.get(offset, Charge()).deaths)
+        """The line's charge as it stands (its failures so far, its deaths alone so far, its level)."""
+        kept = self.charged.get(offset, Charge())
+        return Charge(self.inflight.tries(offset), kept.deaths, kept.level)
+
+    @staticmethod
+    def _marked(charge: Charge, size: int) -> Charge:
+        """The mark written before a suspect goes out in a group of up to ``size``: alone, its
+        charge as dying; in a group, its level raised."""
+        return charge.dying() if size == 1 else charge.in_group()
 
     def _set_charge(self, offset: int, charge: Charge) -> None:
-        """Keeps ``charge`` for the line at ``offset`` (none, if it is no charge), to be written."""
-        if charge.retries:
+        """Keeps ``charge`` for the line at ``offset`` (none, if it is no mark), to be written."""
+        if charge.is_mark:
             self.charged[offset] = charge
         else:
             self.charged.pop(offset, None)
@@ -1043,17 +1061,18 @@ class FileSpout(Spout, CountsDeadLetters):
 
         def may(offset: int) -> bool:
             nonlocal held
-            held = self.gate.hold(self._suspect(offset))
+            held = self.gate.hold(self._suspect(offset), self._group_size(offset))
             return not held
 
         again = self.inflight.next_retry(self.clock.now(), may)
         if again is not None:
             offset = again[0]
+            size = self._group_size(offset)
             alone = self.gate.goes_alone(self._suspect(offset))
-            if alone:   # charged beforehand: the death that would end it leaves no one to charge it
-                self.charged[offset] = self._charge(offset).dying()
+            if alone:   # marked beforehand: the death that would end it leaves no one to mark it
+                self.charged[offset] = self._marked(self._charge(offset), size)
                 self._write_charges()
-            self.gate.emitted(offset, alone)
+            self.gate.emitted(offset, alone, size)
             self.collector.emit(again[1], LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
             return
         if held:   # a suspect waits for what is in flight, and nothing goes out beside one
@@ -1067,7 +1086,8 @@ class FileSpout(Spout, CountsDeadLetters):
         assert self.handle is not None and self.tracker is not None
         offset = self.handle.tell()
         suspect = self._suspect(offset)
-        if self.gate.hold(suspect):
+        size = self._group_size(offset)
+        if self.gate.hold(suspect, size):
             self._maybe_commit()
             return
         try:
@@ -1111,20 +1131,20 @@ class FileSpout(Spout, CountsDeadLetters):
         alone = self.gate.goes_alone(suspect)
         if self.gate.counting and (alone or end > self.read_to):
             # written before it goes out: how far this task may have emitted, and a suspect's
-            # charge as if its worker dies with it
+            # mark as if its worker dies with it
             try:
                 if end > self.read_to:
                     self.read_to = end + min(READ_AHEAD, READ_AHEAD_LINES * self.shortest)
                     self.shortest = READ_AHEAD
                 if alone:
-                    self.charged[offset] = charge.dying()
+                    self.charged[offset] = self._marked(charge, size)
                 self._write_charges()
             except BaseException:
                 self.handle.seek(offset)   # read again, not lost
                 raise
         self.tracker.add_to_emitted(offset, end)
         self.inflight.add(offset, values, charge.retries)
-        self.gate.emitted(offset, alone)
+        self.gate.emitted(offset, alone, size)
         self.collector.emit(values, LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
 
     def _set_aside(self, offset: int, write: Callable[[], None]) -> None:
@@ -1190,11 +1210,15 @@ class FileSpout(Spout, CountsDeadLetters):
             self._keep_claim(self.locks)
         if self._ours(msg_id) and self.inflight.ack(msg_id.offset):
             offset = msg_id.offset
-            alone = self.gate.ended(offset)
+            grouped = self.gate.in_group(offset)
+            alone = self.gate.ended(offset) and not grouped
             self.suspects.discard(offset)
             if self.charged.pop(offset, None) is not None:
                 self.charges_dirty = True
-            if alone:   # its charge gone before anything else goes out
+            # its charge as dying gone before anything else goes out; a group's raised levels
+            # once its last member ended (one write a group: a level left behind by a death
+            # charges nothing, but a file that finishes meanwhile is not written again)
+            if alone or (grouped and not self.gate.group):
                 self._write_charges()
             self._done(offset)
 
@@ -1210,22 +1234,27 @@ class FileSpout(Spout, CountsDeadLetters):
         if not self._ours(msg_id) or msg_id.offset not in self.inflight:
             return
         offset = msg_id.offset
-        alone = self.gate.ended(offset)
+        grouped = self.gate.in_group(offset)
+        marked = self.gate.ended(offset)
+        alone = marked and not grouped
         if self.gate.lost_worker(cause):
             self.suspects.add(offset)
-        deaths = self.charged.get(offset, Charge()).deaths - alone   # alone: charged a death beforehand
+        kept = self.charged.get(offset, Charge())
+        deaths = kept.deaths - alone          # alone: charged a death beforehand
+        level = kept.level - grouped          # in a group: its level raised beforehand
         given_up = self.inflight.fail(offset, cause, now=self.clock.now())
-        if self.gate.counting and (alone or cause.record_caused):
+        if self.gate.counting and (marked or cause.record_caused):
             # alone, it was charged beforehand as a death: that charge becomes the failure it
-            # caused, or is taken back (a timeout, a lost worker, a rollback: this spout lives)
-            self._set_charge(offset, Charge(self.inflight.tries(offset), deaths))
+            # caused, or is taken back (a timeout, a lost worker, a rollback: this spout lives);
+            # in a group, its level raised beforehand is taken back so too
+            self._set_charge(offset, Charge(self.inflight.tries(offset), deaths, level))
         if given_up is not None:
             record = json.dumps(given_up.values, default=repr).encode()
             self._write_dead_letter(offset, give_up_reason(given_up),
                                     {"record": record.decode("utf-8", "backslashreplace"),
                                      "cause": given_up.cause.as_dict()}, given_up.cause)
             self._given_up(offset)   # after its dead letter: a crash between repeats the entry
-        if alone and self.charges_dirty:   # before the next one goes out
+        if (alone or (grouped and not self.gate.group)) and self.charges_dirty:   # before the next one goes out
             self._write_charges()
         if given_up is not None:
             self._done(offset)
@@ -1395,12 +1424,14 @@ class FileSpout(Spout, CountsDeadLetters):
         self.last_commit = self.clock.now()
 
     def close(self) -> None:
-        """Commits the progress (and takes back the charge of a suspect in flight alone: its
-        worker did not die with it), closes the current file and releases its lock."""
+        """Commits the progress (and takes back the mark of each suspect in flight, alone or in a
+        group: its worker did not die with it), closes the current file and releases its lock."""
         if getattr(self, "progress_path", None) is not None:
-            alone = self.gate.alone
-            if alone is not None and alone in self.inflight:
-                self._set_charge(alone, Charge(self.inflight.tries(alone), self.charged[alone].deaths - 1))
+            grouped = self.gate.group_size > 1
+            for offset in [o for o in self.gate.group if o in self.inflight]:
+                kept = self.charged[offset]
+                self._set_charge(offset, Charge(self.inflight.tries(offset), kept.deaths - (not grouped),
+                                                kept.level - grouped))
             if self.gate.counting and self.handle is not None:
                 # what it really read (not the read-ahead), or what a dead task may have
                 self.read_to = max(self.handle.tell(), self.read_before)

@@ -26,16 +26,21 @@ the pending list after its consumer stopped: ``XPENDING``'s delivery count is ab
 failed because another worker died while a bolt there executed it (``worker-died``), is a
 suspect (one only in flight in a worker that died, ``worker-lost``, is not: it goes out again
 beside the others), and a suspect is emitted only when
-nothing else of its task is in flight, and nothing else until its tree ends. Before it goes out
-its charge is written as if it will take its worker down with it; its ack deletes the charge,
-a failure it caused keeps it, any other failure (a timeout, a rollback, another worker's death
-this spout outlived) takes it back, and so does the spout's ``close`` (a rebalance, a kill).
-Only a death that takes the spout down with the suspect in flight alone leaves the charge in
-place: a live spout still charges no lost worker to anyone. A suspect found charged
+nothing else of its task is in flight, and nothing else until its tree ends: in a group of up
+to 32 suspects (`squall.external.retry.SUSPECT_GROUPS`), each one's level raised beforehand
+(``"<charged> <deaths> <level>"``, nothing charged), while it never died in one, and alone
+after a death in a group (or after ``worker-died``). Before one goes alone its charge is
+written as if it will take its worker down with it; its ack deletes the charge (or the raised
+level), a failure it caused keeps it, any other failure (a timeout, a rollback, another
+worker's death this spout outlived) takes it back, and so does the spout's ``close`` (a
+rebalance, a kill). Only a death that takes the spout down with the suspect in flight alone
+leaves the charge in place: a live spout still charges no lost worker to anyone. So after the
+spout's worker dies with N good entries pending they replay in N / 32 rounds of trees, not N.
+A suspect found charged
 past ``max_retries`` when it is taken is dead-lettered at once (a cause of kind ``worker-lost``
 saying how often it was delivered and how many of those times its worker died with it in
 flight alone). Good entries in flight beside a poison one are delivered again as suspects,
-once each, and never charged for its deaths. Each task holds back only its own tuples: with
+in a group, then alone if the poison one killed their group, and never charged for its deaths. Each task holds back only its own tuples: with
 several spout tasks in one worker, a suspect of one in flight alone when another task's entry
 kills the worker is charged for that death too. Without a limit (``max_retries`` None) nothing
 is counted and nothing is held back.
@@ -85,7 +90,7 @@ from .._redact import redact_text
 from .._tuple import is_tick_tuple
 from ..engine.clock import Clock
 from ._arity import arity_error
-from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, worker_gate
+from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, group_size, worker_gate
 
 log = logging.getLogger(__name__)
 
@@ -180,8 +185,10 @@ class _Tracked:
     """An entry the spout has taken and not yet acked: its values and retries so far (failures
     charged to it: those it caused, and deaths of its worker while it was in flight alone), of
     which ``deaths`` were deaths; ``delivered``, Redis's delivery count when it was taken;
-    ``suspect``, whether it is emitted alone (see the module docstring); ``charged``, whether
-    the hash of charges may hold it."""
+    ``suspect``, whether it is emitted in a group of suspects (see the module docstring);
+    ``charged``, whether the hash of charges may hold it; ``level``, its `Charge.level` (the
+    deaths of its worker while it was in flight in a group of suspects); ``lone``, whether it
+    goes alone whatever its level (it failed as ``worker-died``)."""
 
     entry: Entry
     values: list
@@ -190,6 +197,18 @@ class _Tracked:
     delivered: int = 1
     suspect: bool = False
     charged: bool = False
+    level: int = 0
+    lone: bool = False
+
+    @property
+    def group_size(self) -> int:
+        """How many suspects it may go out with, itself included (`squall.external.retry.group_size`)."""
+        return 1 if self.lone else group_size(self.level)
+
+    @property
+    def charge(self) -> Charge:
+        """Its charge as it stands, no mark of a delivery in a group or alone on it."""
+        return Charge(self.retries, self.deaths, self.level)
 
 
 @dataclass(frozen=True)
@@ -274,7 +293,7 @@ def consumer_name(component_id: str, task_index: int) -> str:
 
 def charges_key(stream: str, group: str) -> str:
     """The hash that keeps the failures charged to the entries of ``stream`` that ``group``
-    holds (entry id -> ``"<charged> <deaths>"``), across the spout's restarts."""
+    holds (entry id -> ``"<charged> <deaths> [<level>]"``), across the spout's restarts."""
     return f"{stream}:{group}:charged"
 
 
@@ -448,10 +467,12 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
     def close(self) -> None:
         """Sends the acks held back, stops the reading thread and closes the connections;
         entries not acked stay pending for the next task. The charge of a suspect in flight
-        alone is taken back: its worker did not die with it."""
-        t = self._tracked.get(self._gate.alone) if self._gate.alone is not None else None
-        if t is not None and self._counting:
-            self._to_write[t.entry.id] = str(Charge(t.retries, t.deaths))
+        alone, or of each suspect in flight in a group, is taken back: its worker did not die
+        with it."""
+        for entry_id in self._gate.group if self._counting else ():
+            t = self._tracked.get(entry_id)
+            if t is not None:
+                self._to_write[entry_id] = str(t.charge)
         self._safely(self.clock.now(), self._flush_acks)
         self._safely(self.clock.now(), self._write_dead_letters)
         self._gate.clear()   # the worker's other spout tasks no longer wait for its entries
@@ -498,15 +519,16 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
             if t is None:
                 self._ready.popleft()
                 continue
-            if self._gate.hold(t.suspect):
-                return   # a suspect waits for what is in flight, and nothing goes out beside it
+            size = t.group_size
+            if self._gate.hold(t.suspect, size):
+                return   # a suspect waits for what is in flight, and nothing goes out beside its group
             alone = self._gate.goes_alone(t.suspect)
-            # alone, charged beforehand (the death that would end this delivery leaves no one
-            # to charge it)
-            if alone and not self._safely(now, functools.partial(self._charge_alone, entry_id, t)):
+            # a suspect's mark beforehand (the death that would end this delivery leaves no one
+            # to write it): alone, charged as dying; in a group, its level raised
+            if alone and not self._safely(now, functools.partial(self._mark, entry_id, t, size)):
                 return
             self._ready.popleft()
-            self._gate.emitted(entry_id, alone)
+            self._gate.emitted(entry_id, alone, size)
             self.collector.emit(t.values, msg_id=entry_id)
             return
 
@@ -516,7 +538,8 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         emit), or here once ``batch_size`` are waiting. If the server is down, they are kept and
         sent when it is back (until then the entry stays pending, so a crash meanwhile replays
         it: at least once); a held-back ack's entry is touched like one in flight."""
-        alone = self._gate.ended(msg_id)
+        grouped = self._gate.in_group(msg_id)
+        alone = self._gate.ended(msg_id) and not grouped
         t = self._tracked.pop(msg_id, None)
         self._retrying.done(msg_id)   # its uncharged failures back off from the start if it comes again
         self._to_write.pop(msg_id, None)
@@ -546,7 +569,9 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         ``worker-died``, as a suspect, alone: see the module docstring). A worker's death is charged only when it takes this
         spout down too, with the entry in flight alone: then no one calls this method, and the
         charge written before the entry went out stays."""
-        alone = self._gate.ended(msg_id)
+        grouped = self._gate.in_group(msg_id)
+        marked = self._gate.ended(msg_id)
+        alone = marked and not grouped
         t = self._tracked.get(msg_id)
         if t is None:
             return
@@ -554,12 +579,13 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         if charged:
             t.retries += 1
         if self._gate.lost_worker(cause):
-            t.suspect = True
-        if self._counting and (alone or charged):
+            t.suspect = t.lone = True
+        if self._counting and (marked or charged):
             # alone, it was charged beforehand as a death: that charge becomes the failure it
-            # caused, or is taken back (a timeout, a lost worker, a rollback: this spout lives)
+            # caused, or is taken back (a timeout, a lost worker, a rollback: this spout lives);
+            # in a group, its level raised beforehand is taken back so too
             t.charged = True
-            self._to_write[msg_id] = str(Charge(t.retries, t.deaths))
+            self._to_write[msg_id] = str(t.charge)
         now = self.clock.now()
         if charged:
             scheduled = self._retrying.schedule(msg_id, t.retries, now)
@@ -680,7 +706,7 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         entries = [e for e in entries if e.id not in self._tracked and e.id not in acked and e.id not in self._dead]
         looked_up = self._look_up(entries) if again and self._counting else {}
         for entry in entries:
-            delivered, retries, deaths = looked_up.get(entry.id, (1, 0, 0))
+            delivered, retries, deaths, level = looked_up.get(entry.id, (1, 0, 0, 0))
             if self.backoff.gives_up(retries):
                 self._dead_letter(entry, *self._gate.death_reason(Charge(retries, deaths), delivered))
                 continue
@@ -700,14 +726,15 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
                 self._dead_letter(entry, f"stream {self.stream!r} entry {entry.id}: {wrong}")
                 continue
             self._tracked[entry.id] = _Tracked(entry, values, retries, deaths, delivered,
-                                               suspect=entry.id in looked_up, charged=retries > 0)
+                                               suspect=entry.id in looked_up,
+                                               charged=retries > 0 or level > 0, level=level)
             self._ready.append(entry.id)
 
-    def _look_up(self, entries: list[Entry]) -> dict[str, tuple[int, int, int]]:
-        """Each entry's delivery count and the failures (and deaths) the hash of charges keeps
-        for it, in one script call per `_TOUCH_BATCH` ids."""
+    def _look_up(self, entries: list[Entry]) -> dict[str, tuple[int, int, int, int]]:
+        """Each entry's delivery count and the failures (and deaths, and level) the hash of
+        charges keeps for it, in one script call per `_TOUCH_BATCH` ids."""
         ids = [e.id for e in entries]
-        found: dict[str, tuple[int, int, int]] = {}
+        found: dict[str, tuple[int, int, int, int]] = {}
         for i in range(0, len(ids), _TOUCH_BATCH):
             batch = ids[i:i + _TOUCH_BATCH]
             reply = self._look_up_script(keys=[self.stream, self._charges], args=[self.group, *batch])
@@ -719,18 +746,20 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
                     # a Redis key any client may write: raising here failed this spout again at every
                     # restart, as it reads the same value first (the Kafka spout ignores its malformed
                     # budgets so too)
-                    log.warning("%s: the charge %r of entry %s in %s is not one (\"<failures> <deaths>\"); "
+                    log.warning("%s: the charge %r of entry %s in %s is not one (\"<failures> <deaths> [<level>]\"); "
                                 "ignored: the entry starts with a fresh budget, and its next charge replaces it",
                                 self.consumer, str(charges)[:100], entry_id, self._charges)
                     charge = Charge()
-                found[entry_id] = (int(delivered), charge.retries, charge.deaths)
+                found[entry_id] = (int(delivered), charge.retries, charge.deaths, charge.level)
         return found
 
-    def _charge_alone(self, entry_id: str, t: _Tracked) -> None:
-        """Writes the charge of ``t``'s delivery alone before it goes out, as if its worker will
-        die with it: what was acked or charged before goes first (`_flush_acks`)."""
+    def _mark(self, entry_id: str, t: _Tracked, size: int) -> None:
+        """Writes the mark of ``t``'s delivery as a suspect before it goes out, as if its worker
+        will die with it: alone (``size`` 1), its charge as dying; in a group, its level raised.
+        What was acked or charged before goes in the same round trip, first (`_flush_acks`)."""
+        mark = t.charge.dying() if size == 1 else t.charge.in_group()
         self._flush_acks()
-        self.client.hset(self._charges, entry_id, str(Charge(t.retries, t.deaths).dying()))
+        self.client.hset(self._charges, entry_id, str(mark))
         t.charged = True
 
     def _move_due_retries(self, now: float) -> None:

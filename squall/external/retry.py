@@ -207,15 +207,38 @@ def spout_backoff(owner: str, max_retries: int | None, backoff: RetryBackoff | N
     return backoff
 
 
+# How many suspects of each level go out together (`AloneGate`, `Charge.level`): level 0 (never
+# in flight in a group of suspects when its worker died) in groups of up to 32, level 1 and up
+# alone, charged as dying. Each level before the last adds one worker death per poison record
+# before that record is first charged (the group's death raises every member's level; only a death
+# alone charges); each group costs one tree round trip (with a stateful bolt, a checkpoint).
+# After a spout's worker dies with N records pending and none poison, they drain in N / 32
+# rounds instead of N; with one poison record among them, its group's 31 good members go alone
+# once each afterwards (31 rounds, a second level of 4 would make it 8, but cost every poison
+# record one more death, each a worker restart, and a restart takes longer than 23 rounds).
+SUSPECT_GROUPS: tuple[int, ...] = (32, 1)
+
+
+def group_size(level: int) -> int:
+    """How many suspects of ``level`` (`Charge.level`) may go out together (`SUSPECT_GROUPS`)."""
+    return SUSPECT_GROUPS[min(max(level, 0), len(SUSPECT_GROUPS) - 1)]
+
+
 class Charge(NamedTuple):
     """What a record's durable budget holds: the failures charged to it (those it caused, and
-    deaths of its spout's worker while it was in flight alone), of which ``deaths`` were deaths.
-    Its text, kept by each spout where it keeps its progress, is ``"<retries> <deaths>"``."""
+    deaths of its spout's worker while it was in flight alone), of which ``deaths`` were deaths,
+    and its ``level``: how many times its worker died while it was in flight in a group of
+    suspects (`AloneGate`, `SUSPECT_GROUPS`), which is not a failure charged. Its text, kept by
+    each spout where it keeps its progress, is ``"<retries> <deaths>"``, then ``" <level>"`` if
+    the level is not 0 (a text of two fields, as written before levels, is level 0)."""
 
     retries: int = 0
     deaths: int = 0
+    level: int = 0
 
     def __str__(self) -> str:
+        if self.level:
+            return f"{self.retries} {self.deaths} {self.level}"
         return f"{self.retries} {self.deaths}"
 
     @classmethod
@@ -223,15 +246,27 @@ class Charge(NamedTuple):
         """The charge of ``text`` (None: none yet); raises ValueError on anything else."""
         if text is None:
             return cls()
-        retries, _, deaths = text.partition(" ")
-        charge = cls(int(retries), int(deaths or 0))
-        if charge.retries < 0 or not 0 <= charge.deaths <= charge.retries:
+        fields = text.split(" ")
+        if not 1 <= len(fields) <= 3:
+            raise ValueError(f"not a charge: {text!r}")
+        charge = cls(*(int(f) for f in fields))
+        if charge.retries < 0 or not 0 <= charge.deaths <= charge.retries or charge.level < 0:
             raise ValueError(f"not a charge: {text!r}")
         return charge
 
+    @property
+    def is_mark(self) -> bool:
+        """Whether there is anything to keep (a charge or a level): else the record's entry goes."""
+        return bool(self.retries or self.level)
+
     def dying(self) -> Charge:
         """The charge written before the record goes out alone: as if its worker dies with it."""
-        return Charge(self.retries + 1, self.deaths + 1)
+        return Charge(self.retries + 1, self.deaths + 1, self.level)
+
+    def in_group(self) -> Charge:
+        """The mark written before the record goes out in a group of suspects: its level raised,
+        as if its worker dies with the group (nothing charged)."""
+        return Charge(self.retries, self.deaths, self.level + 1)
 
 
 WORKER_GATE_KEY = "squall.external.retry.WorkerGate"
@@ -290,18 +325,27 @@ class AloneGate(Generic[M]):
     nothing else is in flight of any spout task of its worker that joined the same `WorkerGate` (``worker``: every task that
     opens with ``worker_gate(context)``), and nothing of them goes out beside it until its tree
     ends. A suspect that must wait claims the worker: from then on the other tasks hold back
-    their records too, so that what is in flight drains and the suspect is not starved. The
-    spout writes its charge as `Charge.dying` before it goes out (`hold` says when it may), so
-    if the worker dies with it the charge stays; its ack deletes the charge, a failure it caused
-    keeps it, any other failure or the spout's ``close`` takes it back (`alone`). Without a
+    their records too, so that what is in flight drains and the suspect is not starved.
+
+    Suspects go out in groups (group testing): a suspect of `Charge.level` l opens a group of up
+    to ``group_size(l)`` (`SUSPECT_GROUPS`), and the task's next suspects that go in groups of
+    that size join it while it has room; nothing else goes out until every member's tree ended.
+    Before each member goes out the spout writes its mark: in a group of more than one
+    `Charge.in_group` (its level raised, nothing charged: the worker's death with a group out
+    does not tell which member killed it, so the next time each goes in smaller groups); in a
+    group of one (the last level) `Charge.dying`, so if the worker dies with it the charge
+    stays. A member's ack deletes its mark, a failure it caused charges it, any other failure
+    or the spout's ``close`` takes the mark back (`in_group` says which mark it was). So a poison
+    record is charged only for deaths alone, after one death per level, and after a spout's
+    worker dies with N good records pending they drain in N / 32 tree round trips, not N. Without a
     limit (``max_retries`` None) nothing is counted and no record of the task's own goes alone
     (`counting`), but the task still joins: its records count as in flight for the others'
     suspects, and wait while one goes alone. A spout that joins no gate (a plain user spout in
     the same worker) is not seen: a suspect may be in flight beside its records, and is charged
     if one of them kills the worker. One whose failure said that a bolt was executing it when
     its (other) worker died (`WORKER_DIED`) is charged for it, as a failure it caused, and is a
-    suspect too: it goes out alone, so that what else dies with it next time is not in flight
-    beside it.
+    suspect too: it goes out alone (its spout asks with size 1, whatever its level), so that what
+    else dies with it next time is not in flight beside it.
 
     The calls, on the spout's own thread: `hold` before each record (False lets it go: the
     record counts as in flight from then on), `goes_alone`, then `emitted` once it is out;
@@ -315,23 +359,46 @@ class AloneGate(Generic[M]):
         self.counting = max_retries is not None
         self.worker = worker if worker is not None else WorkerGate()
         self.in_flight: set[M] = set()   # emitted, neither acked nor failed yet
-        self.alone: M | None = None      # the suspect in flight alone, if one is
+        # the suspects of this task's group in flight (marked before each went out); the group is
+        # open while any is, and takes members until group_size of them went out
+        self.group: set[M] = set()
+        self.group_size = 0      # of the open group (1: a suspect alone, charged as dying); 0: none
+        self._joined = 0         # members the open group took so far
         # let go by hold and not yet emitted: None no record; False beside others (counted in the
         # worker's in flight already); True alone (the worker claimed)
         self._let_go: bool | None = None
         self._waiting = False   # a suspect of this task was held back since the last turn_ended
 
-    def hold(self, suspect: bool) -> bool:
-        """Whether the next record (a ``suspect`` or not) must wait: another task's suspect goes
-        alone, this task's is in flight alone, or this one is a suspect (of a counting task) and
-        something of the worker is in flight; such a suspect claims the worker, so that the
-        others hold back until its tree ends. False lets the record go: until `emitted` (or
-        `turn_ended`, or the next ``hold``), it counts as in flight, so that no suspect of
-        another task goes out before it."""
+    @property
+    def alone(self) -> M | None:
+        """The suspect in flight alone (in a group of one, charged as dying), if one is."""
+        if self.group_size == 1 and self.group:
+            return next(iter(self.group))
+        return None
+
+    def in_group(self, msg_id: M) -> bool:
+        """Whether ``msg_id`` is in flight in this task's group of more than one suspect (its
+        mark's level raised, nothing charged); False for one alone (charged as dying)."""
+        return self.group_size > 1 and msg_id in self.group
+
+    def hold(self, suspect: bool, size: int = 1) -> bool:
+        """Whether the next record (a ``suspect`` or not) must wait: another task's suspects go
+        out, this task's group is in flight and the record may not join it (only a suspect that
+        goes in groups of the same ``size``, `group_size`, while the group took fewer than that),
+        or this one is a suspect (of a counting task) and something of the worker is in flight;
+        such a suspect claims the worker, so that the others hold back until its group's trees
+        end. False lets the record go: until `emitted` (or `turn_ended`, or the next ``hold``),
+        it counts as in flight, so that no suspect of another task goes out before it."""
         w = self.worker
         with w._lock:
             self._withdraw()
-            if (w._owner is not None and w._owner is not self) or self.alone is not None:
+            if w._owner is not None and w._owner is not self:
+                return True
+            if self.group:
+                # a group out: only a suspect of its size joins, while it has room
+                if suspect and self.counting and size == self.group_size and self._joined < size:
+                    self._let_go = True
+                    return False
                 return True
             if suspect and self.counting:
                 w._owner = self   # the others hold back until its tree ends
@@ -347,11 +414,13 @@ class AloneGate(Generic[M]):
             return False
 
     def goes_alone(self, suspect: bool) -> bool:
-        """Whether a record that may go (`hold` False) goes alone, its charge written first."""
+        """Whether a record that may go (`hold` False) goes as a suspect, its mark written first
+        (a group of one: its charge as dying; a larger group: its level raised)."""
         return suspect and self.counting
 
-    def emitted(self, msg_id: M, alone: bool) -> None:
-        """``msg_id`` went out (``alone``: as a suspect, its charge written)."""
+    def emitted(self, msg_id: M, alone: bool, size: int = 1) -> None:
+        """``msg_id`` went out (``alone``: as a suspect, its mark written, in a group of up to
+        ``size``, the size `hold` was asked with)."""
         w = self.worker
         # the common case touches nothing shared: let go beside others, and counted by hold (only
         # this task's thread makes this gate the worker's owner or stops it being one)
@@ -369,9 +438,12 @@ class AloneGate(Generic[M]):
                 if let_go is not False:   # let go alone, or without asking hold: not counted yet
                     w._in_flight += 1
             if alone:
-                self.alone = msg_id
+                if not self.group:   # it opens a group
+                    self.group_size, self._joined = max(size, 1), 0
+                self.group.add(msg_id)
+                self._joined += 1
                 w._owner = self
-            elif w._owner is self and self.alone is None:
+            elif w._owner is self and not self.group:
                 w._owner = None
 
     def turn_ended(self) -> None:
@@ -385,7 +457,7 @@ class AloneGate(Generic[M]):
             return   # nothing let go, no claim of this task's: nothing shared to change
         with w._lock:
             self._withdraw()
-            if not self._waiting and w._owner is self and self.alone is None:
+            if not self._waiting and w._owner is self and not self.group:
                 w._owner = None
             self._waiting = False
 
@@ -394,22 +466,25 @@ class AloneGate(Generic[M]):
         w = self.worker
         if self._let_go is False:
             w._in_flight -= 1
-        elif self._let_go is True and w._owner is self and self.alone is None:
+        elif self._let_go is True and w._owner is self and not self.group:
             w._owner = None
         self._let_go = None
 
     def ended(self, msg_id: M) -> bool:
-        """``msg_id`` was acked or failed; True if it was the suspect in flight alone (its
-        charge written before it went out is to be deleted, kept or taken back now)."""
+        """``msg_id`` was acked or failed; True if it was a suspect of this task's group (its
+        mark written before it went out is to be deleted, kept or taken back now: ask
+        `in_group` first which). The group ends with its last member in flight."""
         w = self.worker
         with w._lock:
             if msg_id in self.in_flight:
                 self.in_flight.discard(msg_id)
                 w._in_flight -= 1
-            if msg_id == self.alone:
-                self.alone = None
-                if w._owner is self:
-                    w._owner = None
+            if msg_id in self.group:
+                self.group.discard(msg_id)
+                if not self.group:
+                    self.group_size = self._joined = 0
+                    if w._owner is self:
+                        w._owner = None
                 return True
             return False
 
@@ -422,7 +497,8 @@ class AloneGate(Generic[M]):
             self._withdraw()
             w._in_flight -= len(self.in_flight)
             self.in_flight.clear()
-            self.alone = None
+            self.group.clear()
+            self.group_size = self._joined = 0
             self._waiting = False
             if w._owner is self:
                 w._owner = None

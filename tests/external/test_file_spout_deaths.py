@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from squall.external.files import READ_AHEAD_LINES, FileSpout, charges_path
-from squall.external.retry import RetryBackoff
+from squall.external.retry import SUSPECT_GROUPS, RetryBackoff
 
 from ..conftest import QUICK_CRASH_BACKOFF, wait_until
 from . import poison_file_fail_fast as p
@@ -91,8 +91,10 @@ def test_a_line_that_kills_its_spouts_worker_each_time_is_dead_lettered_after_it
         assert re.fullmatch(r"failed 4 times \(max_retries 3\): its worker died each of the 4 times it was "
                             r"in flight alone", d["reason"]), d["reason"]
         assert d["cause"]["kind"] == "worker-lost" and d["cause"]["message"] == d["reason"].split(": ", 1)[1]
-    # 4 deaths alone each, and at most one before it was known a suspect
-    assert all(MAX_RETRIES + 1 <= deaths[v] <= MAX_RETRIES + 2 for v in p.POISON), deaths
+    # 4 deaths alone each, one in each level's group of suspects before it goes alone
+    # (SUSPECT_GROUPS), and at most one before it was known a suspect
+    grouped = len(SUSPECT_GROUPS) - 1
+    assert all(MAX_RETRIES + 1 + grouped <= deaths[v] <= MAX_RETRIES + 2 + grouped for v in p.POISON), deaths
     again = {v: n for v, n in delivered.items() if n > 1 and v not in p.POISON}
     assert again, "no good line was beside a poison one when it killed the worker"
     duplicates = sum(out.values()) - len(out)
@@ -107,10 +109,12 @@ def charged(local: Path) -> dict[str, str]:
     return doc["files"].get(p.NAME, {}).get("charged", {})
 
 
-def test_after_a_death_the_lines_it_read_go_out_one_at_a_time_each_charged_while_alone(tmp_path):
-    """The lines a dead task read are emitted again one at a time, each once the one before it
-    ended, with its charge ("1 1": one failure, a death) written before it goes out and deleted
-    by its ack; a ``close`` with one in flight takes its charge back (its worker did not die)."""
+def test_after_a_death_the_lines_it_read_go_in_a_group_then_one_at_a_time_each_charged_while_alone(tmp_path):
+    """The lines a dead task read are emitted again as a group of suspects, each with its level
+    raised ("0 0 1": nothing charged) before it goes out, nothing else beside them; after a
+    death with the group out, one at a time, each once the one before it ended, with its charge
+    ("1 1 1": one failure, a death) written before it goes out and deleted by its ack; a
+    ``close`` with one in flight takes its mark back (its worker did not die)."""
     src, local = tmp_path / "in", tmp_path / "local"
     src.mkdir()
     p.write_input(src)
@@ -120,25 +124,35 @@ def test_after_a_death_the_lines_it_read_go_out_one_at_a_time_each_charged_while
     assert [line for line, _ in w.collector.emitted] == ["0", "1", "2", "3", "4"]   # together
     w.die()
     w = Worker(src, local)
+    for _ in range(5):
+        w.spout.next_tuple()
+    # the group: the 5 lines read, and the read-ahead after them (the dead task may have read it)
+    assert [line for line, _ in w.collector.emitted] == ["0", "1", "2", "3", "4"]
+    levelled = [m for _, m in w.collector.emitted]
+    assert charged(local) == {str(m.offset): "0 0 1" for m in levelled}
+    w.die()
+    w = Worker(src, local)
     for line in ("0", "1", "2"):
         for _ in range(3):
             w.spout.next_tuple()
         [(got, msg_id)] = w.collector.emitted   # nothing beside it
-        assert got == line and charged(local) == {str(msg_id.offset): "1 1"}
+        level = {str(m.offset): "0 0 1" for m in levelled if m.offset > msg_id.offset}
+        assert got == line and charged(local) == {str(msg_id.offset): "1 1 1", **level}
         w.spout.ack(msg_id)
-        assert charged(local) == {}   # deleted before anything else goes out
+        assert charged(local) == level   # deleted before anything else goes out
         w.collector.emitted.clear()
     w.spout.next_tuple()
     [(got, msg_id)] = w.collector.emitted
-    assert got == "3" and charged(local) == {str(msg_id.offset): "1 1"}
+    assert got == "3" and charged(local)[str(msg_id.offset)] == "1 1 1"
     w.spout.close()
-    assert charged(local) == {}   # taken back: it was not in flight when its worker died
+    # taken back to its level: it was not in flight when its worker died
+    assert charged(local) == {str(m.offset): "0 0 1" for m in levelled if m.offset >= msg_id.offset}
 
 
-def test_after_a_death_among_short_lines_at_most_read_ahead_lines_more_go_out_alone(tmp_path):
+def test_after_a_death_among_short_lines_at_most_read_ahead_lines_more_go_out_as_suspects(tmp_path):
     """The mark of how far a task may have read runs READ_AHEAD_LINES lines ahead of what it
     emitted, not 64 KiB: 10,000 lines of 15 bytes, a task dies with 20 in flight, and its
-    restart emits alone only those and at most READ_AHEAD_LINES more (on main: 4,371, each with
+    restart emits as suspects (each acked before the next goes: one group each) only those and at most READ_AHEAD_LINES more (on main: 4,371, each with
     two durable writes, 15 to 23 s before the rest went out together), then the others together.
     Every line out once the restart is done, none charged."""
     src, local = tmp_path / "in", tmp_path / "local"
@@ -152,21 +166,21 @@ def test_after_a_death_among_short_lines_at_most_read_ahead_lines_more_go_out_al
     w.die()
     w = Worker(src, local)
     out: collections.Counter[str] = collections.Counter()
-    alone = 0
+    suspects = 0
     try:
         while len(out) < len(lines):
             before = len(w.collector.emitted)
             w.spout.next_tuple()
             emitted = w.collector.emitted[before:]
             assert emitted, f"stalled with {len(out)} of {len(lines)} lines out"
-            alone += w.spout.gate.alone is not None
+            suspects += bool(w.spout.gate.group)   # out in a group of suspects, or alone
             for line, msg_id in emitted:
                 out[line] += 1
                 w.spout.ack(msg_id)
     finally:
         w.spout.close()
     assert sorted(out) == lines and set(out.values()) == {1}
-    assert IN_FLIGHT <= alone <= IN_FLIGHT + READ_AHEAD_LINES + 1, alone
+    assert IN_FLIGHT <= suspects <= IN_FLIGHT + READ_AHEAD_LINES + 1, suspects
     assert json.loads(charges_path(local / "filespout" / "lines", 0).read_text())["files"] == {}
 
 
@@ -197,6 +211,7 @@ def test_a_line_dead_lettered_before_a_death_that_came_before_its_commit_is_not_
         return w
 
     life().die()                      # the poison line among the others: no charge
+    life().die()                      # in a group of suspects: its level raised, no charge
     life().die()                      # alone: charged a death
     w = life(upto="good-1")           # read again charged past 0: dead-lettered; good-1 acked
     assert [d["record"] for d in p.dead_letters(local)] == ["poison-a\n"]
@@ -208,7 +223,7 @@ def test_a_line_dead_lettered_before_a_death_that_came_before_its_commit_is_not_
     assert [d["record"] for d in p.dead_letters(local)] == ["poison-a\n"]   # once
 
 
-@pytest.mark.timeout(300)  # 4 crashes, restarted after 0, 0.1, 0.2, 0.4 s (QUICK_CRASH_BACKOFF)
+@pytest.mark.timeout(300)  # 9 crashes at most, restarted after 0, 0.02, 0.04 ... s (QUICK_CRASH_BACKOFF)
 def test_on_local_cluster_a_poison_line_under_fail_fast_is_dead_lettered_and_every_good_one_is_out(tmp_path):
     """The same through a topology on LocalCluster (one worker: the bolt that raises under
     ``topology.bolt.fail.fast`` takes the spout down with it each time): the worker restarts
@@ -223,7 +238,7 @@ def test_on_local_cluster_a_poison_line_under_fail_fast_is_dead_lettered_and_eve
     with LocalCluster(QUICK_CRASH_BACKOFF) as cluster:
         cluster.submit_topology("poison", p.conf(), p.topology(src, local, notes))
         try:
-            # 6 quick crashes at most, restarted after 0, 0.1, 0.2, 0.4, 0.8, 1.6 s (QUICK_CRASH_BACKOFF)
+            # 9 quick crashes at most (3 poison lines: among others, in a group, alone), restarted after 0, 0.02, 0.04 ... s (QUICK_CRASH_BACKOFF)
             assert wait_until(lambda: p.done(src, local, notes), 150), p.progress(src, local, notes)
         finally:
             cluster.kill_topology("poison", 0)
@@ -243,10 +258,11 @@ def test_two_tasks_in_one_worker_send_their_suspects_alone_in_the_worker_not_onl
     """Two tasks of the spout in one worker, each reading a file of its own of 8 lines (task 0
     more.txt, task 1 events.txt), die together with 5 lines each in flight. In the worker's
     next life every line of both files is a suspect (each task had read past its file's end),
-    and they go out one at a time across both tasks: while one task's suspect is out, the other
-    task emits nothing (were it alone only in its own task, the other task's poison line could
-    kill the worker beside it, and charge it). Every line is counted: the 16 go out once each,
-    alone, in their file's order, charged before and uncharged after; both files finish."""
+    and they go out in groups of one task's suspects: while one task's group is out, the other
+    task emits nothing (were the groups only per task, the other task's poison line could kill
+    the worker beside them, and raise their level, or charge one alone). Every line is counted:
+    the 16 go out once each, in their file's order, each with its level raised before it went
+    out, none marked once both tasks close; both files finish."""
     from squall._worker_resources import WorkerResources
 
     src, local = tmp_path / "in", tmp_path / "local"
@@ -281,12 +297,12 @@ def test_two_tasks_in_one_worker_send_their_suspects_alone_in_the_worker_not_onl
         for spout, _ in tasks:
             spout.next_tuple()
         in_flight = [(i, line, msg_id) for i, (_, c) in enumerate(tasks) for line, msg_id in c.emitted]
-        assert len(in_flight) <= 1, in_flight   # a suspect is alone in the worker
+        # one task's group of suspects alone in the worker
+        assert len({i for i, _, _ in in_flight}) <= 1, in_flight
         for i, line, msg_id in in_flight:
             spout, collector = tasks[i]
-            assert charges_of(local, i) == {str(msg_id.offset): "1 1"}   # written before it went out
+            assert charges_of(local, i)[str(msg_id.offset)] == "0 0 1"   # written before it went out
             spout.ack(msg_id)
-            assert charges_of(local, i) == {}
             collector.emitted.clear()
             out[i].append(line)
         if (src / "more.txt.done").exists() and (src / "events.txt.done").exists():

@@ -19,7 +19,7 @@ import pytest
 redis = pytest.importorskip("redis")
 
 from squall.external.redis_streams import RedisStreamSpout, charges_key
-from squall.external.retry import RetryBackoff
+from squall.external.retry import SUSPECT_GROUPS, RetryBackoff
 
 from ..conftest import QUICK_CRASH_BACKOFF, wait_until
 from .test_redis_streams import Context, Recorder
@@ -108,8 +108,10 @@ def test_an_entry_that_kills_its_spouts_worker_each_time_is_dead_lettered_after_
         assert cause["kind"] == "worker-lost" and cause["message"] == d["error"].split(": ", 1)[1]
         # delivered once at least per death, and once more (the delivery that found it spent)
         assert int(said[1]) >= deaths[ids[d["id"]]] + 1
-    # 4 deaths alone each, and at most one before it was known a suspect
-    assert all(MAX_RETRIES + 1 <= deaths[p] <= MAX_RETRIES + 2 for p in POISON), deaths
+    # 4 deaths alone each, one in each level's group of suspects before it goes alone
+    # (SUSPECT_GROUPS), and at most one before it was known a suspect
+    grouped = len(SUSPECT_GROUPS) - 1
+    assert all(MAX_RETRIES + 1 + grouped <= deaths[p] <= MAX_RETRIES + 2 + grouped for p in POISON), deaths
     again = {v: n for v, n in delivered.items() if n > 1 and v not in POISON}
     assert again, "no good entry was beside a poison one when it killed the worker"
     duplicates = sum(out.values()) - len(out)
@@ -151,7 +153,8 @@ def test_a_group_recreated_does_not_apply_the_charges_of_the_group_it_replaced(r
     """A charge left by a group destroyed (XGROUP DESTROY) while its entry was pending is not
     applied to the entry once a group of that name delivers it again: the task that creates the
     group deletes the hash of charges with it. max_retries 0: the first group's worker dies with
-    entry 0 in flight alone (charged "1 1"); the group is destroyed and recreated, and the new
+    entry 0 in flight alone (charged "1 1 1", after a death in a group of suspects raised its
+    level, "0 0 1"); the group is destroyed and recreated, and the new
     group's first worker dies with the 5 entries in flight together (no one charged). On main
     the leftover charge then dead-lettered entry 0, a good entry never alone in flight when a
     worker of this group died; with the fix all 5 are acked, none dead-lettered or charged."""
@@ -163,8 +166,12 @@ def test_a_group_recreated_does_not_apply_the_charges_of_the_group_it_replaced(r
     assert [v for _, v in emit_until(w, 5, deadline)] == values   # together: no one charged
     w.die()
     w = Worker(redis_server.url, max_retries=0)
-    assert emit_until(w, 1, deadline) == [(ids[0], "v0")]   # a suspect, alone, charged first
-    assert r.hget(charges_key(STREAM, GROUP), ids[0]) == "1 1"
+    assert emit_until(w, 1, deadline) == [(ids[0], "v0")]   # a suspect, in a group: its level raised
+    assert r.hget(charges_key(STREAM, GROUP), ids[0]) == "0 0 1"
+    w.die()
+    w = Worker(redis_server.url, max_retries=0)
+    assert emit_until(w, 1, deadline) == [(ids[0], "v0")]   # level 1: alone, charged first
+    assert r.hget(charges_key(STREAM, GROUP), ids[0]) == "1 1 1"
     w.die()
     r.xgroup_destroy(STREAM, GROUP)   # an operator resets the group; the stream stays
     w = Worker(redis_server.url, max_retries=0)
@@ -195,7 +202,7 @@ def test_a_charge_in_the_hash_that_is_not_one_is_ignored_not_a_crash_at_every_re
     assert warned and ids[0] in warned[0], [rec.getMessage() for rec in caplog.records]
 
 
-@pytest.mark.timeout(300)  # 6 crashes at most, restarted after 0, 0.1, 0.2 ... s (QUICK_CRASH_BACKOFF)
+@pytest.mark.timeout(300)  # 9 crashes at most, restarted after 0, 0.02, 0.04 ... s (QUICK_CRASH_BACKOFF)
 def test_on_local_cluster_a_poison_entry_under_fail_fast_is_dead_lettered_and_every_good_one_is_out(redis_server):
     """The same through a topology on LocalCluster (one worker: the bolt that raises under
     ``topology.bolt.fail.fast`` takes the spout down with it each time): the worker restarts
@@ -210,7 +217,7 @@ def test_on_local_cluster_a_poison_entry_under_fail_fast_is_dead_lettered_and_ev
     with LocalCluster(QUICK_CRASH_BACKOFF) as cluster:
         cluster.submit_topology("poison", p.conf(), p.topology(redis_server.url))
         try:
-            # 6 quick crashes at most, restarted after 0, 0.1, 0.2, 0.4, 0.8, 1.6 s (QUICK_CRASH_BACKOFF)
+            # 9 quick crashes at most (3 poison entries: among others, in a group, alone), restarted after 0, 0.02, 0.04 ... s (QUICK_CRASH_BACKOFF)
             assert wait_until(lambda: p.done(r), 150), p.progress(r)
         finally:
             cluster.kill_topology("poison", 0)
@@ -265,3 +272,48 @@ def test_entries_lost_with_another_worker_go_out_again_together_only_the_execute
         assert r.xpending(STREAM, GROUP)["pending"] == 0
     finally:
         w.spout.close()
+
+
+def test_after_its_worker_died_the_entries_it_held_drain_in_groups_of_suspects(redis_server):
+    """The spout's worker dies with 250 entries in flight (max spout pending 250; behind a
+    stateful bolt that acks only at a checkpoint, each round of trees below is a checkpoint).
+    Its next life takes them back from the pending list, all suspects, and sends them in groups
+    of 32 (`SUSPECT_GROUPS`): each entry's level raised ("0 0 1") before it goes out, nothing
+    else beside the group, the next group once every tree of this one ended. 8 rounds; on main
+    each went alone after the one before it: 250 rounds (at 200 ms checkpoints, 55-59 s of the
+    process-host run tests/process/test_state_rollback_sigkill.py). Every entry counted: each out
+    once in the second life, acked, none charged or left marked, none dead-lettered."""
+    r = redis_server.client()
+    n = 250
+    values = [f"v{i}" for i in range(n)]
+    for v in values:
+        r.xadd(STREAM, {"payload": v})
+    deadline = time.monotonic() + 60
+    w = Worker(redis_server.url)
+    assert [v for _, v in emit_until(w, n, deadline)] == values   # together, fresh
+    w.die()
+    w = Worker(redis_server.url)
+    out: list[str] = []
+    rounds = 0
+    try:
+        while len(out) < n:
+            assert time.monotonic() < deadline, f"{len(out)} of {n} out after {rounds} rounds"
+            before = len(w.collector.emitted)
+            while True:   # what the spout sends before it waits for the trees out to end
+                sent = len(w.collector.emitted)
+                w.spout.next_tuple()
+                if len(w.collector.emitted) == sent:
+                    break
+            group = [(msg_id, values[1]) for values, msg_id in w.collector.emitted[before:]]
+            assert group, f"nothing sent with nothing in flight, {len(out)} of {n} out"
+            rounds += 1
+            marks = r.hgetall(charges_key(STREAM, GROUP))
+            assert all(marks[msg_id] == "0 0 1" for msg_id, _ in group), marks   # written before it went out
+            for msg_id, payload in group:
+                out.append(payload)
+                w.spout.ack(msg_id)
+    finally:
+        w.spout.close()
+    assert rounds == -(-n // SUSPECT_GROUPS[0]) == 8, rounds
+    assert sorted(out) == sorted(values) and r.xlen(f"{STREAM}:dead") == 0
+    assert r.xpending(STREAM, GROUP)["pending"] == 0 and r.hlen(charges_key(STREAM, GROUP)) == 0

@@ -9,15 +9,26 @@ import random
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from squall._failure import WORKER_DIED, WORKER_LOST, FailureCause
 from squall.engine.clock import SimulatedClock
+from squall.external import retry
 from squall.external.files import FileSpout, LineAt
 from squall.external.redis_streams import ExponentialBackoff, RedisStreamSpout
-from squall.external.retry import AloneGate, Charge, RetryBackoff, RetrySchedule, WorkerGate, worker_gate
+from squall.external.retry import (
+    SUSPECT_GROUPS,
+    AloneGate,
+    Charge,
+    RetryBackoff,
+    RetrySchedule,
+    WorkerGate,
+    group_size,
+    worker_gate,
+)
 
 from .test_file_progress import Context
 from .test_file_record_limit import Collector
@@ -366,3 +377,108 @@ def test_the_tasks_of_one_worker_get_one_gate_and_a_task_outside_a_worker_its_ow
 
     assert worker_gate(InWorker()) is worker_gate(InWorker())
     assert worker_gate(object()) is not worker_gate(object())   # no worker_resources: its own
+
+
+@dataclass
+class _Drain:
+    """What `_drain_suspects` counted: the tree round trips, the worker deaths, the ids acked
+    and dead-lettered, and the good ids a death left charged (a failure in their mark)."""
+
+    rounds: int
+    deaths: int
+    acked: list[int]
+    dead: list[int]
+    good_charged: list[int]
+
+
+def _drain_suspects(n: int, poison: set[int], max_retries: int) -> _Drain:
+    """Plays a spout whose worker died with ``n`` records pending (ids 0..n-1, each a suspect
+    now) through `AloneGate` and `Charge` as the Redis Streams and file spouts use them: each
+    life of the worker takes what is pending in order (dead-lettering one whose charge is past
+    ``max_retries``), sends what the gate lets go, writing each suspect's mark first (a group of
+    one: `Charge.dying`; larger: `Charge.in_group`), and at the end of a round (one tree round
+    trip) either a poison id among those out kills the worker (its marks stay, nothing else is
+    written) or all are acked (their marks deleted)."""
+    marks: dict[int, Charge] = {}      # the durable marks, by id
+    pending = list(range(n))
+    acked: list[int] = []
+    dead: list[int] = []
+    good_charged: list[int] = []
+    rounds = deaths = 0
+    while pending:
+        gate: AloneGate[int] = AloneGate(max_retries)   # a new life of the worker
+        for i in [i for i in pending if marks.get(i, Charge()).retries > max_retries]:
+            dead.append(i)
+            pending.remove(i)
+            marks.pop(i)
+        queue = list(pending)
+        alive = True
+        while alive and queue:
+            out = []
+            while queue:
+                size = group_size(marks.get(queue[0], Charge()).level)
+                if gate.hold(True, size):
+                    break
+                i = queue.pop(0)
+                mark = marks.get(i, Charge())
+                marks[i] = mark.dying() if size == 1 else mark.in_group()
+                gate.emitted(i, gate.goes_alone(True), size)
+                out.append(i)
+            gate.turn_ended()
+            assert out, "the gate let nothing go with nothing in flight"
+            rounds += 1
+            if poison & set(out):
+                deaths += 1
+                alive = False   # the worker dies with them: no ack, no fail, no close
+                # what the death leaves charged is charged for good
+                good_charged += [i for i, mark in marks.items() if mark.retries and i not in poison]
+                continue
+            for i in out:
+                assert gate.ended(i)
+                marks.pop(i)
+                acked.append(i)
+                pending.remove(i)
+    assert not marks, marks   # every mark deleted with its ack or dead letter
+    return _Drain(rounds, deaths, acked, dead, good_charged)
+
+
+def test_suspects_go_out_in_groups_and_a_poison_one_is_isolated_alone_and_charged(monkeypatch):
+    """Group testing (`SUSPECT_GROUPS`): 250 suspects pending after their spout's worker died
+    (max spout pending 200 plus a read batch of 50) drain in groups of 32 (8 tree round trips,
+    with a stateful bolt 8 checkpoints) instead of one at a time (250, as each went alone before
+    groups: ~55 s at 200 ms checkpoints). With a poison record among them, its group's death
+    raises the level of the 32 in it, nothing charged; they go alone next, and only the poison
+    one is charged, for its deaths alone, and dead-lettered after ``max_retries`` + 1 of them.
+    Every record counted: each good one acked once, never charged."""
+    clean = _drain_suspects(250, set(), max_retries=3)
+    assert (clean.rounds, clean.deaths, clean.dead, clean.good_charged) == (8, 0, [], [])
+    assert sorted(clean.acked) == list(range(250))
+
+    poisoned = _drain_suspects(250, {137}, max_retries=3)
+    assert poisoned.dead == [137] and poisoned.good_charged == []
+    assert sorted(poisoned.acked) == [i for i in range(250) if i != 137]
+    # one death in its group (128..159), then 4 alone: charged "4 4 1", past max_retries 3
+    assert poisoned.deaths == 1 + 4
+    # 0..127: 4 groups; 128..159: the group that died; 128..136 alone; 137 alone 4 times; 138..159
+    # alone; 160..249: 3 groups
+    assert poisoned.rounds == 4 + 1 + 9 + 4 + 22 + 3
+
+    monkeypatch.setattr(retry, "SUSPECT_GROUPS", (1,))   # each alone: the rule before groups
+    alone = _drain_suspects(250, {137}, max_retries=3)
+    assert (alone.rounds, alone.deaths, alone.dead, alone.good_charged) == (249 + 4, 4, [137], [])
+
+
+def test_a_mark_keeps_its_level_and_reads_the_text_before_levels_as_level_0():
+    """`Charge`'s text: two fields (as written before levels) are level 0; a level is written as
+    a third field only when it is not 0, so a spout of before levels reads what this one writes
+    unless a group's death raised it. A group's mark raises the level without charging; the
+    mark alone charges a death and keeps the level."""
+    assert Charge.parse("2 1") == Charge(2, 1, 0) and str(Charge(2, 1)) == "2 1"
+    assert Charge.parse("0 0 1") == Charge(0, 0, 1) and str(Charge(0, 0, 1)) == "0 0 1"
+    assert Charge(0, 0).in_group() == Charge(0, 0, 1) and Charge(0, 0, 1).dying() == Charge(1, 1, 1)
+    assert Charge(0, 0, 1).is_mark and not Charge(0, 0, 0).is_mark and Charge(1, 0).is_mark
+    for bad in ("1 1 -1", "1 1 1 1", "0 0 x"):
+        with pytest.raises(ValueError):
+            Charge.parse(bad)
+    assert [group_size(level) for level in range(3)] == [SUSPECT_GROUPS[0], SUSPECT_GROUPS[-1], SUSPECT_GROUPS[-1]]
+    assert SUSPECT_GROUPS[-1] == 1   # the last level goes alone: only there is a death charged

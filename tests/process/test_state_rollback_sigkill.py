@@ -19,25 +19,20 @@ from ..state.rollback_pipeline import conf, feed, pipeline
 from ..state.test_rollback_budget import BAD_AT, N, check_run, settled
 from .recovery_topology import kill_a_worker_without
 
-QUICK_RECOVERY = {"topology.max.spout.pending": 50, "topology.state.checkpoint.interval.ms": 20,
-                  "topology.spout.wait.progressive.max.sleep.millis": 1}
-"""The settings of the run that kills the spout's worker (the other run keeps 200 in flight
-and `conf`'s checkpoint interval and waits: it settles in ~3 s). After the spout's worker dies,
-every entry it had pending (max spout pending in flight plus a read batch of 50) comes back a
-suspect, sent out alone, one after the other once the one before is acked; the counter acks
-only at a commit, so each takes a whole checkpoint cycle, and an idle spout's loop (the
-checkpoint spout's between steps, the Redis spout's while its suspect is out) sleeps up to the
-progressive wait's longest sleep. With 200 in flight, 200 ms and 50 ms that was ~250 suspects at
-~0.22 s each, 55 s of the test's 58. 50 in flight still leave ~100 entries pending in the dead
-worker and records in the counter's uncommitted state at the kill."""
+IN_FLIGHT = {"topology.max.spout.pending": 200}
+"""Both runs keep 200 in flight and `conf`'s checkpoint interval (200 ms) and waits. After the
+spout's worker dies, every entry it had pending (200 in flight plus a read batch of 50) comes
+back a suspect; the counter acks only at a commit, so each group of suspects takes a whole
+checkpoint cycle. Sent alone, one after the other (before `squall.external.retry.SUSPECT_GROUPS`),
+that was ~250 suspects at ~0.22 s each, 55 s of the test's 58 (the test then ran with 50 in
+flight and 20 ms checkpoints); in groups of 32, about 8 cycles."""
 
 
 @pytest.mark.parametrize("victim", ["the other worker", "the spout's worker"])
 def test_a_worker_sigkilled_mid_run_sends_no_good_record_to_the_dead_letters(cluster, redis_server, victim):  # noqa: F811
     r = redis_server.client()
     good, bad = feed(r, "events", N, BAD_AT)
-    topo_conf = conf(redis_server.url, **({"topology.max.spout.pending": 200} if victim == "the other worker"
-                                          else QUICK_RECOVERY))
+    topo_conf = conf(redis_server.url, **IN_FLIGHT)
     with cluster.client() as m:
         m.submit_topology("t", topo_conf, pipeline(redis_server.url))
         assert wait_until(lambda: len(r.keys("out:*")) >= 200, 60), "the topology did not start"

@@ -369,8 +369,9 @@ class _LiveView:
                           caption_justify="left")
             for col in ("component", "type"):
                 table.add_column(col)
-            for col in ("executors", "tasks", "emitted", "acked", "failed", "dead-lettered", "executed", "emit/s",
-                        "latency ms"):
+            # dead-lettered last: the columns before it are where they were before it came
+            for col in ("executors", "tasks", "emitted", "acked", "failed", "executed", "emit/s", "latency ms",
+                        "dead-lettered"):
                 table.add_column(col, justify="right")
             for cid, c in user_components(info):
                 rate, latency = rates.get(cid, (0.0, None))
@@ -379,15 +380,16 @@ class _LiveView:
                 else:
                     lat = ""
                 table.add_row(escape(cid), c["type"], str(c["executors"]), str(c["tasks"]), f"{c['emitted']:,}",
-                              f"{c['acked']:,}", f"{c['failed']:,}", f"{c.get('dead_lettered', 0):,}",
-                              f"{c['executed']:,}", f"{rate:,.0f}", lat)
+                              f"{c['acked']:,}", f"{c['failed']:,}", f"{c['executed']:,}", f"{rate:,.0f}", lat,
+                              f"{c.get('dead_lettered', 0):,}")
             tables.append(table)
         self._live.update(Group(*tables), refresh=True)
 
 
 # --- the summary ---------------------------------------------------------------------------------------
-_SUMMARY_COLUMNS = ("component", "type", "executors", "tasks", "emitted", "acked", "failed", "dead-lettered",
-                    "executed", "tuples/s")
+# dead-lettered last, so that a script reading the columns before it by position reads what it did
+_SUMMARY_COLUMNS = ("component", "type", "executors", "tasks", "emitted", "acked", "failed", "executed", "tuples/s",
+                    "dead-lettered")
 
 
 def _summary_rows(info: dict[str, Any]) -> list[list[str]]:
@@ -396,7 +398,7 @@ def _summary_rows(info: dict[str, Any]) -> list[list[str]]:
     for cid, c in user_components(info):
         done = c["emitted"] if c["type"] == "spout" else c["executed"]
         rows.append([cid, c["type"], str(c["executors"]), str(c["tasks"]), str(c["emitted"]), str(c["acked"]),
-                     str(c["failed"]), str(c.get("dead_lettered", 0)), str(c["executed"]), f"{done / secs:.1f}"])
+                     str(c["failed"]), str(c["executed"]), f"{done / secs:.1f}", str(c.get("dead_lettered", 0))])
     return rows
 
 

@@ -103,6 +103,7 @@ class _ProcStat:
     pid: int
     pgrp: int
     start: int
+    zombie: bool  # ended, not reaped by its parent yet
 
 
 def _proc_stat(pid: int) -> _ProcStat | None:
@@ -114,9 +115,17 @@ def _proc_stat(pid: int) -> _ProcStat | None:
     # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses; field 22 is starttime
     fields = text[text.rfind(")") + 2:].split()
     try:
-        return _ProcStat(pid, int(fields[2]), int(fields[19]))
+        return _ProcStat(pid, int(fields[2]), int(fields[19]), fields[0] == "Z")
     except (IndexError, ValueError):
         return None
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks after boot), which tells it from a later process
+    given its pid; None if there is none, or only a zombie its parent has not reaped yet, or no
+    ``/proc``."""
+    stat = _proc_stat(pid)
+    return None if stat is None or stat.zombie else stat.start
 
 
 def leader_of(pid: int) -> ShellGroup | None:

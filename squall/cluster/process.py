@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._children import process_start
 from .._config import Config, conf_value
 from .._private import open_private_log, private_dir
 from .backoff import STEADY_SECS, crash_backoff
@@ -218,12 +219,15 @@ def _stop_supervisor(pid: int, timeout: float = 15.0) -> None:
 def _stop_adopted(pid: int, local_dir: Path, timeout: float = 15.0) -> None:
     """SIGTERM a supervisor another master started, and wait until it is gone (it is not our
     child: its pid file tells whether it still runs)."""
+    start = process_start(pid)
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + timeout
-    while running_supervisor(local_dir) == pid:
+    # its pid file goes before the process does (the interpreter's exit comes after): wait for
+    # both, so that "stopped" means no process of it is left
+    while running_supervisor(local_dir) == pid or (start is not None and process_start(pid) == start):
         if time.monotonic() > deadline:
             log.warning("supervisor (pid %s) did not stop within %.0f s", pid, timeout)
             return

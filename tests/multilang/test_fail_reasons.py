@@ -24,6 +24,25 @@ BARE = Path(__file__).parent / "bare"
 LINES = ["1", "x", "3", "4", "y", "6", "7"]  # N = 7, K = 2 ("x", "y")
 
 
+def _crashed(monkeypatch, value: str, *args: str) -> tuple[ShellProcess, Exception]:
+    """A ``checker.py *args`` subprocess sent a tuple of ``value``, which it dies on: the process
+    (closed) and the error its read raised."""
+    monkeypatch.setattr(process_module, "setup_message",
+                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
+    p = ShellProcess([sys.executable, "checker.py", *args], JsonSerializer(), "ShellBolt [check] task 3",
+                     cwd=str(BARE))
+    p.launch({}, None, 30)
+    try:
+        p.write({"id": "1", "comp": "lines", "stream": "default", "task": 2, "tuple": [value]})
+        try:
+            p.read()
+        except Exception as e:  # noqa: BLE001 (the MultilangError under test)
+            return p, e
+        raise AssertionError("the subprocess answered")
+    finally:
+        p.close()
+
+
 class Numbers(Bolt):
     """Keeps each number it gets, and acks it."""
 
@@ -66,19 +85,7 @@ def test_a_subprocess_that_dies_gives_a_failure_cause_of_one_line_naming_the_com
     """The error that crashes the worker keeps the last lines of the subprocess's stderr; the
     cause of the tuple failed by it (`FailureCause.of_exception`, as the engine makes it) is one
     line: the component, the exit code and the stderr's last line, not the traceback."""
-    monkeypatch.setattr(process_module, "setup_message",
-                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
-    p = ShellProcess([sys.executable, "checker.py"], JsonSerializer(), "ShellBolt [check] task 3", cwd=str(BARE))
-    p.launch({}, None, 30)
-    try:
-        p.write({"id": "1", "comp": "lines", "stream": "default", "task": 2, "tuple": ["crash"]})
-        try:
-            p.read()
-            raise AssertionError("the subprocess answered")
-        except Exception as e:  # noqa: BLE001 (the MultilangError under test)
-            error = e
-    finally:
-        p.close()
+    p, error = _crashed(monkeypatch, "crash")
     assert "Traceback (most recent call last)" in str(error)  # the crash report keeps the stderr lines
     cause = FailureCause.of_exception(EXCEPTION, "check", 3, error)
     assert cause.error == "MultilangError"
@@ -93,20 +100,8 @@ def test_a_subprocess_that_dies_writing_megabytes_to_stderr_makes_no_megabyte_er
     line is cut to 1,000 characters, saying how long it was; the cause is one line, as before."""
     import logging
 
-    monkeypatch.setattr(process_module, "setup_message",
-                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
     caplog.set_level(logging.INFO, logger="squall.multilang")
-    p = ShellProcess([sys.executable, "checker.py"], JsonSerializer(), "ShellBolt [check] task 3", cwd=str(BARE))
-    p.launch({}, None, 30)
-    try:
-        p.write({"id": "1", "comp": "lines", "stream": "default", "task": 2, "tuple": ["crash-loudly"]})
-        try:
-            p.read()
-            raise AssertionError("the subprocess answered")
-        except Exception as e:  # noqa: BLE001 (the MultilangError under test)
-            error = e
-    finally:
-        p.close()
+    p, error = _crashed(monkeypatch, "crash-loudly")
     logged = [r.getMessage() for r in caplog.records if " stderr: " in r.getMessage()]
     assert len(logged) == 2 and all(len(m) < 1200 for m in logged), [len(m) for m in logged]  # main: 3,000,047
     assert logged[1].endswith(f"ValueError: {'w' * 988}... (3000012 characters)"), logged[1][-80:]
@@ -126,23 +121,11 @@ def test_a_stderr_line_without_a_newline_is_read_and_logged_in_pieces(monkeypatc
     import logging
     import tracemalloc
 
-    monkeypatch.setattr(process_module, "setup_message",
-                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
     monkeypatch.setattr(process_module, "STDERR_PIECE_CHARS", 1_000_000, raising=False)
     caplog.set_level(logging.INFO, logger="squall.multilang")
     tracemalloc.start()
     try:
-        p = ShellProcess([sys.executable, "checker.py"], JsonSerializer(), "ShellBolt [check] task 3", cwd=str(BARE))
-        p.launch({}, None, 30)
-        try:
-            p.write({"id": "1", "comp": "lines", "stream": "default", "task": 2, "tuple": ["crash-endlessly"]})
-            try:
-                p.read()
-                raise AssertionError("the subprocess answered")
-            except Exception as e:  # noqa: BLE001 (the MultilangError under test)
-                error = e
-        finally:
-            p.close()
+        _, error = _crashed(monkeypatch, "crash-endlessly")
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -207,21 +190,8 @@ def test_a_credential_on_the_subprocess_command_line_reaches_no_cause(monkeypatc
     """The failure a dying subprocess gives names its command, which a dead letter then quotes:
     a token passed as an argument (``['python', 'checker.py', '--api-key', 'tok']``) reached
     it whole, the list form escaping every rule (a flag and its value are two items)."""
-    monkeypatch.setattr(process_module, "setup_message",
-                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
     token = "tok-8f2a91c4e7"
-    p = ShellProcess([sys.executable, "checker.py", "--api-key", token], JsonSerializer(), "ShellBolt [check] task 3",
-                     cwd=str(BARE))
-    p.launch({}, None, 30)
-    try:
-        p.write({"id": "1", "comp": "lines", "stream": "default", "task": 2, "tuple": ["crash"]})
-        try:
-            p.read()
-            raise AssertionError("the subprocess answered")
-        except Exception as e:  # noqa: BLE001 (the MultilangError under test)
-            error = e
-    finally:
-        p.close()
+    _, error = _crashed(monkeypatch, "crash", "--api-key", token)
     cause = FailureCause.of_exception(EXCEPTION, "check", 3, error)
     assert token not in cause.message and token not in cause.describe()  # main: the token, whole
     assert cause.message.startswith(f"ShellBolt [check] task 3: subprocess {[sys.executable, 'checker.py']}"[:-1]

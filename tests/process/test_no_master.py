@@ -55,6 +55,16 @@ def _logs(cluster_dir, tail=3000):
     return "\n".join(parts)
 
 
+def _kill_the_master_then_the_worker(cluster, pid):
+    """SIGKILL the master, then the worker ``pid``; its supervisor starts it again, without a master."""
+    cluster.master.send_signal(signal.SIGKILL)
+    cluster.master.wait(5)
+    os.kill(pid, signal.SIGKILL)
+    # one look per try: two could see the victim alive, then gone before its restart
+    assert wait_until(lambda: len(w := cluster.workers()) == 2 and pid not in w, 20), \
+        f"the killed worker was not started again without the master\n{_logs(cluster.dir)}"
+
+
 @pytest.mark.parametrize("wire", ["tcp", "zmq"])
 def test_a_worker_killed_while_the_master_is_down_is_restarted_by_its_supervisor(tmp_path, wire):
     """Master SIGKILLed, then a worker: the supervisor starts the worker again within a few
@@ -74,12 +84,7 @@ def test_a_worker_killed_while_the_master_is_down_is_restarted_by_its_supervisor
         workers = cluster.workers()
         assert victim["pid"] in workers and len(workers) == 2
 
-        cluster.master.send_signal(signal.SIGKILL)
-        cluster.master.wait(5)
-        os.kill(victim["pid"], signal.SIGKILL)
-        # one look per try: two could see the victim alive, then gone before its restart
-        assert wait_until(lambda: len(w := cluster.workers()) == 2 and victim["pid"] not in w, 20), \
-            f"the killed worker was not started again without the master\n{_logs(cluster.dir)}"
+        _kill_the_master_then_the_worker(cluster, victim["pid"])
         restarted = set(cluster.workers()) - set(workers)
         assert len(restarted) == 1
         n = _ids_all_acked_without_a_master(out, workers, lambda: _logs(cluster.dir))
@@ -366,11 +371,7 @@ def test_a_stateful_worker_killed_while_the_master_is_down_is_restarted_with_its
         workers = cluster.workers()
         assert victim["pid"] in workers and len(workers) == 2
 
-        cluster.master.send_signal(signal.SIGKILL)
-        cluster.master.wait(5)
-        os.kill(victim["pid"], signal.SIGKILL)
-        assert wait_until(lambda: len(w := cluster.workers()) == 2 and victim["pid"] not in w, 20), \
-            f"the killed worker was not started again without the master\n{_logs(cluster.dir)}"
+        _kill_the_master_then_the_worker(cluster, victim["pid"])
         n = _ids_all_acked_without_a_master(out, workers, lambda: _logs(cluster.dir))
         assert n > 100
         sup_log = (cluster.dir / "supervisor" / "supervisor.log").read_text(errors="replace")

@@ -62,6 +62,14 @@ class RemoteError(SquallError):
         self.type = type_name
 
 
+
+def transient(e: BaseException) -> bool:
+    """Whether ``e``, from a call to the master, may succeed if sent again: the master could not
+    be reached (`RpcError`), or it refused the call because it cannot write the cluster state
+    now (`ClusterStateUnavailableError`, the leader cut off from ZooKeeper)."""
+    return isinstance(e, RpcError) or (isinstance(e, RemoteError)
+                                       and e.type == ClusterStateUnavailableError.__name__)
+
 class IllegalStateTransition(SquallError):
     """The topology's status does not allow this operation (Storm's "No transition for event")."""
 

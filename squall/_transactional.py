@@ -313,26 +313,21 @@ class MasterBackend:
     def _call(self, op: str, **args: Any) -> Any:
         """``op`` on the master, tried again while it is unreachable or cannot write the cluster
         state; the master's refusals of the launch or of a limit raised as themselves."""
-        from ._errors import ClusterStateUnavailableError, RemoteError, RpcError
+        from ._errors import RemoteError, RpcError, transient
         with self._lock:
             for attempt in range(self.retries + 1):
                 try:
                     return self.master.call(op, **args)
-                except RpcError:
+                except (RpcError, RemoteError) as e:
+                    # unreachable, or the leader cannot write the cluster state now: sent again
+                    if not transient(e):
+                        if isinstance(e, RemoteError) and e.type == LaunchRefusedError.__name__:
+                            raise LaunchRefusedError(str(e)) from None
+                        if isinstance(e, RemoteError) and e.type == TransactionalStateError.__name__:
+                            raise TransactionalStateError(str(e)) from None  # a limit the master enforces
+                        raise
                     if attempt == self.retries:
                         raise
-                except RemoteError as e:
-                    # the leader cannot write the cluster state now (ZooKeeper away): as unreachable
-                    if e.type == ClusterStateUnavailableError.__name__:
-                        if attempt == self.retries:
-                            raise
-                        self._sleep(self.interval)
-                        continue
-                    if e.type == LaunchRefusedError.__name__:
-                        raise LaunchRefusedError(str(e)) from None
-                    if e.type == TransactionalStateError.__name__:  # a limit the master enforces
-                        raise TransactionalStateError(str(e)) from None
-                    raise
                 self._sleep(self.interval)
         raise AssertionError("unreachable")
 

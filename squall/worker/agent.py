@@ -35,7 +35,7 @@ from typing import Any, Protocol, TypeVar
 import cloudpickle
 
 from .._config import Config, conf_value
-from .._errors import ClusterStateUnavailableError, NotAliveException, RemoteError, RpcError, SquallError
+from .._errors import NotAliveException, RemoteError, RpcError, SquallError, transient
 from .._nimbus import Assignment, Heartbeat
 from .._transactional import KeptAnswers, MasterBackend, StoredKey, WorkerLaunch
 from ..engine.clock import Clock
@@ -77,13 +77,6 @@ START_RECORD_SECS = 5.0
 RETRY_SECS = 0.5
 MAX_RETRY_SECS = 4.0
 
-
-def transient(e: Exception) -> bool:
-    """Whether ``e``, from a call to the master, may succeed if sent again: the master could not
-    be reached (`RpcError`), or it refused the call because it cannot write the cluster state
-    now (`ClusterStateUnavailableError`, the leader cut off from ZooKeeper)."""
-    return isinstance(e, RpcError) or (isinstance(e, RemoteError)
-                                       and e.type == ClusterStateUnavailableError.__name__)
 
 
 # (plan, origin, receive) -> the worker's transport, bound and receiving into ``receive``

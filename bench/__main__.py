@@ -19,6 +19,7 @@
     python -m bench instructions W1|W2 [--acking on|off] [--n N1,N2] [--baseline]
     python -m bench instructions W1 --host process [--workers 2] [--n N1,N2] [--cache]
     python -m bench instructions W1 --host process --crossing [--repeat 3] [--home] [--cache]
+    python -m bench profile W1 [--n 1000000] [--rounds 2] [--home] [--top 40]
     python -m bench tuner [--host process] [--workers 2] [--n 1000000] [--w4-rate half-peak] [--rounds 3]
         [--settings 100,1000,10000,auto] [--no-save]
     python -m bench report [--results bench/results/results.jsonl] [--latest]
@@ -287,6 +288,19 @@ def _instructions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile(args: argparse.Namespace) -> int:
+    from . import native_profile
+
+    if args.n < 10_000 or args.rounds < 1 or args.top < 1:
+        raise SystemExit("--n takes at least 10000 sentences, --rounds and --top at least 1")
+    try:
+        result = native_profile.run(args.rounds, args.n, args.home, args.top)
+    except RuntimeError as e:
+        raise SystemExit(str(e)) from None
+    print(json.dumps(result) if args.json else native_profile.format_table(result))
+    return 0
+
+
 def _tuner(args: argparse.Namespace) -> int:
     from . import tuner
 
@@ -414,6 +428,18 @@ def main(argv: list[str] | None = None) -> int:
                      help="the process host: simulate a core's caches too (32 KB L1, 512 KB L2) and count the "
                           "workers' L2 misses a sentence beside the instructions (runs several times slower)")
     ins.set_defaults(func=_instructions)
+
+    prof = sub.add_parser("profile", help="W1 on the process host on 1 and 2 workers under perf, alternated: "
+                                          "the workers' CPU a sentence per symbol, in time (bench.native_profile)")
+    prof.add_argument("workload", choices=["W1"])
+    prof.add_argument("--n", type=int, default=1_000_000, help="sentences a run (default 1,000,000)")
+    prof.add_argument("--rounds", type=int, default=2, help="alternated pairs of runs, medians kept (default 2)")
+    prof.add_argument("--home", action="store_true",
+                      help="the shuffle keeps every sentence in its spout's worker: only the fields grouping's "
+                           "words cross (the model's crossings)")
+    prof.add_argument("--top", type=int, default=40, help="symbols listed each way (default 40)")
+    prof.add_argument("--json", action="store_true", help="the comparison as JSON instead of tables")
+    prof.set_defaults(func=_profile)
 
     tun = sub.add_parser("tuner", help="W1 and W4 with max spout pending 100, 1000, 10000 and auto (the tuner), "
                                        "interleaved; prints the table for docs/benchmarks.md (bench.tuner)")

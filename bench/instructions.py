@@ -162,7 +162,9 @@ def count(workload: str, n: int, acking: bool, baseline: bool = False) -> int:
 # The load-aware shuffle keeps every tuple in the emitting worker while the local targets' load
 # is at most the higher bound, and a load is at most 1 unless an inbox holds more than its
 # capacity (32,768 items; W1's max spout pending keeps a worker's words in flight near 10,000)
-_AT_HOME = {Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: 1.0, Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: 1.0}
+# the load-aware shuffle never leaves home: every sentence stays in its spout's worker, so that
+# the fields grouping's words are the only crossings (the model's)
+AT_HOME = {Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: 1.0, Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: 1.0}
 
 
 def host_conf(home: bool = False) -> dict[str, Any]:
@@ -174,7 +176,7 @@ def host_conf(home: bool = False) -> dict[str, Any]:
     # which its supervisor SIGKILLs it and its instructions are lost
     conf.setdefault(Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS, START_TIMEOUT_SECS)
     if home:
-        conf.update(_AT_HOME)
+        conf.update(AT_HOME)
     return conf
 
 

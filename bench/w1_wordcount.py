@@ -441,6 +441,10 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
         end_seen_after_s=round(t_seen - t_end, 3),
         exhausted_at_s=round(max(exhausted) - t_start, 3) if len(exhausted) == spouts else None,
         count_prepare_skew_s=round(max(prepared) - min(prepared), 3),
+        # the timed span on CLOCK_MONOTONIC (``time.perf_counter`` here), and whose: for a
+        # profiler that keeps the workers' samples in it (`bench.native_profile`)
+        timed_window=[round(t_start, 6), round(t_end, 6)],
+        worker_pids=sorted(end["workers"]),
         **usage,
         complete_latency_mean_ms=round(comps["sentences"]["complete_latency_ms"], 3) if acking else None,
         failed=failed,

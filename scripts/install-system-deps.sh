@@ -46,6 +46,11 @@ if ! command -v valgrind >/dev/null 2>&1; then  # python -m bench instructions (
 else
     echo "install-system-deps: valgrind already installed ($(command -v valgrind))"
 fi
+if ! command -v perf >/dev/null 2>&1; then  # python -m bench profile (not the tests)
+    missing+=(linux-perf)
+else
+    echo "install-system-deps: perf already installed ($(command -v perf))"
+fi
 if ! command -v node >/dev/null 2>&1; then
     missing+=(nodejs)
 else

@@ -40,6 +40,10 @@ def test_w1_on_the_process_host_with_two_workers_is_correct(tmp_path):
     assert _COMMON <= record.keys()
     assert record["sentences_per_s"] > 0 and record["wall_s"] > 0
     assert record["machine_parallelism"] > 0  # the control: the baseline in 2 processes at once
+    # what bench.native_profile keeps of perf's samples: these two processes, in this span
+    assert len(record["worker_pids"]) == 2 and all(isinstance(p, int) for p in record["worker_pids"])
+    start, end = record["timed_window"]
+    assert end - start == pytest.approx(record["wall_s"], abs=0.002)
 
 
 def test_w1_s_no_crossing_control_counts_every_word_and_stays_out_of_w1_s_tables(tmp_path):

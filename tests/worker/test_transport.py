@@ -374,30 +374,54 @@ _RECEIVER = textwrap.dedent("""
     # Wait for what the test sent to be dealt with, not for a fixed time (a sleep lost the race
     # on a loaded machine): each sender's connection ends in a disconnect, whether it closed
     # or ZeroMQ refused a frame over the bound, and every message is handled or malformed.
-    disconnects, deadline = 0, time.monotonic() + 60
+    # Each malformed one is told as it is dropped, so that a test can send the next only then.
+    disconnects, malformed, deadline = 0, 0, time.monotonic() + 60
     while time.monotonic() < deadline and (
-            len(handled) < want_handled or t.statistics()["dropped"]["malformed"] < want_malformed
-            or disconnects < want_disconnects):
+            len(handled) < want_handled or malformed < want_malformed or disconnects < want_disconnects):
         if monitor.poll(10):
             recv_monitor_message(monitor)
             disconnects += 1
-    print(len(handled), t.statistics()["dropped"]["malformed"], rss_kb("VmHWM"), flush=True)
+        now = t.statistics()["dropped"]["malformed"]
+        if now != malformed:
+            malformed = now
+            print("malformed", malformed, flush=True)
+    print("done", len(handled), malformed, rss_kb("VmHWM"), flush=True)
     t.close()
 """)
 
 
-def _receive_in_child(send, *, handled: int, malformed: int):
-    """Start a receiver bounded at 1 MB in a child process, ``send(address)`` to it from two
-    sockets, and return how many messages reached its handler, how many it dropped as malformed,
-    and by how many KB its peak memory grew. The child reads its figures once ``handled`` and
-    ``malformed`` messages are counted and both senders' connections have ended (or after 60 s)."""
+def _receive_in_child(send, *, handled: int, malformed: int, disconnects: int = 2):
+    """Start a receiver bounded at 1 MB in a child process, ``send(address, dropped)`` to it,
+    and return how many messages reached its handler, how many it dropped as malformed, and by
+    how many KB its peak memory grew. ``dropped(k)`` waits until the child has dropped ``k``
+    malformed messages. The child reads its figures once ``handled`` and ``malformed`` messages
+    are counted and ``disconnects`` senders' connections have ended (or after 60 s)."""
     child = subprocess.Popen([sys.executable, "-c", _RECEIVER], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
+    lines = []
+    malformed_seen = [0]
+
+    def line():
+        got = child.stdout.readline()
+        assert got, "the receiving child ended early"
+        fields = got.split()
+        if fields[0] in ("malformed", "done"):
+            malformed_seen[0] = int(fields[1] if fields[0] == "malformed" else fields[2])
+        lines.append(fields)
+        return fields
+
+    def dropped(k):
+        while malformed_seen[0] < k:
+            line()
+
     try:
-        address, hwm_before = child.stdout.readline().split()
-        send(address)
-        out, _ = child.communicate(f"{handled} {malformed} 2\n", timeout=90)
-        handled, malformed, hwm_after = map(int, out.split())
+        address, hwm_before = line()
+        child.stdin.write(f"{handled} {malformed} {disconnects}\n")
+        child.stdin.flush()
+        send(address, dropped)
+        while lines[-1][0] != "done":
+            line()
+        handled, malformed, hwm_after = map(int, lines[-1][1:])
         return handled, malformed, hwm_after - int(hwm_before)
     finally:
         child.kill()
@@ -407,7 +431,7 @@ def _receive_in_child(send, *, handled: int, malformed: int):
 def test_a_message_over_the_bound_is_refused_before_it_is_read():
     """A 100 MB frame to a worker bounded at 1 MB never reaches the handler, and the receiving
     process does not grow by its size (it used to take each whole, ten 200 MB ones: 1.4 GB)."""
-    def send(address):
+    def send(address, dropped):
         send_raw(address, b"x" * (100 << 20))
         send_raw(address, b"x" * 1000)  # within the bound: handled
 
@@ -422,15 +446,19 @@ def test_a_message_of_many_frames_each_under_the_bound_is_dropped_unkept():
     worker first). squall's messages are one frame; one of more is dropped as malformed, its
     frames read into nothing. ZeroMQ still holds a whole message until its last frame arrives
     (without encryption, a stranger can make a worker hold one that large), but the worker
-    keeps none of it: three such messages in a row grow its peak memory by about one, not
-    by two or three (it grew by ~2 before)."""
+    keeps none of it: three such messages, each sent once the one before was dropped, grow its
+    peak memory by about one, not by two or three (it grew by ~2 before). Sent all at once,
+    ZeroMQ's I/O thread may read the next while a busy machine's receiving thread has not
+    taken the last yet, and hold two: ZeroMQ's queue (``RCVHWM``), not the worker's copies."""
     frame = b"x" * 1_000_000
 
-    def send(address):
-        send_raw(address, [frame] * 40, n=3)
+    def send(address, dropped):
+        for k in range(1, 4):
+            send_raw(address, [frame] * 40)
+            dropped(k)
         send_raw(address, b"x" * 1000)  # a single frame, within the bound: handled
 
-    handled, malformed, grown_kb = _receive_in_child(send, handled=1, malformed=3)
+    handled, malformed, grown_kb = _receive_in_child(send, handled=1, malformed=3, disconnects=4)
     assert (handled, malformed) == (1, 3)
     assert grown_kb < 60 * 1024  # KB: one 40 MB message held by ZeroMQ, and no copy of it
 

@@ -22,13 +22,19 @@ failure.
 With a retry limit (``retry.max_retries`` not None), the budgets outlive the spout's worker: a
 record that kills the worker the spout runs in is never failed, so the spout keeps, in each
 partition's commit metadata (`squall.external.kafka_charges`), how far it may have emitted and
-the `squall.external.retry.Charge` of each record charged. A record read again below that mark
-after a restart, or failed as being executed when another worker died (``worker-died``), is a suspect: it goes out only when nothing else of
-any spout task of its worker that keeps charges is in flight, and nothing beside it until its
-tree ends (`AloneGate` joined to the worker's `WorkerGate`, the Redis Streams and file spouts'
-rules); its charge is committed as a death before it goes out, deleted by its
-ack, kept by a failure it caused, taken back by any other failure or the spout's ``close``. A
-suspect found charged past ``max_retries`` is dead-lettered when it is read again.
+the `squall.external.retry.Charge` of each record marked. A record read again below that mark
+after a restart, or failed as being executed when another worker died (``worker-died``), is a
+suspect: it goes out only when nothing else of any spout task of its worker that keeps charges
+is in flight, and nothing beside its group until every tree of the group ended (`AloneGate`
+joined to the worker's `WorkerGate`, the Redis Streams and file spouts' rules). Suspects go out
+in groups of up to 32 (`squall.external.retry.SUSPECT_GROUPS`), each member's level raised in a
+commit before it goes out (`Charge.in_group`, nothing charged), while its worker never died
+with it in a group; after such a death (or ``worker-died``) it goes alone, its charge committed
+as a death before it goes out (`Charge.dying`). A mark is deleted by its record's ack (a group's
+in one commit once its last tree ended, with the offsets acked), a charge kept by a failure the
+record caused, and any other failure or the spout's ``close`` takes the mark back. So after the
+spout's worker dies with N records pending they drain in N / 32 tuple-tree round trips, not N.
+A suspect found charged past ``max_retries`` is dead-lettered when it is read again.
 
 The consumer it drives (`Consumer`, and `ConfluentConsumer` over ``confluent_kafka``, imported
 only when a spout opens, so this module imports without it: ``pip install 'squall[kafka]'``) and
@@ -41,7 +47,7 @@ import enum
 import json
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -70,7 +76,7 @@ from .kafka_consumer import (  # noqa: F401 - re-exported: their home before kaf
     TopicPartition,
 )
 from .offsets import OffsetManager
-from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, worker_gate
+from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, group_size, worker_gate
 
 log = logging.getLogger(__name__)
 
@@ -281,6 +287,12 @@ def log_dead_letter(record: Record, reason: str) -> None:
               record.topic, record.partition, record.offset, reason)
 
 
+# How often, at most, a task whose group of suspects may take more polls the partitions whose
+# records ran out without waiting (`KafkaSpout.next_tuple`): often enough to catch what the
+# consumer fetched meanwhile, seldom enough to cost nothing while the group's trees run.
+_TOP_UP_SECS = 0.01
+
+
 class _Outcome(enum.Enum):
     """What became of a record the spout took from its waiting list."""
 
@@ -329,6 +341,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         self._unwritten: set[TopicPartition] = set()       # budgets changed since their last commit
         self._must_write = False   # and they must be committed before anything else goes out
         self._too_big_warned: set[TopicPartition] = set()
+        self._top_up_at = 0.0      # the next poll that may top a group of suspects up (next_tuple)
         self.managers: dict[TopicPartition, OffsetManager] = {}
         self.emitted: dict[MessageId, int] = {}  # in flight -> number of failures so far
         self.fails: dict[MessageId, int] = {}    # scheduled for retry -> failures so far
@@ -350,10 +363,11 @@ class KafkaSpout(Spout, CountsDeadLetters):
 
     def close(self) -> None:
         """Commits what may be committed and closes the consumer. The charge of a suspect in
-        flight alone is taken back (its worker did not die with it), and each partition's mark
-        comes down to what this task really emitted."""
+        flight alone, or the raised level of each suspect in flight in a group, is taken back
+        (its worker did not die with it), and each partition's mark comes down to what this task
+        really emitted."""
         if self.gate.counting:
-            self._take_back_alone()
+            self._take_back_group()
             for tp, budget in self.budgets.items():
                 budget.emitted_to = max(self.read_before[tp], self.emitted_end.get(tp, 0))
                 self._unwritten.add(tp)
@@ -402,6 +416,16 @@ class KafkaSpout(Spout, CountsDeadLetters):
             self._commit_at = now + self.config.offset_commit_period_ms / 1000
         if not any(self.waiting.values()):
             self._guarded(self._poll)
+        elif self.gate.has_room and now >= self._top_up_at:
+            # its group of suspects may take more: the partitions whose records ran out are
+            # polled without waiting, so that their next suspects join it (a group took only what
+            # one poll had brought while another partition's head waited: after a poison record's
+            # death, the suspects behind those that go alone went out a few at a time); at most
+            # every _TOP_UP_SECS while the group's trees run
+            self._top_up_at = now + _TOP_UP_SECS
+            ran_out = [tp for tp in self.managers if not self.waiting.get(tp)]
+            if ran_out:
+                self._guarded(lambda: self._poll(0.0, ran_out))
         try:
             self._emit_one()
         finally:
@@ -467,8 +491,8 @@ class KafkaSpout(Spout, CountsDeadLetters):
             return
         revoked = [tp for tp in self.managers if tp not in wanted]
         new = [tp for tp in wanted if tp not in self.managers]
-        if self.gate.alone is not None and self.gate.alone.tp in revoked:
-            self._take_back_alone()   # its acks will be ignored: it is not charged for a death
+        # their acks will be ignored: none is charged for a death, nor has its level raised
+        self._take_back_group(set(revoked))
         if self._alo:
             self._commit()  # what is acked on partitions we lose is committed now
         committed = self.consumer.committed(new) if new else {}
@@ -536,16 +560,22 @@ class KafkaSpout(Spout, CountsDeadLetters):
         if offsets:
             self.consumer.commit(offsets, dict.fromkeys(offsets, self.metadata))
 
-    def _poll(self) -> None:
+    def _poll(self, timeout: float | None = None, only: Sequence[TopicPartition] | None = None) -> None:
+        """Polls the assigned partitions (``only`` those, if given) for up to ``timeout`` s
+        (default ``poll_timeout_ms``), after seeking back to their due retries."""
         retriable = self.retry.earliest_retriable_offsets()
+        if only is not None:
+            retriable = {tp: off for tp, off in retriable.items() if tp in only}
         for tp, off in retriable.items():
             if tp in self.managers:
                 self.consumer.seek(tp, off)
-        paused = []
+        paused = [] if only is None else [tp for tp in self.managers if tp not in only]
         if self._alo:
-            paused = [tp for tp, om in self.managers.items()
-                      if not is_pollable(om, self.config.max_uncommitted_offsets, retriable.get(tp))]
-        records = self.consumer.poll(self.config.poll_timeout_ms / 1000, paused)
+            paused += [tp for tp, om in self.managers.items()
+                       if tp not in paused and not is_pollable(om, self.config.max_uncommitted_offsets, retriable.get(tp))]
+        if timeout is None:
+            timeout = self.config.poll_timeout_ms / 1000
+        records = self.consumer.poll(timeout, paused)
         if self.config.processing_guarantee is ProcessingGuarantee.AT_MOST_ONCE and records:
             ends: dict[TopicPartition, int] = {}
             for r in records:
@@ -597,6 +627,9 @@ class KafkaSpout(Spout, CountsDeadLetters):
                 outcome = self._emit(r)
                 if outcome is _Outcome.HELD:
                     q.appendleft(r)
+                    if self.gate.group:
+                        break   # its group of suspects is out: another partition's next one may join it
+                    return
                 if outcome is not _Outcome.SKIPPED or self._must_write:
                     return
 
@@ -607,6 +640,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         msg_id = MessageId(r.topic, r.partition, r.offset)
         om = self.managers[r.tp]
         suspect = False
+        size = 1   # how many suspects it may go out with (a suspect's group, `_group_size`)
         if self._alo:
             if om.is_acked(r.offset) or msg_id in self.emitted:
                 return _Outcome.SKIPPED
@@ -614,8 +648,9 @@ class KafkaSpout(Spout, CountsDeadLetters):
                 return _Outcome.SKIPPED
             if self.gate.counting:
                 suspect = self._suspect(msg_id)
-                if self.gate.hold(suspect):
-                    return _Outcome.HELD   # a suspect waits for what is in flight, and nothing goes out beside one
+                size = self._group_size(r, msg_id) if suspect else 1
+                if self.gate.hold(suspect, size):
+                    return _Outcome.HELD   # a suspect waits for what is in flight, and nothing goes out beside its group
                 if self._given_up_before(r, msg_id, suspect):
                     return _Outcome.SKIPPED
         try:
@@ -647,14 +682,14 @@ class KafkaSpout(Spout, CountsDeadLetters):
         charge = self._charge(r) if self.gate.counting else Charge()
         num_fails = self.fails.get(msg_id, charge.retries)
         alone = self.gate.goes_alone(suspect)
-        if self.gate.counting and not self._charged_before(r, charge, num_fails, alone):
+        if self.gate.counting and not self._charged_before(r, charge, num_fails, alone, size):
             return _Outcome.HELD   # read again once the broker takes the commit
         self.fails.pop(msg_id, None)
         self.retry.remove(msg_id)
         om.add_to_emitted(r.offset)
         self.emitted[msg_id] = num_fails
         if self.gate.counting:
-            self.gate.emitted(msg_id, alone)
+            self.gate.emitted(msg_id, alone, size)
             self.emitted_end[r.tp] = max(self.emitted_end.get(r.tp, 0), r.offset + 1)
         self.collector.emit(values, msg_id=msg_id)
         return _Outcome.EMITTED
@@ -669,13 +704,16 @@ class KafkaSpout(Spout, CountsDeadLetters):
         self.managers[msg_id.tp].add_to_acked(msg_id.offset)
         if not self.gate.counting:
             return
-        alone = self.gate.ended(msg_id)
+        grouped = self.gate.in_group(msg_id)
+        alone = self.gate.ended(msg_id) and not grouped
         self.suspects.discard(msg_id)
         if self.budgets[msg_id.tp].charged.pop(msg_id.offset, None) is not None:
             self._unwritten.add(msg_id.tp)
-        if alone:   # its charge gone before anything else goes out
+        if alone:   # its charge gone before anything else goes out, with the offsets acked
             self._must_write = True
-            self._guarded(self._write_budgets)
+            self._guarded(self._commit)
+        elif grouped and not self.gate.group:
+            self._group_ended()
 
     def fail(self, msg_id: Any) -> None:
         """A failure without a cause: counted as one the record caused (`fail_with`)."""
@@ -692,16 +730,20 @@ class KafkaSpout(Spout, CountsDeadLetters):
             return
         num_fails = self.emitted.pop(msg_id)
         counting = self.gate.counting
-        alone = counting and self.gate.ended(msg_id)
+        grouped = counting and self.gate.in_group(msg_id)
+        marked = counting and self.gate.ended(msg_id)
+        alone = marked and not grouped
         if counting and self.gate.lost_worker(cause):
             self.suspects.add(msg_id)
         if cause.record_caused:
             num_fails += 1
         held = self.budgets[msg_id.tp].charged.get(msg_id.offset) if counting else None
-        if held is not None and (alone or cause.record_caused):
+        if held is not None and (marked or cause.record_caused):
             # alone, it was charged beforehand as a death: that charge becomes the failure it
-            # caused, or is taken back (a timeout, a lost worker, a rollback: this spout lives)
-            self._set_charge(msg_id, Charge(num_fails, held.charge.deaths - alone), held.tag)
+            # caused, or is taken back (a timeout, a lost worker, a rollback: this spout lives);
+            # in a group, its level raised beforehand is taken back so too
+            self._set_charge(msg_id, Charge(num_fails, held.charge.deaths - alone, held.charge.level - grouped),
+                             held.tag)
         if not cause.record_caused:
             self.retry.reschedule(msg_id, num_fails)
             self.fails[msg_id] = num_fails
@@ -723,6 +765,8 @@ class KafkaSpout(Spout, CountsDeadLetters):
             self._must_write = True
         if self._must_write:
             self._guarded(self._write_budgets)
+        if grouped and not self.gate.group:
+            self._group_ended()
 
     # --- retry budgets kept in the commit metadata ------------------------------------------
 
@@ -751,6 +795,22 @@ class KafkaSpout(Spout, CountsDeadLetters):
         """Whether the record goes out alone (`AloneGate`): read again below where a task that
         stopped may have emitted, or failed as worker-died."""
         return msg_id.offset < self.read_before[msg_id.tp] or msg_id in self.suspects
+
+    def _group_size(self, r: Record, msg_id: MessageId) -> int:
+        """How many suspects the suspect ``r`` may go out with, itself included: one failed as
+        worker-died alone, else by its level (`squall.external.retry.group_size`)."""
+        if msg_id in self.suspects:
+            return 1
+        return group_size(self._charge(r).level)
+
+    def _group_ended(self) -> None:
+        """The last member of this task's group of suspects ended: the group's marks (the levels
+        raised before its members went out, deleted by their acks or taken back) and the offsets
+        its acks let move are committed together, one commit a group. Not before the next record
+        goes out: a raised level a death leaves behind charges nothing (its record only goes
+        alone next time), and the commit lets a later death replay none of the group's acked
+        records."""
+        self._guarded(self._commit)
 
     def _charge(self, r: Record) -> Charge:
         """``r``'s charge as its partition's budgets keep it; none, and the charge dropped, if
@@ -810,11 +870,13 @@ class KafkaSpout(Spout, CountsDeadLetters):
         if self.gate.counting and self.budgets[msg_id.tp].charged.pop(msg_id.offset, None) is not None:
             self._unwritten.add(msg_id.tp)
 
-    def _charged_before(self, r: Record, charge: Charge, num_fails: int, alone: bool) -> bool:
+    def _charged_before(self, r: Record, charge: Charge, num_fails: int, alone: bool, size: int = 1) -> bool:
         """Commits, before ``r`` goes out, what a restart must find if the worker dies with it:
         a mark past it, `READ_AHEAD` offsets ahead, when it is at or past the last one, and, if
-        it goes ``alone``, its charge as a death. False (nothing changed) if the broker did not
-        take the commit."""
+        it goes out as a suspect (``alone``, in a group of up to ``size``), its mark: in a group
+        of one, its charge as a death (`Charge.dying`); in a larger one, its level raised
+        (`Charge.in_group`, nothing charged). False (nothing changed) if the broker did not take
+        the commit."""
         budget = self.budgets[r.tp]
         past = r.offset >= budget.emitted_to
         if not (past or alone):
@@ -823,8 +885,9 @@ class KafkaSpout(Spout, CountsDeadLetters):
         if past:
             budget.emitted_to = r.offset + 1 + READ_AHEAD
         if alone:
-            dying = Charge(num_fails, charge.deaths).dying()
-            budget.charged[r.offset] = TaggedCharge(dying, record_tag(r.key, r.value))
+            now = Charge(num_fails, charge.deaths, charge.level)
+            mark = now.dying() if size == 1 else now.in_group()
+            budget.charged[r.offset] = TaggedCharge(mark, record_tag(r.key, r.value))
         self._unwritten.add(r.tp)
         if self._guarded(self._write_budgets):
             return True
@@ -836,24 +899,26 @@ class KafkaSpout(Spout, CountsDeadLetters):
         return False
 
     def _set_charge(self, msg_id: MessageId, charge: Charge, tag: str) -> None:
-        """Keeps ``charge`` for the record (none, if it is no charge), to be committed."""
+        """Keeps ``charge`` for the record (none, if it is no charge and no level), to be committed."""
         charged = self.budgets[msg_id.tp].charged
-        if charge.retries:
+        if charge.is_mark:
             charged[msg_id.offset] = TaggedCharge(charge, tag)
         else:
             charged.pop(msg_id.offset, None)
         self._unwritten.add(msg_id.tp)
 
-    def _take_back_alone(self) -> None:
-        """The suspect in flight alone did not take the worker down (the spout closes, or loses
-        its partition): the death charged before it went out is taken back."""
-        alone = self.gate.alone
-        if alone is None:
-            return
-        self.gate.ended(alone)   # its ack will be ignored, or is not coming
-        held = self.budgets[alone.tp].charged.get(alone.offset)
-        if held is not None:
-            self._set_charge(alone, Charge(held.charge.retries - 1, held.charge.deaths - 1), held.tag)
+    def _take_back_group(self, partitions: Container[TopicPartition] | None = None) -> None:
+        """The suspects in flight in this task's group (of ``partitions``, or all) did not take
+        the worker down (the spout closes, or loses their partition): each one's mark is taken
+        back, alone the death charged before it went out, in a group its level raised."""
+        grouped = self.gate.group_size > 1
+        for m in [m for m in self.gate.group if partitions is None or m.tp in partitions]:
+            self.gate.ended(m)   # its ack will be ignored, or is not coming
+            held = self.budgets[m.tp].charged.get(m.offset)
+            if held is not None:
+                c = held.charge
+                self._set_charge(m, Charge(c.retries - (not grouped), c.deaths - (not grouped), c.level - grouped),
+                                 held.tag)
 
     def _metadata(self, tp: TopicPartition, offset: int) -> str:
         """``tp``'s commit metadata at ``offset``: this topology and task, and with a retry

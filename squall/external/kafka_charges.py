@@ -17,9 +17,11 @@ partition's metadata holds (`PartitionCharges`):
   written before a record at or past it goes out, `READ_AHEAD` offsets ahead: a record from the
   committed offset up to it, read again after a restart, is a suspect
   (`squall.external.retry.AloneGate`);
-- ``"charged"``: offset -> ``"<retries> <deaths> <tag>"``, the `squall.external.retry.Charge` of
-  each record that went out alone as a suspect (and of the failures it caused since), with the
-  record's `record_tag`;
+- ``"charged"``: offset -> ``"<retries> <deaths> <tag>"``, or ``"<retries> <deaths> <level> <tag>"``
+  if the level is not 0, the `squall.external.retry.Charge` of each record that went out as a
+  suspect (its level raised in a group, its charge as a death alone, and the failures it caused
+  since), with the record's `record_tag`; a charge of two numbers, as written before levels, is
+  level 0;
 - ``"dead"``: offset -> tag, the suspects given up to the dead letters whose offset is not
   committed yet (read again after a death, they count as done without a second dead letter).
 
@@ -27,7 +29,7 @@ A charge applies only to the record it was written for: an offset whose record's
 topic deleted and created again under offsets the group kept) drops it. Kafka refuses metadata
 above the broker's ``offset.metadata.max.bytes`` (default 4096), so the text is kept within
 `METADATA_MAX_BYTES`: what does not fit is dropped, dead marks first, then the charges with the
-fewest deaths (`charges_metadata` says how many).
+fewest deaths, then the marks of a level alone (`charges_metadata` says how many).
 
 Pure: text in, text out; the spout does the I/O.
 """
@@ -133,7 +135,7 @@ def read_charges(metadata: str | None) -> PartitionCharges | None:
         try:
             parsed = Charge.parse(charge)
         except ValueError:
-            raise MalformedCharges(f"charge {text!r} at offset {key!r} is not \"<retries> <deaths> <tag>\"") from None
+            raise MalformedCharges(f"charge {text!r} at offset {key!r} is not \"<retries> <deaths> [<level>] <tag>\"") from None
         out.charged[_offset(key)] = TaggedCharge(parsed, _tag(tag))
     for key, tag in dead.items():
         out.dead[_offset(key)] = _tag(tag)
@@ -143,9 +145,10 @@ def read_charges(metadata: str | None) -> PartitionCharges | None:
 def charges_metadata(base: dict[str, Any], charges: PartitionCharges, committed: int) -> tuple[str, int]:
     """The commit metadata of a partition committed at ``committed``: ``base`` (``topologyId``,
     ``taskId``) and the budgets of the records at or past it, within `METADATA_MAX_BYTES`; and
-    how many budgets (dead marks first, then the charges with the fewest deaths) did not fit."""
+    how many budgets (dead marks first, then the charges with the fewest deaths, a level alone
+    last of all) did not fit."""
     charged = sorted(((o, c) for o, c in charges.charged.items() if o >= committed),
-                     key=lambda oc: (-oc[1].charge.deaths, -oc[1].charge.retries, oc[0]))
+                     key=lambda oc: (-oc[1].charge.deaths, -oc[1].charge.retries, -oc[1].charge.level, oc[0]))
     dead = sorted((o, t) for o, t in charges.dead.items() if o >= committed)
 
     def text(n_charged: int, n_dead: int) -> str:

@@ -316,8 +316,8 @@ def worker_gate(context: Any) -> WorkerGate:
 
 class AloneGate(Generic[M]):
     """Which of a spout task's records go out when, so that the death of the spout's worker is
-    charged only to a record in flight alone in that worker (shared by the Redis Streams and
-    file spouts).
+    charged only to a record in flight alone in that worker (shared by the Redis Streams, file
+    and Kafka spouts).
 
     A record delivered again after its spout stopped without acking it (Redis's delivery count
     above 1; a line read again below where the dead task had read to), or failed as being
@@ -375,6 +375,11 @@ class AloneGate(Generic[M]):
         if self.group_size == 1 and self.group:
             return next(iter(self.group))
         return None
+
+    @property
+    def has_room(self) -> bool:
+        """Whether this task's group of suspects is out and may take more members (`hold`)."""
+        return bool(self.group) and self._joined < self.group_size
 
     def in_group(self, msg_id: M) -> bool:
         """Whether ``msg_id`` is in flight in this task's group of more than one suspect (its

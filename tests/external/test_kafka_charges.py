@@ -54,7 +54,7 @@ def test_metadata_without_budgets_holds_none(metadata):
     ({"emittedTo": 9, "charged": {"-1": f"1 1 {TAG}"}, "dead": {}}, "offset '-1' is not a decimal integer"),
     ({"emittedTo": 9, "charged": {"\u0663": f"1 1 {TAG}"}, "dead": {}}, "is not a decimal integer"),
     ({"emittedTo": 9, "charged": {"1": 3}, "dead": {}}, "charge 3 at offset '1' is not text"),
-    ({"emittedTo": 9, "charged": {"1": f"1 2 {TAG}"}, "dead": {}}, "is not \"<retries> <deaths> <tag>\""),
+    ({"emittedTo": 9, "charged": {"1": f"1 2 {TAG}"}, "dead": {}}, "is not \"<retries> <deaths> [<level>] <tag>\""),
     ({"emittedTo": 9, "charged": {"1": "1 1"}, "dead": {}}, "record tag '1' is not 8 hex digits"),
     ({"emittedTo": 9, "charged": {"1": "1 1 XYZ"}, "dead": {}}, "record tag 'XYZ' is not 8 hex digits"),
     ({"emittedTo": 9, "charged": {}, "dead": {"3": None}}, "record tag None is not 8 hex digits"),
@@ -90,3 +90,16 @@ def test_a_record_tag_tells_records_apart_by_key_and_value():
     tags = {record_tag(b"k", b"v"), record_tag(b"k", b"w"), record_tag(None, b"kv"), record_tag(b"kv", None),
             record_tag(b"", b"kv"), record_tag(b"kv", b""), record_tag(None, None), record_tag("k", "v")}
     assert len(tags) == 8 and all(len(t) == 8 for t in tags)
+
+
+def test_a_level_is_written_as_a_third_number_and_a_charge_written_before_levels_reads_as_level_0():
+    """A suspect's mark in a group of suspects (`Charge.in_group`) is a level, written as a third
+    number only when it is not 0: what a spout wrote before groups (``"1 1 <tag>"``) reads back
+    as level 0, and a partition's budgets with levels read back as written."""
+    before_groups = json.dumps({**BASE, "emittedTo": 9, "charged": {"3": f"1 1 {TAG}"}, "dead": {}})
+    assert read_charges(before_groups) == PartitionCharges(9, {3: TaggedCharge(Charge(1, 1, 0), TAG)})
+    charges = PartitionCharges(9, {3: TaggedCharge(Charge(0, 0, 1), TAG), 4: TaggedCharge(Charge(1, 1, 1), TAG),
+                                   5: TaggedCharge(Charge(2, 1), TAG)})
+    text, dropped = charges_metadata(BASE, charges, committed=0)
+    assert dropped == 0 and json.loads(text)["charged"] == {"3": f"0 0 1 {TAG}", "4": f"1 1 1 {TAG}", "5": f"2 1 {TAG}"}
+    assert read_charges(text) == charges

@@ -16,6 +16,25 @@ logged: errors and ``repr`` show the URL masked. A server that is down or times 
 batch (`squall.ReportedFailedException`: the error, naming the server, is shown in the topology's
 errors and the worker log), which Trident replays with the same txid.
 
+A transactional or opaque state refuses a write from a stale copy of its task (a zombie: its
+worker taken for dead on a machine that hung or lost the master, which resumed after the task
+that replaced it replayed its batch and committed it, and maybe later ones), whose values were
+read before those writes and would put their counts back, nothing failing. The check is made by
+the write's own script, atomically, in the same round trip (`_WRITE`): beside its marker
+(`MARKER`) each partition keeps the last txid it wrote, per topology name and bolt (`txids_key`:
+Trident's txids are per topology name and coordinator), and a write of a lower txid is refused,
+as is an opaque write
+whose ``prev`` is not what Redis holds before its txid (the key's ``curr``, or its ``prev`` where
+the key is at this very txid; nothing for a key absent), built on what the replacement's replay
+replaced. The refusal fails the batch (`squall.ReportedFailedException` naming the partition's
+marker, the key, the server and the stale copy); the task drops its cache, so its replay reads
+Redis again. A replay of the same txid by the live task passes; values keep Storm's forms. The
+prev is checked with Storm's JSON serializer only (the script reads the values with ``cjson``; a
+custom serializer gets the txid check alone), and an absent key is not checked when
+``expire_interval_secs`` is set (it may have expired). Non-transactional states check nothing.
+Not told apart from a replay: a zombie's opaque write at the partition's last txid built on the
+same ``prev`` as its replacement's (both read Redis before either wrote), as with Delta.
+
 Needs the ``redis`` extra (``pip install 'squall[redis]'``); only this module imports it.
 """
 
@@ -29,6 +48,7 @@ from typing import Any, Protocol
 
 import redis
 
+from .._config import Config
 from .._errors import ReportedFailedException
 from .._redact import redact_text
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
@@ -75,26 +95,93 @@ def marker_key(options: Options, partition_index: int, num_partitions: int) -> s
     return f"{MARKER}{hash_part}/{partition_index}-of-{num_partitions}"
 
 
+def txids_key(marker: str) -> str:
+    """The hash beside a partition's marker (`marker_key`) that holds the last txid a
+    transactional or opaque state of that partition wrote, a field per writer (`txids_field`), as
+    Trident's txids are per topology name (one submitted again under its name goes on from its
+    txids, another starts from 1) and per coordinator (two unconnected streams of a topology
+    number their batches each on its own, and their states may share a marker). Only squall
+    writes it; a Storm topology sharing the keys neither reads nor writes it."""
+    return f"{marker}/txids"
+
+
+def txids_field(conf: dict, context: Any) -> str:
+    """A state's field in its partition's txids hash (`txids_key`): ``<topology name>/<component
+    id>`` (the bolt that holds the state, whose batches one coordinator numbers), the name alone
+    where the task's context is not a `TopologyContext` (a state made outside a topology)."""
+    name = conf.get(Config.TOPOLOGY_NAME) or ""
+    component = getattr(context, "get_this_component_id", None)
+    return f"{name}/{component()}" if callable(component) else name
+
+
 _WRITE = """
 if ARGV[1] == '1' then
   if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-else
-  redis.call('SET', KEYS[1], '1')
 end
-local expire = tonumber(ARGV[3])
-for i = 4, #ARGV, 2 do
-  if ARGV[2] ~= '' then
-    redis.call('HSET', ARGV[2], ARGV[i], ARGV[i + 1])
+local hash, expire, txid = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+if txid then
+  local last = redis.call('HGET', KEYS[2], ARGV[5])
+  if last and tonumber(last) and tonumber(last) > txid then return {'txid', last} end
+  if ARGV[6] == '1' then
+    local function same(a, b)
+      if type(a) ~= type(b) then return false end
+      if type(a) ~= 'table' then return a == b end
+      for k, v in pairs(a) do if not same(v, b[k]) then return false end end
+      for k in pairs(b) do if a[k] == nil then return false end end
+      return true
+    end
+    for i = 7, #ARGV, 2 do
+      local stored
+      if hash ~= '' then stored = redis.pcall('HGET', hash, ARGV[i]) else stored = redis.pcall('GET', ARGV[i]) end
+      if type(stored) == 'table' then stored = false end
+      local before
+      if stored then
+        local ok, s = pcall(cjson.decode, stored)
+        if not ok or type(s) ~= 'table' or #s ~= 3 then return {'bad', ARGV[i], stored} end
+        local at = s[1]
+        if at ~= cjson.null and type(at) ~= 'number' then return {'bad', ARGV[i], stored} end
+        if at ~= cjson.null and at > txid then return {'ahead', ARGV[i], stored} end
+        if at == txid then before = s[3] else before = s[2] end
+      elseif expire == 0 then
+        before = cjson.null
+      end
+      if before ~= nil then
+        local new = cjson.decode(ARGV[i + 1])
+        if not same(new[3], before) then
+          if stored then return {'prev', ARGV[i], stored} end
+          return {'prev', ARGV[i]}
+        end
+      end
+    end
+  end
+end
+if ARGV[1] ~= '1' then redis.call('SET', KEYS[1], '1') end
+for i = 7, #ARGV, 2 do
+  if hash ~= '' then
+    redis.call('HSET', hash, ARGV[i], ARGV[i + 1])
   else
     redis.call('SET', ARGV[i], ARGV[i + 1])
     if expire > 0 then redis.call('EXPIRE', ARGV[i], expire) end
   end
 end
+if txid then redis.call('HSET', KEYS[2], ARGV[5], ARGV[4]) end
 return 1
 """
-"""A map state's write, atomic as a script is: the marker checked (or, the first time, written),
-then the values (``ARGV``: marker written already, hash key or "", expiry seconds, then name,
-value, name, value...)."""
+"""A map state's write, atomic as a script is, in one round trip: the marker checked; for a
+transactional or opaque state's write in a batch, the batch's txid checked against what the
+partition last wrote (`txids_key`), and for an opaque one each value's ``prev`` against what
+Redis holds before that txid (a stale copy of the task refused, `RedisMapState._refused`); then
+the marker (the first time), the values and the partition's txid written. ``KEYS``: the marker,
+the txids hash. ``ARGV``: marker written already (``1``/``0``), hash key or "", expiry seconds,
+the batch's txid ("": none, nothing checked: a non-transactional state, a write outside any
+batch), the state's field in the txids hash (`txids_field`), ``1`` to check each value's ``prev`` (values in
+Storm's JSON form, which the script reads with ``cjson``), then name, value, name, value...
+
+Returns 1 (written), 0 (the marker is gone: nothing written), or a refusal, nothing written:
+``[txid, <last>]`` (the partition wrote a later txid), ``[ahead, name, stored]`` (the key holds
+a later txid), ``[prev, name(, stored)]`` (the value's prev is not what Redis holds before the
+txid; no ``stored``: the key is absent), ``[bad, name, stored]`` (a stored value the check cannot
+read). A key of another Redis type is taken for absent, as ``MGET`` reads it."""
 
 
 class RedisMapStateError(ValueError):
@@ -241,9 +328,18 @@ class RedisMapState(IBackingMap):
     """The backing map in Redis; see the module docstring. Built by its factories."""
 
     def __init__(self, client: redis.Redis, options: Options, serializer: Serializer,
-                 key_factory: KeyFactory, where: str, marker: str = MARKER) -> None:
+                 key_factory: KeyFactory, where: str, marker: str = MARKER,
+                 state_type: StateType | None = None, txids_field: str = "") -> None:
         self.client = client
         self.marker = marker  # this state's marker key (`MARKER`)
+        self.txids = txids_key(marker)
+        # the writes of a batch are checked as a stale copy's might be (`_WRITE`) for a
+        # transactional or opaque state; None (a state made by hand): not at all, as before
+        self.checks_txids = state_type in (StateType.TRANSACTIONAL, StateType.OPAQUE)
+        # each value's prev too: an opaque state in Storm's JSON form, which the script can read
+        self.checks_prevs = state_type is StateType.OPAQUE and type(serializer) is JSONOpaqueSerializer
+        self.txids_field = txids_field  # this state's field in `txids` (`txids_field`)
+        self.txid: int | None = None  # the batch's, between `begin_commit` and `commit`
         self.options = options
         self.serializer = serializer
         self.key_factory = key_factory
@@ -267,6 +363,15 @@ class RedisMapState(IBackingMap):
     def non_transactional(url: str, options: Options | None = None, timeout: float = 2.0) -> RedisMapStateFactory:
         """A factory of non-transactional map states (plain values)."""
         return RedisMapStateFactory(url, StateType.NON_TRANSACTIONAL, options or Options(), timeout)
+
+    def begin_commit(self, txid: int | None) -> None:
+        """Batch ``txid`` starts updating the state: its writes are checked with this txid."""
+        self.txid = txid
+
+    def commit(self, txid: int | None) -> None:
+        """Batch ``txid`` is done (its writes are in: a transactional map writes at its commit,
+        before this)."""
+        self.txid = None
 
     def _call(self, what: str, fn: Any, *args: Any) -> Any:
         return call_or_fail_batch(f"Redis map state at {self.where}", what, fn, *args)
@@ -326,18 +431,63 @@ class RedisMapState(IBackingMap):
 
     def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
         """Store ``values`` at ``keys`` at once, in one script (with the expiries, if any); once
-        this state wrote the marker, only if it is still there (else the batch fails: `_lost`)."""
+        this state wrote the marker, only if it is still there (else the batch fails: `_lost`);
+        in a batch of a transactional or opaque state, only if the write is not a stale copy's
+        (`_refused`)."""
         if not keys:
             return
         self._look_for_marker()
-        mapping = {self.key_factory.build(k): self.serializer.serialize(v) for k, v in zip(keys, values)}
+        wrote = {self.key_factory.build(k): v for k, v in zip(keys, values)}
+        mapping = {name: self.serializer.serialize(v) for name, v in wrote.items()}
         hash_key = self.options.hash_key if self.options.data_type == "hash" else ""
-        args: list[Any] = ["1" if self._marked else "0", hash_key or "", self.options.expire_interval_secs]
+        txid = self.txid if self.checks_txids else None
+        args: list[Any] = ["1" if self._marked else "0", hash_key or "", self.options.expire_interval_secs,
+                           "" if txid is None else str(txid), self.txids_field, "1" if self.checks_prevs else "0"]
         for name, value in mapping.items():
             args += [name, value]
-        if not self._call("write", self._write, [self.marker], args):
+        done = self._call("write", self._write, [self.marker, self.txids], args)
+        if isinstance(done, list):
+            assert txid is not None  # the script refuses only a batch's write
+            raise self._refused(done, txid, wrote)
+        if not done:
             raise self._lost()
         self._marked = True
+
+    def _refused(self, reply: list, txid: int, wrote: dict[str, Any]) -> Exception:
+        """The error of a write the script refused (`_WRITE`'s replies): it comes from a stale
+        copy of this task, a zombie (its worker taken for dead on a machine that hung or lost the
+        master, which resumed) whose batch the task that replaced it replayed and committed, and
+        later ones too. Its values were read before those writes, or from its own cache, and would
+        put their counts back. Trident commits a partition's batches in txid order, so a txid below
+        the partition's last write is a stale copy's; an opaque value whose ``prev`` is not what
+        Redis holds before its txid was built on what the replacement's replay replaced."""
+        what = reply[0].decode()
+        name = reply[1].decode("utf-8", "replace") if len(reply) > 1 else ""
+        place = f"field {name!r} of hash {self.options.hash_key!r}" if self.options.data_type == "hash" \
+            else f"key {name!r}"
+        head = f"Redis map state at {self.where}, partition {self.marker!r} (writer {self.txids_field!r})"
+        stale = ("refused: it comes from a stale copy of the task (a worker taken for dead, which resumed after "
+                 "the task that replaced it committed its batch), whose values would undo the later ones; the "
+                 "batch fails, and its replay reads Redis again")
+        if what == "txid":
+            return ReportedFailedException(
+                f"{head} wrote txid {reply[1].decode()} already ({self.txids!r}); this write of txid {txid} is "
+                f"{stale}. (A topology whose transactional state was deleted, its txids from 1 again, is "
+                f"refused too: delete its field, HDEL {self.txids!r} {self.txids_field!r}, or submit it under another "
+                f"name)")
+        # the stored OpaqueValue (absent: None, only for "prev"); raises if Python cannot read it either
+        stored: Any = self._decoded(name, reply[2]) if len(reply) > 2 else None
+        if what == "ahead":
+            return ReportedFailedException(
+                f"{head}: the value at {place} was written by txid {stored.curr_txid}, later than this write's "
+                f"txid {txid}: {stale} (or another topology writes these keys)")
+        if what == "prev":
+            before = None if stored is None else stored.prev if stored.curr_txid == txid else stored.curr
+            return ReportedFailedException(
+                f"{head}: the value of txid {txid} at {place} was computed from prev "
+                f"{wrote[name].prev!r:.100} but Redis holds {before!r:.100} before txid {txid}: {stale}")
+        return RedisMapStateError(f"{head}: the value at {place} is not what this state stores "
+                                  f"(Storm's JSON [curr_txid, curr, prev]): {reply[2][:100]!r}")
 
 
 class RedisMapStateFactory(StateFactory):
@@ -367,7 +517,8 @@ class RedisMapStateFactory(StateFactory):
         except ValueError as e:
             raise ValueError(f"RedisMapState: bad Redis URL {where}: {e}") from None
         backing = RedisMapState(client, self.options, self.serializer, self.key_factory, where,
-                                marker_key(self.options, partition_index, num_partitions))
+                                marker_key(self.options, partition_index, num_partitions), self.state_type,
+                                txids_field(conf, metrics))
         try:
             # at the task's start, while the server still holds what an earlier life of this
             # partition wrote; a server away now is asked again before the first read or write

@@ -137,6 +137,14 @@ def test_files_into_redis_counts_exactly_under_failed_batches(tmp_path, redis_se
             f.write("".join(line + "\n" for line in more))
         expected += counted(more)
         assert wait_until(lambda: stored() == dict(expected), timeout=120), (stored(), expected)
+    # each partition kept the last txid it wrote, under the topology's name and the state's bolt,
+    # beside its marker:
+    # what refuses a stale copy of its task (tests/external/test_trident_redis_zombie.py), and
+    # the replays above (failed batches, the same txid) were not refused
+    records = {k.decode(): client.hgetall(k) for k in client.keys("$squall-redis-map-state/*/txids")}
+    assert sorted(records) == [f"$squall-redis-map-state/{i}-of-2/txids" for i in range(2)], records
+    assert all(len(r) == 1 and next(iter(r)).startswith(b"files-redis/b-") and int(next(iter(r.values()))) > 0
+               for r in records.values()), records
 
 
 def test_redis_stream_into_delta_counts_exactly_under_failed_batches(tmp_path, redis_server):

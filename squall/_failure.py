@@ -255,6 +255,12 @@ class DeadLetterCounts:
         """Dead letters counted."""
         return sum(self._counts.copy().values())
 
+    def by_cause(self) -> dict[tuple[str, str], int]:
+        """The counts so far, ``{(component, reason): n}`` (a copy): what a Trident spout's
+        emitter bolt reads before and after each batch it has the emitter emit
+        (`squall.trident.stats.BatchDeadLetters`)."""
+        return self._counts.copy()
+
     def figures(self) -> dict[tuple[str, str, str], float]:
         """The counts as a task's statistics (``squall.engine.stats.component_figures``)."""
         counts = self._counts.copy()  # one C call: the spout's thread may add a key meanwhile

@@ -596,18 +596,19 @@ DEAD_LETTERED_WATCH = "dead-lettered"
 
 
 def _dead_letter_counts(info: dict[str, Any], cid: str, reason: str | None, reasons: set[str]) -> dict[str, _TaskCount]:
-    """Spout task id -> its count of the dead letters ``cid`` has (a spout's own; a bolt's, the
-    ones it failed last: every spout task's, as each counts them in its launch), of ``reason``
-    only if given; adds the reasons counted to ``reasons`` (the stream column)."""
-    own = info["components"][cid]["type"] == "spout"
+    """Task id -> its count of the dead letters ``cid`` has (a spout's own, or a Trident spout's
+    emitter bolt's; a bolt's, the ones it failed last: every such task's, as each counts them in
+    its launch), of ``reason`` only if given; adds the reasons counted to ``reasons`` (the stream
+    column)."""
     out = {}
-    for spout, c in info["components"].items():
-        if c["type"] != "spout" or (own and spout != cid):
-            continue
+    for source, c in info["components"].items():
         for task, stats in c.get("task_stats", {}).items():
+            rows = stats.get("dead_lettered") or ()
+            if source != cid and c["type"] != "spout" and not rows:  # gives none up (a spout's count from 0)
+                continue
             n = 0
-            for by, why, count in stats.get("dead_lettered") or ():
-                if (own or by == cid) and (reason is None or why == reason):
+            for by, why, count in rows:
+                if cid in (source, by) and (reason is None or why == reason):
                     reasons.add(why)
                     n += int(count)
             out[str(task)] = _TaskCount(stats.get("launch_id"), n)

@@ -21,6 +21,7 @@ from .._errors import NotAliveException
 from .._redact import RedactingFilter
 from .._system import is_system_id
 from ..cluster.local import LocalCluster
+from ..worker.stats_history import ALL_TIME
 from ._flux import from_args, sleep_seconds
 from ._options import UserError, conf_file, parse_overrides
 from ._topology_file import check_file, on_sys_path, submit_file
@@ -251,10 +252,18 @@ class _Sampler:
         return out
 
 
+TOTAL_DEAD_LETTERED = "dead_lettered"
+"""The key `with_statistics` puts the topology's dead letters under in its ``info`` (the topology
+page's, all time): a Trident topology's are at its spouts' emitter bolts, not at its spout."""
+
+
 def with_statistics(info: dict[str, Any], page: dict[str, Any]) -> None:
     """Put Storm's statistics (all time, as the UI shows them: sampled at
     ``topology.stats.sample.rate``) in place of the engine's exact counters of each component
     of ``info``, so the live table, the summary and the UI show the same figures."""
+    for row in page.get("topologyStats", ()):
+        if row["window"] == ALL_TIME and "deadLettered" in row:  # absent: a master from before dead-letter counts
+            info[TOTAL_DEAD_LETTERED] = row["deadLettered"]
     for row in page["spouts"]:
         c = info["components"].get(row["spoutId"])
         if c is not None:
@@ -417,7 +426,9 @@ def _print_summary(final: dict[str, dict[str, Any]], reason: str, debug: bool) -
         emitted = sum(c["emitted"] for c in spouts)
         acked = sum(c["acked"] for c in spouts)
         failed = sum(c["failed"] for c in spouts)
-        dead = sum(c.get("dead_lettered", 0) for c in spouts)
+        # the topology's: the spouts' and the Trident spouts' emitter bolts' (a Trident topology's
+        # only spout is its master batch coordinator), each record once
+        dead = info.get(TOTAL_DEAD_LETTERED, sum(c.get("dead_lettered", 0) for c in spouts))
         latency = sum(c["complete_latency_ms"] * c["acked"] for c in spouts) / acked if acked else 0.0
         # No acked tuple, or none of them sampled, is "no figure", as the live lines show it: a 0.00 would
         # read as a measured latency.

@@ -332,9 +332,10 @@ class LocalCluster:
         Keys: ``id``, ``name``, ``status``, ``uptime_secs``, ``num_workers``, ``num_executors``,
         ``num_tasks``, ``components`` (per component id: ``type``, ``executors``, ``tasks``,
         ``emitted``, ``transferred``, ``acked``, ``failed``, ``executed``, ``dead_lettered`` (a
-        spout's records given up to its dead letters; a bolt's, those of them it failed last),
-        ``backlog``, ``complete_latency_ms``, ``errors``, and ``task_stats`` per task id, a spout
-        task's with its ``dead_lettered`` as ``[[component, reason, count], ...]``), ``acker``,
+        spout's records given up to its dead letters, and a Trident spout's emitter bolt's; a
+        bolt's, those of them it failed last), ``backlog``, ``complete_latency_ms``, ``errors``,
+        and ``task_stats`` per task id, with its ``dead_lettered`` as ``[[component, reason,
+        count], ...]`` (a spout task's, or a Trident spout's emitter bolt task's)), ``acker``,
         ``configuration``, ``workers`` (each: slot, port, executors, launch_id, restarts, alive,
         ...) and ``errors`` (each: component, task, time, error, traceback, worker, fatal, count,
         last_time: an error identical to the last of its component counts on that record; the

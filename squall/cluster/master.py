@@ -1069,12 +1069,16 @@ class Master:
                 # current launch's are taken): a reader that sees it change knows the task counts
                 # from zero again, even when its new counts are already above its old ones
                 tasks[int(t)] = {**st, "launch_id": state.launch_id}
-        # every spout task's dead letters, by the component that failed the record last (a
-        # bolt's row counts the ones it failed: the same records as its spouts' rows)
-        failed_by: dict[str, int] = {}
-        for st in tasks.values():
+        # every task's dead letters (a spout's; a Trident spout's emitter bolt's), each row
+        # counted at the component that gave the records up and at the one that failed them
+        # last, once where they are the same (a bolt's row counts the ones it failed: the same
+        # records as its spouts' rows)
+        dead_at: dict[str, int] = {}
+        for task, st in tasks.items():
+            source = plan.task_to_component.get(task, "")
             for by, _reason, n in st.get("dead_lettered") or ():
-                failed_by[by] = failed_by.get(by, 0) + int(n)
+                for cid in {source, by}:
+                    dead_at[cid] = dead_at.get(cid, 0) + int(n)
         components = {}
         for cid, spec in plan.topology.components.items():
             stats = [tasks[t] for t in plan.component_tasks[cid] if t in tasks]
@@ -1087,8 +1091,7 @@ class Master:
                 "transferred": sum(sum(s["transferred"].values()) for s in stats),
                 "acked": sum(s["acked"] for s in stats), "failed": sum(s["failed"] for s in stats),
                 "executed": sum(s["executed"] for s in stats),
-                "dead_lettered": (sum(int(n) for s in stats for _by, _reason, n in s.get("dead_lettered") or ())
-                                  if spec.kind == "spout" else failed_by.get(cid, 0)),
+                "dead_lettered": dead_at.get(cid, 0),
                 "backlog": sum(s["backlog"] for s in stats),
                 "complete_latency_ms": (1000.0 * lat_sum / lat_n) if lat_n else 0.0,
                 "errors": [e.as_dict() for e in topo.errors if e.component == cid],

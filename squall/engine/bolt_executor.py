@@ -30,6 +30,7 @@ from .acker import ACK, FAIL, RESET
 from .executor import ErrorThrottle, Executor, TaskStats, Wiring, debug_log
 from .plan import ExecutorSpec
 from .routing import _NOWHERE, Router, bad_stream, build_routers, not_values, router_of, wrong_size
+from .stats import component_figures
 
 _get_ident = threading.get_ident
 __all__ = ["BasicCollector", "BoltCollector", "BoltExecutor", "ErrorThrottle"]  # ErrorThrottle: executor's, once here
@@ -238,6 +239,13 @@ class BoltExecutor(Executor):
 
     def emitted_by_stream(self, task):
         return {s: (r.emitted, r.transferred) for s, r in self.collectors[task].routers.items()}
+
+    def sampled_snapshot(self, task: int) -> dict:
+        """The task's statistics, with the figures the bolt reports of itself, if it does (a
+        Trident spout's emitter bolt its dead letters: `squall.engine.stats.component_figures`)."""
+        snapshot = super().sampled_snapshot(task)
+        snapshot.update(component_figures(self.objs[task]))
+        return snapshot
 
 
 def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector, stats: TaskStats | None = None):

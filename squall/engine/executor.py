@@ -22,7 +22,7 @@ from .._config import Config, conf_value
 from .._native import TaskStatsBase
 from .._redact import shown_text
 from .plan import ExecutorSpec, TopologyPlan
-from .stats import TaskStatistics, sample_freq
+from .stats import DEAD_LETTERED, TaskStatistics, component_figures, sample_freq
 
 if TYPE_CHECKING:
     from .load_mapping import LoadMapping
@@ -295,8 +295,15 @@ class Executor:
 
     def dead_letters(self, task: int) -> list[list[Any]]:
         """``task``'s dead letters by who failed each record last and why, ``[[component or "",
-        reason, count], ...]``: a spout's (`SpoutExecutor.dead_letters`); a bolt writes none."""
-        return []
+        reason, count], ...]``: a spout's, and a bolt's that gives records up itself (a Trident
+        spout's emitter bolt: `squall.trident.coordinator.SpoutEmitterBody`). Read on the
+        heartbeat thread from what the component counts (``component_statistics``), nothing
+        counted here."""
+        objs = getattr(self, "objs", None)  # an acker has no user component
+        if objs is None:
+            return []
+        return [[component, reason, int(n)] for (metric, component, reason), n
+                in component_figures(objs[task]).items() if metric == DEAD_LETTERED]
 
     def sampled_snapshot(self, task: int) -> dict:
         """``task``'s cumulative statistics (`TaskStatistics.snapshot`)."""

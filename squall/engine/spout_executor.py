@@ -40,7 +40,7 @@ from .pending_tuner import MaxPending
 from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
 from .routing import Router, bad_stream, build_routers, not_values, router_of, wrong_size
-from .stats import DEAD_LETTERED, MAX_SPOUT_PENDING, component_figures
+from .stats import MAX_SPOUT_PENDING, component_figures
 
 
 class SpoutExecutor(SpoutExecutorBase, Executor):
@@ -246,13 +246,6 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
 
     def emitted_by_stream(self, task):
         return {s: (r.emitted, r.transferred) for s, r in self.collectors[task].routers.items()}
-
-    def dead_letters(self, task: int) -> list[list[Any]]:
-        """The records the spout task gave up to its dead letters (`squall._failure.DeadLetterCounts`),
-        ``[[component that failed it last or "", reason, count], ...]``: read on the heartbeat
-        thread from what the spout counts, nothing counted here."""
-        return [[component, reason, int(n)] for (metric, component, reason), n
-                in component_figures(self.objs[task]).items() if metric == DEAD_LETTERED]
 
     def sampled_snapshot(self, task: int) -> dict:
         """The task's statistics, with its max spout pending now (a gauge) while one applies, and

@@ -63,7 +63,8 @@ StatKey = tuple[str, str, str]
 
 def component_figures(component: Any) -> dict[StatKey, float]:
     """The figures a spout reports of itself beside its statistics (Trident's master batch
-    coordinator: its txid, batches in flight, batches committed and their latency), from its
+    coordinator: its txid, batches in flight, batches committed and their latency; a connector
+    spout its dead letters), or a bolt (a Trident spout's emitter bolt: its dead letters), from its
     ``component_statistics()``: cumulative counts and latency sums (``<metric>#n`` their
     samples) and gauges, keyed ``(metric, "", "")`` with metrics of `TASK_FIGURES`. It is read
     on the worker's heartbeat thread, so it must return a value it does not change afterwards.

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from .._config import setting
+from .._failure import CountsDeadLetters
 from .._fields import Fields
 from .._stable_hash import stable_hash_one
 from ..trident.partitioned import IPartitionedTridentSpout
@@ -81,9 +82,10 @@ class _Coordinator(IPartitionedTridentSpout.Coordinator):
                       and os.path.isfile(os.path.join(self.directory, n)))
 
 
-class _Emitter(IPartitionedTridentSpout.Emitter):
+class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
     def __init__(self, spout: FileTridentSpout, conf: dict) -> None:
         self.spout = spout
+        self.start_dead_letter_counts()  # read by the emitter bolt around each batch
         self.limit = int(setting(conf or {}, MAX_RECORD_KEY))
 
     def get_ordered_partitions(self, all_partition_info: Any) -> list[FilePartition]:
@@ -170,6 +172,7 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
             # skipped the same way every time: the range covers it, no tuple comes of it
             log.error("FileTridentSpout dead letter: %s offset %d: a line of %d bytes is over %s=%d",
                       path, at, e.size, MAX_RECORD_KEY, self.limit)
+            self.count_dead_letter(None)
             return after - at, 1
         if not line.endswith(b"\n"):
             return None
@@ -182,6 +185,7 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
             values = self.spout.translator(line)
         except Exception as e:  # noqa: BLE001 (a user translator: any error is a poison line, as the Kafka spout's)
             log.error("FileTridentSpout dead letter: %s offset %d: %s: %s", path, offset, type(e).__name__, e)
+            self.count_dead_letter(None)
             return
         if values is None:
             return
@@ -189,6 +193,7 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
         wrong = arity_error(values, self.spout.fields)
         if wrong is not None:
             log.error("FileTridentSpout dead letter: %s offset %d: %s", path, offset, wrong)
+            self.count_dead_letter(None)
             return
         collector.emit(list(values))
 

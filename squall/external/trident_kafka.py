@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import FailedException, ReportedFailedException
+from .._failure import CountsDeadLetters
 from .._stable_hash import stable_hash_one
 from ..engine.clock import Clock
 from ..trident.coordinator import max_active_batches
@@ -167,13 +168,15 @@ class KafkaTridentSpoutCoordinator(IPartitionedTridentSpout.Coordinator,
         self.consumer.close()
 
 
-class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitionedTridentSpout.Emitter):
+class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitionedTridentSpout.Emitter,
+                               CountsDeadLetters):
     """Storm's ``KafkaTridentSpoutEmitter``, for both spouts; see the module docstring."""
 
     def __init__(self, config: KafkaSpoutConfig, context: Any, max_pending: int = 1, durable: bool = False) -> None:
         self.config = config
         self.consumer = _consumer(config)
         self.topology_id = context.get_storm_id()
+        self.start_dead_letter_counts()  # read by the emitter bolt around each batch
         self.max_pending = max_pending
         # per partition, the last offset that the attempts of each txid still in flight read there
         self.read_through: dict[TopicPartition, dict[int, int]] = {}
@@ -261,11 +264,13 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
             # partition would stall for good. Skipped as the plain spout does, in every attempt.
             why = e if isinstance(e, ValueError) else f"translator raised {type(e).__name__}: {e}"
             _dead_letter(self.config, record, f"malformed record: {why}")
+            self.count_dead_letter(None)  # once handed over: a handler that raised failed the batch
             return
         # a wrong count fails the batch, and every replay of it again: the partition would stall
         wrong = None if values is None else arity_error(values, self.config.output_fields)
         if wrong is not None:
             _dead_letter(self.config, record, f"malformed record: {wrong}")
+            self.count_dead_letter(None)
             return
         if values is not None or self.config.emit_null_tuples:
             collector.emit(values)

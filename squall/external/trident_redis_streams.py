@@ -28,6 +28,7 @@ from typing import Any
 
 import redis
 
+from .._failure import CountsDeadLetters
 from .._fields import Fields
 from .._redact import redact_text
 from ..trident.partitioned import IPartitionedTridentSpout
@@ -79,9 +80,10 @@ class _Coordinator(IPartitionedTridentSpout.Coordinator):
         return sorted(self.streams)
 
 
-class _Emitter(IPartitionedTridentSpout.Emitter):
+class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
     def __init__(self, spout: RedisStreamTridentSpout) -> None:
         self.spout = spout
+        self.start_dead_letter_counts()  # read by the emitter bolt around each batch
         self.call = _Calls(spout.url, spout.timeout)
 
     def get_ordered_partitions(self, all_partition_info: Any) -> list[StreamPartition]:
@@ -100,15 +102,18 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
                 values = self.spout.translator(key, Entry(entry_id, fields))
             except MalformedEntry as e:
                 log.error("RedisStreamTridentSpout dead letter: %s", e)
+                self.count_dead_letter(None)
                 continue
             except Exception as e:  # noqa: BLE001 (a user translator: any error is a poison entry, as the Kafka spout's)
                 log.error("RedisStreamTridentSpout dead letter: stream %r entry %s: translator raised %s: %s",
                           key, entry_id, type(e).__name__, e)
+                self.count_dead_letter(None)
                 continue
             # a wrong count fails the batch, and every replay of it again: the stream would stall
             wrong = arity_error(values, self.spout.output_fields)
             if wrong is not None:
                 log.error("RedisStreamTridentSpout dead letter: stream %r entry %s: %s", key, entry_id, wrong)
+                self.count_dead_letter(None)
                 continue
             collector.emit(list(values))
 

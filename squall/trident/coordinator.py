@@ -27,7 +27,7 @@ from .._collectors import BasicOutputCollector, OutputFieldsDeclarer, SpoutOutpu
 from .._components import BasicBolt, Spout
 from .._config import Config
 from .._errors import FailedException
-from .._failure import UNKNOWN, FailureCause
+from .._failure import UNKNOWN, DeadLetterCounts, FailureCause
 from .._fields import Fields
 from .._transactional import Delete, LaunchRefusedError, MasterBackend, Put
 from .._tuple import Tuple
@@ -43,7 +43,7 @@ from .executor import (
 )
 from .failures import STALL_FAILURES, stalled_text
 from .operation import TridentCollector
-from .stats import BatchTimes
+from .stats import BatchDeadLetters, BatchTimes, given_up_since
 from .txstate import TransactionalState, check_name, transactional_state
 
 if TYPE_CHECKING:
@@ -789,6 +789,7 @@ class SpoutEmitterBody(BatchBody):
         self.emitter = self.spout.get_emitter(key, conf, context)
         # another width goes out through the output's emit, which emits it or raises its error
         self._width = len(self.spout.get_output_fields())
+        self._dead_letters = BatchDeadLetters()
 
     def init_batch(self, batch: BatchInfo) -> None:
         """Nothing to set up: the whole batch is emitted in `execute`."""
@@ -802,10 +803,15 @@ class SpoutEmitterBody(BatchBody):
         failed = getattr(self.emitter, "failed_with", None)
         if values[1] is not None and failed is not None:  # a replay, and why its attempt before failed
             failed(batch.attempt.txid, FailureCause.from_wire(values[1]))
+        # the records the emitter gives up in this attempt: counted once its txid commits
+        counts: DeadLetterCounts | None = getattr(self.emitter, "dead_letter_counts", None)
+        before = counts.by_cause() if counts is not None else {}
         try:
             self.emitter.emit_batch(batch.attempt, values[0], collector)
         finally:  # what was emitted before a failure goes out as it did (the batch fails anyway)
             collector.flush()
+            if counts is not None:
+                self._dead_letters.attempted(batch.attempt.txid, given_up_since(before, counts.by_cause()))
 
     def finish_batch(self, batch: BatchInfo) -> None:
         """Nothing left: the executor sends the counts."""
@@ -815,8 +821,16 @@ class SpoutEmitterBody(BatchBody):
         return self.spout.get_component_configuration()
 
     def success(self, attempt: TransactionAttempt) -> None:
-        """The batch committed: tell the emitter."""
+        """The batch committed: tell the emitter, and count the records it gave up in it."""
         self.emitter.success(attempt)
+        self._dead_letters.committed(attempt.txid)
+
+    def component_statistics(self) -> dict[tuple[str, str, str], float]:
+        """The records the emitter gave up in the batches committed (`BatchDeadLetters`), as the
+        task's ``dead_lettered`` statistic: what every live view shows of a spout's. None before
+        the task is prepared (a heartbeat may read it first)."""
+        dead: BatchDeadLetters | None = getattr(self, "_dead_letters", None)
+        return dead.figures() if dead is not None else {}
 
     def cleanup(self) -> None:
         """Close the emitter."""

@@ -535,6 +535,12 @@ class TridentBoltExecutor(Bolt):
         """The body's, and ticks every `TICK_SECS` to drop batches whose trees timed out."""
         return {**(self.body.get_component_configuration() or {}), Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: TICK_SECS}
 
+    def component_statistics(self) -> dict[tuple[str, str, str], float]:
+        """The figures the body reports of itself (a Trident spout's emitter bolt: the records
+        it gave up, `squall.trident.stats.BatchDeadLetters`), read with each heartbeat."""
+        report = getattr(self.body, "component_statistics", None)
+        return report() if report is not None else {}
+
     def squall_timers(self, clock: Any) -> list[tuple[float, Any]]:
         """Called by the bolt executor once the task is prepared: take the engine's ``clock``
         (simulated in tests), which times the batches' expiry as it times the message timeouts

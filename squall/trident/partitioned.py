@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from .._errors import FailedException
+from .._failure import DeadLetterCounts
 from .._fields import Fields
 from .coordinator import TransactionAttempt
 from .spout import BatchCoordinator, Emitter, ITridentSpout
@@ -377,6 +378,12 @@ class _PartitionedEmitter(Emitter):
         # txids an earlier attempt of which may have listed other partitions (kept until an
         # attempt of the txid gets past `_begin`'s check)
         self.relisted: set[int] = set()
+
+    @property
+    def dead_letter_counts(self) -> DeadLetterCounts | None:
+        """The spout's emitter's count of the records it gave up, if it counts them (the file,
+        Redis Streams and Kafka Trident spouts': `squall._failure.CountsDeadLetters`)."""
+        return getattr(self.emitter, "dead_letter_counts", None)
 
     def _refresh(self, coordinator_meta: Any) -> None:
         if self.started and self.saved_coordinator_meta == coordinator_meta:

@@ -602,6 +602,11 @@ class _FanOut(BatchBody):
         """The wrapped body's."""
         self.body.cleanup()
 
+    def component_statistics(self) -> dict[tuple[str, str, str], float]:
+        """The wrapped body's figures (a spout's dead letters: `SpoutEmitterBody`)."""
+        report = getattr(self.body, "component_statistics", None)
+        return report() if report is not None else {}
+
 
 class _FanOutOutput(BatchOutput):
     def __init__(self, output: BatchOutput, outputs: tuple[str, ...]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from .._failure import DEAD_LETTERED
 from ..engine.stats import (
     TRIDENT_BATCH_LATENCY,
     TRIDENT_BATCHES_COMMITTED,
@@ -82,3 +83,53 @@ class BatchTimes:
 
 
 __all__ = ["BatchTimes", "CoordinatorFigures"]
+
+
+class BatchDeadLetters:
+    """A Trident spout task's dead letters, each record counted once, when its batch commits.
+
+    A Trident spout's emitter (the file, Redis Streams and Kafka Trident spouts') gives up a
+    record it cannot make a tuple of (a translator that raised, values not one per field, a line
+    over the size limit) in every attempt of the batch that reads it, the same way each time: a
+    failed batch's replay gives it up again, and counting each attempt would count it again. So
+    the emitter bolt (`squall.trident.coordinator.SpoutEmitterBody`) keeps what each txid's last
+    attempt gave up (`attempted`, a later attempt's replacing an earlier one's: an opaque
+    spout's later attempt may read further) and adds it to the figures at the txid's
+    ``$success`` (`committed`): a batch that never commits counts nothing. A restarted task
+    counts from zero, as the engine's counts do, and counts the batches it emits and sees
+    commit; a batch committed as its task died, before its ``$success`` arrived, is counted by
+    no launch (short, never over). Reported as the task's ``dead_lettered`` statistic, keyed as
+    a core spout's (`squall._failure.DEAD_LETTERED`): the component that failed the record (""
+    for none) and the reason (``unreadable``).
+
+    `attempted` and `committed` run on the bolt's thread, `figures` on the worker's heartbeat
+    thread: it reads a copy."""
+
+    __slots__ = ("_committed", "_pending")
+
+    def __init__(self) -> None:
+        self._pending: dict[int, dict[tuple[str, str], int]] = {}
+        self._committed: dict[tuple[str, str], int] = {}
+
+    def attempted(self, txid: int, given_up: dict[tuple[str, str], int]) -> None:
+        """An attempt of ``txid`` gave ``given_up`` up (``{(component, reason): n}``, nothing
+        left out), in place of what an earlier attempt of it here gave up."""
+        self._pending[txid] = {key: n for key, n in given_up.items() if n}
+
+    def committed(self, txid: int) -> None:
+        """``txid`` committed, and every txid before it: what their last attempts gave up counts."""
+        counts = dict(self._committed)
+        for t in [t for t in self._pending if t <= txid]:
+            for key, n in self._pending.pop(t).items():
+                counts[key] = counts.get(key, 0) + n
+        self._committed = counts  # one store: the heartbeat thread reads the old or the new
+
+    def figures(self) -> dict[StatKey, float]:
+        """The dead letters of the committed batches, as the task's statistics."""
+        return {(DEAD_LETTERED, component, reason): n for (component, reason), n in self._committed.items()}
+
+
+def given_up_since(before: dict[tuple[str, str], int], now: dict[tuple[str, str], int]) -> dict[tuple[str, str], int]:
+    """What a `squall._failure.DeadLetterCounts` counted between its ``before`` and ``now``
+    (`DeadLetterCounts.by_cause`)."""
+    return {key: n - before.get(key, 0) for key, n in now.items() if n != before.get(key, 0)}

@@ -78,7 +78,8 @@ _TOPOLOGY_PAGE = _obj({
     "id": _STR, "name": _STR, "status": _STATUS, "uptime": _STR, "uptimeSeconds": _INT, "tasksTotal": _INT,
     "workersTotal": _INT, "executorsTotal": _INT, "msgTimeout": _INT, "windowHint": _STR, "debug": _BOOL,
     "samplingPct": _NUM,
-    # deadLettered (squall's): records the spouts gave up to their dead letters; a bolt's, those it failed last
+    # deadLettered (squall's): records the spouts (and Trident spouts' emitter bolts) gave up to their dead
+    # letters; a bolt's, those it failed last, and those it gave up itself (a Trident spout's)
     "topologyStats": _array(_WINDOW_STATS | {"required": ["window", "windowPretty", "emitted", "transferred",
                                                            "completeLatency", "acked", "failed", "deadLettered"],
                                              "properties": _WINDOW_STATS["properties"]
@@ -98,8 +99,9 @@ _COMPONENT_PAGE = _obj({"id": _STR, "name": _STR, "componentType": {"enum": ["sp
                         "windowHint": _STR, "debug": _BOOL, "samplingPct": _NUM,
                         "componentErrors": _array(_obj({"errorTime": _NUM, "error": _STR})),
                         "outputStats": _array(_obj({"stream": _STR, "emitted": _INT, "transferred": _INT})),
-                        # squall's: the dead letters of a spout, or of the records a bolt failed last, by
-                        # spout, the component that failed them last ("" none) and reason
+                        # squall's: the dead letters of a spout (or a Trident spout's emitter bolt), or of
+                        # the records a bolt failed last, by the component that gave them up ("spout"), the
+                        # component that failed them last ("" none) and reason
                         "deadLetterStats": _array(_obj({"spout": _STR, "failedBy": _STR, "reason": _STR,
                                                         "deadLettered": _INT}, extra=False)),
                         "executorStats": _array(_obj({"id": _STR, "host": _STR, "port": _INT}))})

@@ -147,8 +147,9 @@ BOLT_WEIGHTS_COMPONENT = {EXECUTE_LATENCY: EXECUTED, PROCESS_LATENCY: ACKED}
 
 
 class _DeadLetters(NamedTuple):
-    """Records a spout gave up to its dead letters in a window: ``failed_by`` the component that
-    failed them last ("" when none did), ``reason`` the failure's kind or ``unreadable``."""
+    """Records a spout (or a Trident spout's emitter bolt) gave up to its dead letters in a
+    window: ``failed_by`` the component that failed them last ("" when none did), ``reason`` the
+    failure's kind or ``unreadable``."""
 
     spout: str
     failed_by: str
@@ -201,12 +202,11 @@ class _Index:
         return busy_ms / (1000.0 * span) if span > 0 else 0.0
 
     def dead_letters(self, window: str) -> list[_DeadLetters]:
-        """Every spout task's dead letters in ``window``, by spout, the component that failed the
-        records last ("" when none did) and reason."""
+        """Every task's dead letters in ``window`` (a spout's, or a Trident spout's emitter
+        bolt's), by the component that gave the records up, the component that failed them last
+        ("" when none did) and reason."""
         out: dict[tuple[str, str, str], float] = {}
         for spout in self.view.plan.topology.components:
-            if self.kind(spout) != "spout":
-                continue
             for t in self.view.plan.component_tasks.get(spout, []):
                 for s in self.task_stats(t, window):
                     if s.metric == DEAD_LETTERED:
@@ -215,12 +215,10 @@ class _Index:
         return [_DeadLetters(spout, by, reason, round(n)) for (spout, by, reason), n in sorted(out.items())]
 
     def dead_lettered(self, component: str, window: str) -> int:
-        """``component``'s dead-letter count in ``window``: a spout's, the records it gave up; a
-        bolt's, those of them it failed last (where a bolt failed them: not a timeout, a lost
-        worker, a record unreadable)."""
-        spout = self.kind(component) == "spout"
-        return sum(d.records for d in self.dead_letters(window)
-                   if (d.spout if spout else d.failed_by) == component)
+        """``component``'s dead-letter count in ``window``: a spout's, the records it gave up (a
+        Trident spout's emitter bolt's too); a bolt's, those it failed last (where a bolt failed
+        them: not a timeout, a lost worker, a record unreadable)."""
+        return sum(d.records for d in self.dead_letters(window) if component in (d.spout, d.failed_by))
 
     def component_capacity(self, component: str) -> float:
         return max((self.capacity(ex.tasks) for ex in self.view.plan.executors if ex.component == component),
@@ -280,7 +278,9 @@ def topology_page(view: TopologyView, window: str | None = ALL_TIME, sys: bool =
                       "transferred": all_acc.count(TRANSFERRED),
                       "completeLatency": _f3(spout_acc.latency(COMPLETE_LATENCY)),
                       "acked": spout_acc.count(ACKED), "failed": spout_acc.count(FAILED),
-                      "deadLettered": spout_acc.count(DEAD_LETTERED)})
+                      # every component's that gives records up: the spouts', a Trident spout's
+                      # emitter bolt's (the master batch coordinator is the only spout there)
+                      "deadLettered": sum(d.records for d in idx.dead_letters(w))})
     spouts, bolts = [], []
     for comp in idx.components(sys):
         kind = idx.kind(comp)
@@ -411,8 +411,7 @@ def component_page(view: TopologyView, component: str, window: str | None = ALL_
     out["spoutSummary" if kind == "spout" else "boltStats"] = summary
     # why: the dead letters of this spout, or of the records this bolt failed last, by spout,
     # failing component and reason, in the chosen window
-    out["deadLetterStats"] = [d.row() for d in idx.dead_letters(window)
-                              if (d.spout if kind == "spout" else d.failed_by) == component]
+    out["deadLetterStats"] = [d.row() for d in idx.dead_letters(window) if component in (d.spout, d.failed_by)]
     # per stream: outputs (and a spout's acks by stream), inputs at bolts
     outputs: dict[str, _Acc] = {}
     inputs: dict[tuple[str, str], _Acc] = {}
@@ -463,10 +462,11 @@ def _executor_row(idx: _Index, ex: ExecutorSpec, kind: str, window: str, sys: bo
         "uptime": pretty_uptime(w.uptime_secs if w else 0), "uptimeSeconds": int(w.uptime_secs if w else 0),
         "emitted": acc.count(EMITTED), "transferred": acc.count(TRANSFERRED),
         "acked": acc.count(ACKED), "failed": acc.count(FAILED),
+        # the records the executor's tasks gave up (a spout's; a Trident spout's emitter bolt's)
+        "deadLettered": acc.count(DEAD_LETTERED),
         "workerLogLink": worker_log_link(idx.view.plan.storm_id, w.port) if w else ""}
     if kind == "spout":
-        row.update(completeLatency=_f3(acc.latency(COMPLETE_LATENCY)), maxSpoutPending=_max_pending(acc),
-                   deadLettered=acc.count(DEAD_LETTERED))
+        row.update(completeLatency=_f3(acc.latency(COMPLETE_LATENCY)), maxSpoutPending=_max_pending(acc))
     else:
         row.update(executed=acc.count(EXECUTED), executeLatency=_f3(acc.latency(EXECUTE_LATENCY)),
                    processLatency=_f3(acc.latency(PROCESS_LATENCY)), capacity=_f3(idx.capacity(ex.tasks)))

@@ -8,7 +8,7 @@
   const topologyId = param("topology_id");
   const win = windowParam();
   const enc = encodeURIComponent;
-  const DEAD_TIP = "Records the spout gave up to its dead letters (a bolt's: those of them it failed last)";
+  const DEAD_TIP = "Records the spout gave up to its dead letters (a bolt's: those of them it failed last, and those a Trident spout's bolt gave up)";
 
   function logCell(port, given) {
     const l = logLink(topologyId, port, given);

@@ -223,6 +223,11 @@ UNREADABLE = "unreadable"
 the record (a translator that raised, values not matching the output fields, a record too
 large or undecodable), so the record was never emitted."""
 
+BAD_ROW = "bad-row"
+"""The reason of a dead letter a sink wrote without a failure: a row that does not fit its
+schema (or an id that cannot be one), put on the sink's ``dead_letter`` stream and acked
+(``on_bad_row="dead_letter"``); counted by the sink's task, failed by the sink."""
+
 DEAD_LETTERED = "dead_lettered"
 """The statistic a spout task counts its dead letters in (`DeadLetterCounts`), keyed
 ``(DEAD_LETTERED, component, reason)``: the component that failed the record last ("" when
@@ -248,6 +253,12 @@ class DeadLetterCounts:
         """A record went to the dead letters after failing last for ``cause``, or (None) as
         `UNREADABLE`."""
         key = ("", UNREADABLE) if cause is None else (cause.component, cause.kind)
+        self._counts[key] = self._counts.get(key, 0) + 1
+
+    def refused(self, component: str, reason: str) -> None:
+        """A record went to the dead letters without a failure, refused by ``component`` for
+        ``reason`` (a sink's `BAD_ROW`)."""
+        key = (component, reason)
         self._counts[key] = self._counts.get(key, 0) + 1
 
     @property
@@ -285,6 +296,13 @@ class CountsDeadLetters:
         if counts is None:  # dead-lettered before open (a unit test driving the spout by hand)
             counts = self.start_dead_letter_counts()
         counts.count(cause)
+
+    def count_refused(self, component: str, reason: str) -> None:
+        """One record dead-lettered without a failure (`DeadLetterCounts.refused`)."""
+        counts = self.dead_letter_counts
+        if counts is None:
+            counts = self.start_dead_letter_counts()
+        counts.refused(component, reason)
 
     def component_statistics(self) -> dict[tuple[str, str, str], float]:
         """The dead letters counted, as the task's statistics."""

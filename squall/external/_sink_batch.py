@@ -23,7 +23,16 @@ from .._collectors import OutputFieldsDeclarer
 from .._components import Bolt
 from .._config import Config
 from .._errors import SquallError
-from .._failure import EXPLICIT, UNAVAILABLE, cut_text, fail_all_because, fail_because, shown_value
+from .._failure import (
+    BAD_ROW,
+    EXPLICIT,
+    UNAVAILABLE,
+    CountsDeadLetters,
+    cut_text,
+    fail_all_because,
+    fail_because,
+    shown_value,
+)
 from .._fields import Fields
 from .._tuple import Tuple, is_tick_tuple
 
@@ -170,7 +179,7 @@ class CommittedIds:
         return len(self._seq_of)
 
 
-class BatchingSinkBolt(Bolt):
+class BatchingSinkBolt(Bolt, CountsDeadLetters):
     """Batches rows by the source's id and commits them on a size or a tick (the shared shell).
 
     Subclasses give ``_open`` (returns the batches already committed by this task, oldest
@@ -187,7 +196,9 @@ class BatchingSinkBolt(Bolt):
 
     A batch whose commit raised fails its tuples as ``"unavailable"`` (the store's fault: no
     retry budget charges it), unless `_refused_for_rows` says the rows were refused; a row that
-    does not fit the schema is the row's own (``on_bad_row``).
+    does not fit the schema is the row's own (``on_bad_row``). A row put on the ``dead_letter``
+    stream is counted as the task's dead letter (failed by the sink, `squall._failure.BAD_ROW`):
+    the live figures show it as a spout's, where the spout saw only an ack.
     """
 
     def __init__(self, schema: pa.Schema | list | dict, id_field: str, batch_size: int = 1000,
@@ -216,6 +227,7 @@ class BatchingSinkBolt(Bolt):
     def prepare(self, conf, context, collector) -> None:
         """Open the sink and rebuild the committed ids and the next sequence number from it."""
         super().prepare(conf, context, collector)
+        self.start_dead_letter_counts()  # the rows put on the dead_letter stream, from this launch
         self.component = context.get_this_component_id()
         self.task = context.get_this_task_id()
         self.task_name = safe_name(f"{self.component}-{context.get_this_task_id()}")
@@ -326,6 +338,10 @@ class BatchingSinkBolt(Bolt):
         self.collector.emit([key, self.component, str(err), list(tup.get_values())], anchors=tup,
                             stream=DEAD_LETTER_STREAM)
         self.collector.ack(tup)
+        # the spout sees an ack: the sink's own figure is the only one that counts it (each
+        # time it is put on the stream: a replay of the tuple, another tree's failure or a
+        # timeout, puts it there again)
+        self.count_refused(self.component, BAD_ROW)
 
     def cleanup(self) -> None:
         """Commit what is pending on a clean shutdown (a crash leaves it to replay)."""

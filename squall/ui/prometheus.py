@@ -9,7 +9,7 @@ ms); a spout task's max spout pending now is a gauge too. Labels: ``topology`` (
 ``component``, ``task``, ``stream``, and ``source`` (the component a bolt's input came from, ""
 for a task's own streams). ``squall_dead_lettered`` is a spout task's records given up to its
 dead letters (or a Trident spout's emitter bolt task's: its ``component`` is the bolt,
-``spout-<txid>``): there ``source`` is the component that failed each record last ("" when none
+``spout-<txid>``; or a sink task's rows put on its ``dead_letter`` stream, reason ``bad-row``): there ``source`` is the component that failed each record last ("" when none
 did) and ``stream`` the reason (a failure's kind, or ``unreadable``).
 """
 
@@ -41,7 +41,7 @@ _HELP = {
     "complete_latency": "Spouts: mean complete latency in seconds (all time)",
     "process_latency": "Bolts: mean process latency in seconds (all time)",
     "execute_latency": "Bolts: mean execute latency in seconds (all time)",
-    "dead_lettered": ("Spouts and Trident spouts' emitter bolts: records given up to the dead letters "
+    "dead_lettered": ("Spouts, Trident spouts' emitter bolts and sinks: records given up to the dead letters "
                       "(source: the component that failed each "
                       "last, \"\" if none did; stream: why, the failure's kind or unreadable)"),
     "max_spout_pending": "Spouts: the task's max spout pending now (fixed, automatic or found by the tuner)",

@@ -147,8 +147,8 @@ BOLT_WEIGHTS_COMPONENT = {EXECUTE_LATENCY: EXECUTED, PROCESS_LATENCY: ACKED}
 
 
 class _DeadLetters(NamedTuple):
-    """Records a spout (or a Trident spout's emitter bolt) gave up to its dead letters in a
-    window: ``failed_by`` the component that failed them last ("" when none did), ``reason`` the
+    """Records a spout (or a Trident spout's emitter bolt, or a sink) gave up to its dead
+    letters in a window: ``failed_by`` the component that failed them last ("" when none did), ``reason`` the
     failure's kind or ``unreadable``."""
 
     spout: str

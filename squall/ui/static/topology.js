@@ -8,7 +8,7 @@
   const win = windowParam();
   const enc = encodeURIComponent;
   const DEAD_TIP = "Records the spout gave up to its dead letters (a bolt's: those of them it failed last)";
-  const BOLT_DEAD_TIP = "Records the spouts gave up to their dead letters after this bolt failed them last, and those this bolt gave up (a Trident spout's: spout-<txid>)";
+  const BOLT_DEAD_TIP = "Records the spouts gave up to their dead letters after this bolt failed them last, and those this bolt gave up (a Trident spout's, spout-<txid>; a sink's dead_letter rows)";
 
   function errorCell(topologyId, c) {
     if (!c.lastError) return "";

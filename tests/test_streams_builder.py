@@ -249,11 +249,13 @@ def test_co_group_by_key():
 
 
 class RecordingCollector:
-    """An OutputCollector that records emits (with their anchors) and acks."""
+    """An OutputCollector that records emits (with their anchors), acks and timeout resets (a
+    window resets each input's on arrival)."""
 
     def __init__(self) -> None:
         self.emitted: list = []
         self.acked: list = []
+        self.resets: list = []
 
     def emit(self, values, anchors=None, stream=DEFAULT_STREAM):
         self.emitted.append((stream, values, anchors))
@@ -261,6 +263,9 @@ class RecordingCollector:
 
     def ack(self, tup):
         self.acked.append(tup)
+
+    def reset_timeout(self, tup):
+        self.resets.append(tup)
 
 
 class Context:
@@ -427,7 +432,8 @@ def test_a_window_task_punctuates_an_empty_processing_time_window_unanchored():
     collector = RecordingCollector()
     executor.prepare(dict(executor.get_component_configuration()), WindowContext(spec.inputs), collector)
     clock = _Clock(1_000_000)
-    [(period, fire), (_secs, _keep_alive)] = executor.squall_timers(clock)  # the window's trigger, its keep-alive
+    # the window's trigger, its inputs' first timeout reset, its keep-alive
+    [(period, fire), (_first, _reset_arrivals), (_secs, _keep_alive)] = executor.squall_timers(clock)
     assert period == 0.3
     value = test_tuple([3], component="bolt1", stream="s1", fields=["value"])
     executor.execute(value)

@@ -117,6 +117,8 @@ class StatefulWindowedBoltExecutor(WindowedBoltExecutor):
         assert self.manager is not None, "prepare() builds the window before a rollback"
         held = [e.value for e in self.manager.queue]
         self.new_window()
+        self._arrivals.clear()  # failed below: their timeouts need no reset
+        self._fresh = 0
         why = (f"the windows of [{self.component}] task {self.task} were dropped with its state's rollback to "
                f"its last commit; the tuple replays to fill them again")
         fail_all_because(self.collector, held, self.component, self.task, why, ROLLED_BACK)  # replayed, they fill the windows again

@@ -295,41 +295,101 @@ class _Ctx:
         return {}
 
 
-def test_the_keep_alive_resets_a_held_tuple_at_the_first_tick_then_every_half_timeout():
-    """Every sixth of the message timeout a keep-alive tick; a tuple is reset at the first tick
-    that finds it held, and again whenever half a timeout passed since; one that left its window
-    is not."""
+class _Timers:
+    """The executor loop's timers on a settable clock, moved a tenth of a second at a time:
+    each timer fires at every step its period has passed since it last fired (the loop's rule)."""
+
+    def __init__(self, clock, timers) -> None:
+        self.clock = clock
+        self.tenths = 0
+        self.periods = [period for period, _cb in timers]
+        self.timers = [[clock.now + period, period, cb] for period, cb in timers]
+
+    def step(self) -> None:
+        """A tenth of a second later, the timers due then fired."""
+        self.move()
+        self.fire()
+
+    def move(self) -> None:
+        """A tenth of a second later (the timers not fired yet)."""
+        self.tenths += 1
+        self.clock.now = self.tenths / 10
+
+    def fire(self) -> None:
+        """Fire the timers due."""
+        for timer in self.timers:
+            if self.clock.now >= timer[0] - 1e-9:
+                timer[0] = max(timer[0] + timer[1], self.clock.now)
+                timer[2]()
+
+    def run_until(self, secs: float) -> None:
+        while self.tenths < round(secs * 10):
+            self.step()
+
+
+class _TimedResets(_ResetRecorder):
+    """`_ResetRecorder`, noting when (the clock's seconds) each reset was made."""
+
+    def __init__(self, clock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def reset_timeout(self, tup):
+        self.resets.append((round(self.clock.now, 1), tup[0]))
+
+
+def test_a_held_tuple_is_reset_soon_after_it_arrives_then_every_half_timeout():
+    """A tuple's timeout is first reset within a tenth of a second of its arrival, if the window
+    still holds it, then at the keep-alive ticks (every sixth of the message timeout) once half
+    a timeout passed since its last reset; one that left its window is not reset."""
 
     bolt = _Nothing().with_tumbling_window(Count(3))
     ex = WindowedBoltExecutor(bolt)
-    out = _ResetRecorder()
     clock = _SettableClock()
+    out = _TimedResets(clock)
     ex.prepare({**bolt.get_component_configuration(), "topology.message.timeout.secs": 30}, _Ctx(), out)
-    [(secs, keep_alive)] = ex.squall_timers(clock)
-    assert secs == 5
-
-    def tick():
-        clock.now += secs
-        keep_alive()
-        done = [t[0] for t in out.resets]
-        out.resets.clear()
-        return done
-
+    loop = _Timers(clock, ex.squall_timers(clock))
+    assert loop.periods == [0.1, 5]
     src = Source("feeder", "default", 1, Fields("v"))
-    a, b = Tuple(["a"], src), Tuple(["b"], src)
-    ex.execute(a)
-    resets = [tick()]  # tick 1: a first seen
-    ex.execute(b)
-    resets += [tick() for _tick in range(2, 9)]
-    # a (seen at tick 1) at ticks 1, 4 and 7; b (seen at tick 2) at ticks 2, 5 and 8
-    assert resets == [["a"], ["b"], [], ["a"], ["b"], [], ["a"], ["b"]]
-    ex.execute(Tuple(["c"], src))  # the window fires; a, b, c leave at the next
-    ex.execute(Tuple(["d"], src))
-    ex.execute(Tuple(["e"], src))
-    ex.execute(Tuple(["f"], src))
+    ex.execute(Tuple(["a"], src))  # at 0 s
+    loop.run_until(7)
+    ex.execute(Tuple(["b"], src))
+    loop.run_until(41)
+    for v in "cdef":  # the window fires at c; a, b and c leave at f, c before its first reset
+        ex.execute(Tuple([v], src))
     assert [t[0] for t in out.acked] == ["a", "b", "c"]
-    later = [r for _tick in range(9, 16) for r in tick()]
-    assert sorted(later) == ["d", "d", "d", "e", "e", "e", "f", "f", "f"]  # at ticks 9, 12 and 15
+    loop.run_until(75)
+    # a at 0.1 s, then (first seen at the tick of 5 s, taken as reset at 0 s) at 15 and 30 s;
+    # b at 7.1 s, then (seen at 10 s, taken as at 5 s) at 20 and 35 s; d, e, f at 41.1, 55 and 70 s
+    assert out.resets == [(0.1, "a"), (7.1, "b"), (15.0, "a"), (20.0, "b"), (30.0, "a"), (35.0, "b")] + [
+        (at, v) for at in (41.1, 55.0, 70.0) for v in "def"]
+
+
+class _EventTimeCtx(_Ctx):
+    def register_metric(self, name, metric, bucket_secs):
+        return metric
+
+
+def test_an_event_time_windows_arrivals_are_reset_unless_gone_before_the_first_reset():
+    """An event-time window's queue is sorted by timestamp, so its arrivals are noted one by
+    one: each still held a tenth of a second later is reset; one whose window the watermark
+    passed before that (it left, acked) is not."""
+
+    bolt = _Nothing().with_tumbling_window(Duration.of(10)).with_timestamp_field("ts")
+    ex = WindowedBoltExecutor(bolt)
+    clock = _SettableClock()
+    out = _TimedResets(clock)
+    ex.prepare({**bolt.get_component_configuration(), "topology.message.timeout.secs": 30}, _EventTimeCtx(), out)
+    loop = _Timers(clock, ex.squall_timers(clock))
+    assert loop.periods == [1.0, 0.1, 5]  # the watermark (fired before the resets when both are due), ...
+    src = Source("feeder", "default", 1, Fields("v", "ts"))
+    for v, ts in (("a", 5), ("b", 15), ("c", 100)):  # at 0 s, out of order below
+        ex.execute(Tuple([v, ts], src))
+    loop.run_until(0.9)
+    ex.execute(Tuple(["d", 22], src))
+    loop.run_until(16)  # at 1 s the watermark, 100, fires the windows to 100: a, b and d leave, c stays
+    assert [t[0] for t in out.acked] == ["a", "b", "d"]
+    assert out.resets == [(0.1, "a"), (0.1, "b"), (0.1, "c"), (15.0, "c")]
 
 
 def test_no_keep_alive_without_message_timeouts():
@@ -381,16 +441,17 @@ class _WindowLog(BaseWindowedBolt):
         self.windows.append([t[0] for t in window.get()])
 
 
-@pytest.mark.parametrize("delay_in_queues", [0.0, 0.2, 0.42, 0.6, 0.79])
+@pytest.mark.parametrize("delay_in_queues", [0.0, 0.2, 0.42, 0.6, 0.79, 0.9, 0.95, 0.99])
 def test_a_tuple_delayed_in_queues_never_times_out_while_the_window_holds_it(delay_in_queues):
     """A tuple that spent part of its message timeout in queues before reaching the window, then
     is held past a pause longer than the timeout, is reset before the spout could time it out:
-    never replayed into its window twice (on main, one delayed over a third of the timeout was).
-    Records go out one a tick, each reaching the window ``delay_in_queues`` of the timeout after
-    it was emitted, just after a keep-alive tick (the worst case: the first tick to see it is a
-    sixth of the timeout later, so up to 5/6 of the timeout in queues is survived); a pause of 4
-    timeouts follows the first 4; then 5 more fill the windows. Every record sent is in exactly
-    one window, once, and acked; none timed out."""
+    never replayed into its window twice. Reset only at the first keep-alive tick to find it
+    (up to a sixth of the timeout after it arrived), one delayed over 5/6 of the timeout (0.9,
+    0.95, 0.99) timed out while held and was replayed into the windows; reset within a tenth of
+    a second of its arrival, none is. Records go out one a tick, each reaching the window
+    ``delay_in_queues`` of the timeout after it was emitted; a pause of 4 timeouts follows the
+    first 4; then 5 more fill the windows. Every record sent is in exactly one window, once,
+    and acked; none timed out."""
 
     timeout = 30.0
     tick = timeout / 6
@@ -399,8 +460,8 @@ def test_a_tuple_delayed_in_queues_never_times_out_while_the_window_holds_it(del
     ex = WindowedBoltExecutor(bolt)
     spout = _SpoutTimeouts(clock, timeout)
     ex.prepare({**bolt.get_component_configuration(), "topology.message.timeout.secs": timeout}, _Ctx(), spout)
-    [(secs, keep_alive)] = ex.squall_timers(clock)
-    assert secs == tick
+    loop = _Timers(clock, ex.squall_timers(clock))
+    assert loop.periods[-1] == tick  # the keep-alive tick (its last timer)
     src = Source("feeder", "default", 1, Fields("v"))
     records = [f"r{i}" for i in range(9)]
     arrivals: list[tuple[float, str]] = []  # (when it reaches the window, record)
@@ -410,17 +471,14 @@ def test_a_tuple_delayed_in_queues_never_times_out_while_the_window_holds_it(del
         arrivals.append((emitted + delay_in_queues * timeout + 0.001, r))  # just after a tick
     arrivals.sort()
     replayed: list[str] = []
-    ticks = 0
     end = arrivals[-1][0] + 2 * timeout
-    while clock.now < end:  # a simulated second at a time: the spout's timeouts, the tick, arrivals
-        clock.now += 1.0
+    while clock.now < end:  # a tenth of a second at a time: the spout's timeouts, the timers, arrivals
+        loop.move()
         for r in spout.expire():  # the spout replays a timed-out record: it reaches the window again
             replayed.append(r)
             spout.emitted(r, clock.now)
             ex.execute(Tuple([r], src))
-        if clock.now >= (ticks + 1) * tick:
-            ticks += 1
-            keep_alive()
+        loop.fire()  # after the spout's timeouts: a reset made at a record's deadline is too late
         while arrivals and arrivals[0][0] <= clock.now:
             ex.execute(Tuple([arrivals.pop(0)[1]], src))
     assert spout.timed_out == [] and replayed == []

@@ -130,6 +130,7 @@ class StatefulWindowedBoltExecutor(WindowedBoltExecutor):
         self.manager = window_manager(self, spec.length, spec.sliding, spec.event_time)
         if spec.event_time:
             self.watermarks = WatermarkGenerator(spec.lag_ms, input_streams(self._sources))
+            self._watermark_moved = None  # a watermark afresh: its wait starts with the next tuples
 
 
 class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):

@@ -49,6 +49,11 @@ on arrival: most tuples of a short window (a count window of 100) leave it soone
 each (a message to the acker and its answer to the spout) cost a spout feeding such a window
 half as much CPU again per tuple (2.95 to 4.4 us, measured)."""
 
+STALLED_WATERMARK_TIMEOUTS = 1
+"""An event-time window warns when its watermark has not moved for this many message timeouts
+(`topology.message.timeout.secs`) though newer tuples came (`WindowedBoltExecutor.on_timer`),
+and again after as long while it stays stuck."""
+
 LATE_TUPLES_METRIC = "__late-tuple-count"
 """The metric an event-time windowed bolt's task counts its late tuples in (every
 ``topology.builtin.metrics.bucket.size.secs``, as the built-in metrics)."""
@@ -199,6 +204,8 @@ class WindowedBoltExecutor(Bolt):
         self._in_arrival_order = not self.spec.event_time  # an event-time queue is sorted by timestamp
         if self.spec.event_time:
             self.watermarks = WatermarkGenerator(self.spec.lag_ms, input_streams(context.get_this_sources()))
+            self._stall_secs = STALLED_WATERMARK_TIMEOUTS * float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
+            self._watermark_moved: tuple[float, int | None] | None = None  # when (engine clock), newest ts then
             self.late_total = 0
             self.late_log = RateLimitedLog(log)  # this task's: a burst elsewhere does not hide its first
             self.late_tuples = context.register_metric(LATE_TUPLES_METRIC, CountMetric(),
@@ -270,14 +277,18 @@ class WindowedBoltExecutor(Bolt):
         return None
 
     def on_timer(self) -> None:
-        """Every watermark interval (event time): advance the watermark; every sliding interval
-        (processing-time duration trigger): fire the window."""
+        """Every watermark interval (event time): advance the watermark, or warn if it is stuck
+        (`_check_stalled`); every sliding interval (processing-time duration trigger): fire the
+        window."""
         if self.manager is None:
             return
         if self.watermarks is not None:
             wm = self.watermarks.next_watermark()
             if wm is not None:
                 self.manager.add_watermark(wm)
+                self._watermark_moved = (self._clock.wall(), self.watermarks.newest())
+            else:
+                self._check_stalled()
         else:
             now = int(self._clock.wall() * 1000)
             if not self.manager.on_time(now):
@@ -307,6 +318,43 @@ class WindowedBoltExecutor(Bolt):
             self._arrivals = {}
             for tup in arrivals.values():
                 reset(tup)
+
+    def _check_stalled(self) -> None:
+        """Warn when the watermark has not moved for `STALLED_WATERMARK_TIMEOUTS` message
+        timeouts though newer tuples came, naming the input streams that hold it back.
+
+        The watermark is the oldest of the input streams' newest timestamps (less the lag), and
+        there is none until every input stream delivered: one stream that stays silent (a join's
+        side that sends nothing, a stream declared but unused) or falls behind holds every
+        window, while the others' tuples pile up in it. In Storm they timed out and replayed,
+        failures for the user to see; kept alive (`keep_alive`), they were held without a word,
+        the windows never fired and the memory grew. A stream that paused as a whole (no newer
+        tuple on any input) leaves the window waiting quietly, as it should."""
+        watermarks, manager = self.watermarks, self.manager
+        assert watermarks is not None and manager is not None  # an event-time window's timer
+        now = self._clock.wall()
+        newest = watermarks.newest()
+        if self._watermark_moved is None:  # the first tuples: the wait starts with them
+            if newest is not None:
+                self._watermark_moved = (now, newest)
+            return
+        since, newest_then = self._watermark_moved
+        if now - since < self._stall_secs or newest == newest_then or not len(manager):
+            return
+        self._watermark_moved = (now, newest_then)  # warned: again after as long, if still stuck
+        silent, slowest = watermarks.held_back_by()
+        streams = ", ".join(f"[{c}:{s}]" for c, s in silent or slowest)
+        if silent:
+            why = f"input stream{'s' if len(silent) > 1 else ''} {streams} delivered nothing yet"
+        else:
+            why = (f"the newest timestamp of input stream{'s' if len(slowest) > 1 else ''} {streams} is "
+                   f"{watermarks.latest[slowest[0]]}")
+        last = "none yet" if watermarks.last_watermark is None else watermarks.last_watermark
+        log.warning(
+            "Component [%s] task %s: the watermark has not moved for %d s (last: %s) though newer tuples came "
+            "(newest timestamp %d): %s, and the watermark is the oldest of its input streams' newest "
+            "timestamps less the lag; the window holds %d tuples, kept from timing out, until it moves",
+            self.component, self.task, int(now - since), last, newest, why, len(manager))
 
     def keep_alive(self) -> None:
         """Reset the message timeout of each tuple the window holds whenever half a timeout

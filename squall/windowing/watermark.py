@@ -45,6 +45,18 @@ class WatermarkGenerator:
         self.last_watermark = ts
         return ts
 
+    def newest(self) -> int | None:
+        """The newest timestamp seen on any input stream (None: nothing yet)."""
+        return max(self.latest.values(), default=None)
+
+    def held_back_by(self) -> tuple[list[Stream], list[Stream]]:
+        """What keeps the watermark where it is: the input streams that have delivered nothing
+        (it waits for all of them), and those whose newest timestamp is the oldest of all."""
+        silent = sorted(self.input_streams - self.latest.keys())
+        oldest = min(self.latest.values(), default=None)
+        slowest = sorted(s for s, ts in self.latest.items() if ts == oldest) if not silent else []
+        return silent, slowest
+
     def get_state(self) -> tuple[list, int | None]:
         """The newest timestamp per stream and the last watermark, as plain values (streams
         are (component, stream) pairs), for a persistent window."""

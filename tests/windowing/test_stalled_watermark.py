@@ -1,0 +1,81 @@
+"""An event-time window whose watermark an input stream holds back (silent, or behind the
+others) warns, naming that stream, once the watermark has not moved for a message timeout
+though newer tuples came; the tuples it holds meanwhile do not time out, and each is in its
+windows once the stream delivers. A pause of every stream is no cause for a warning."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from squall import Config, Duration, LocalCluster, TopologyBuilder
+from squall.testing import SimulatedClock
+
+from ..conftest import wait_until
+from .test_late_in_timeout import RunningSpout
+from .test_topology import RecordingWindowBolt
+
+TIMEOUT_SECS = 30
+
+
+def _stalled(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "the watermark has not moved" in r.getMessage()]
+
+
+@pytest.mark.parametrize("quiet_first", [None, ("q0", 2500)], ids=["silent stream", "stream behind"])
+def test_a_watermark_held_back_by_one_input_stream_is_reported_naming_it(caplog, quiet_first):
+    """Two spouts feed an event-time window; "events" sends on, "quiet" sends nothing (or one
+    old record). The watermark waits on "quiet": before, the window held the events without a
+    word (kept from timing out, they no longer even failed). Now a warning names [quiet:default]
+    after a message timeout, once, and the events are still held, none failed; when "quiet"
+    delivers, the window fires with every record of it. Then every stream pauses: no warning."""
+    caplog.set_level(logging.WARNING, logger="squall.windowing")
+    events, quiet = RunningSpout(), RunningSpout()
+    bolt = RecordingWindowBolt().with_tumbling_window(Duration.seconds(10)).with_timestamp_field("ts")
+    b = TopologyBuilder()
+    b.set_spout("events", events)
+    b.set_spout("quiet", quiet)
+    b.set_bolt("window", bolt).global_grouping("events").global_grouping("quiet")
+    conf = Config()
+    conf.set_message_timeout_secs(TIMEOUT_SECS)
+    first = [(f"r{i}", 1000 * (i + 1)) for i in range(5)]  # event times 1 .. 5 s
+    sent = [r for r, _ts in first] + ([quiet_first[0]] if quiet_first else [])
+
+    def executed():
+        return cluster.get_topology_info("stall")["components"]["window"]["executed"]
+
+    with LocalCluster(clock=SimulatedClock(1_000_000)) as cluster:
+        cluster.submit_topology("stall", conf, b.create_topology())
+        assert events.running.wait(30) and quiet.running.wait(30)
+        for r in first:
+            events.queue.put(r)
+        if quiet_first:
+            quiet.queue.put(quiet_first)
+        assert wait_until(lambda: executed() == len(sent))
+        for second in range(1, 41):
+            if second == 10:  # a newer event: the others wait on "quiet" though time goes on
+                events.queue.put(("r5", 12_000))
+                sent.append("r5")
+                assert wait_until(lambda: executed() == len(sent))
+            cluster.advance_cluster_time(1)
+        warned = _stalled(caplog)
+        windows_before = list(bolt.windows())
+        quiet.queue.put(("q1", 30_000))  # the watermark moves to 12 s: the window to 10 s fires
+        sent.append("q1")
+        assert wait_until(lambda: executed() == len(sent))
+        cluster.advance_cluster_time(1)
+        assert wait_until(lambda: len(bolt.windows()) == 1), bolt.windows()
+        cluster.advance_cluster_time(40)  # every stream paused: the window waits quietly
+        failed = events.failed.items() + quiet.failed.items()
+        windows = bolt.windows()
+    assert len(warned) == 1, warned
+    assert "Component [window] task" in warned[0] and "[quiet:default]" in warned[0]
+    if quiet_first:
+        assert "the newest timestamp of input stream [quiet:default] is 2500" in warned[0]
+    else:
+        assert "input stream [quiet:default] delivered nothing yet" in warned[0]
+    assert "the window holds" in warned[0]
+    assert windows_before == [] and failed == []
+    assert [sorted(w) for w in windows] == [sorted(["r0", "r1", "r2", "r3", "r4"] + (["q0"] if quiet_first else []))]
+    assert _stalled(caplog) == warned  # no warning for the pause

@@ -548,12 +548,28 @@ def test_jar_with_squalls_options_after_file_says_they_went_to_file(tmp_path, ca
     monkeypatch.delenv("SQUALL_CONF_DIR", raising=False)
     (tmp_path / "elsewhere").mkdir()  # not the current directory, where squall would find it
     config = write_conf(tmp_path / "elsewhere", **{"nimbus.thrift.port": port})
-    path = write(tmp_path, "endless.py", BUILD_STYLE)
+    path = write(tmp_path, "endless.py", STORM_STYLE)  # a FILE that reads its ARGS (a build() one refuses them)
     assert main(["jar", "-c", f"nimbus.thrift.port={port}", path, "--config", config]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"squall: error: cannot reach the master at 127.0.0.1:{port}: Connection refused")
     assert err.endswith("; FILE's arguments include --config: squall's options go before FILE "
                         "(squall jar --config PATH FILE ARGS)\n")
+
+
+def test_jar_of_a_build_file_with_arguments_after_it_says_nothing_reads_them_and_submits_nothing(nimbus, tmp_path):
+    """``squall jar pipeline.py --name pipe``, FILE defining build(): ``--name pipe`` is FILE's
+    argument (squall's options go before FILE), and a build() gets none. Before, the topology
+    was submitted as ``pipeline`` (FILE's stem), with status 0, and took the slots that the
+    user's next, corrected ``squall jar --name pipe pipeline.py`` then waited for."""
+    path = write(tmp_path, "pipeline.py", BUILD_STYLE)
+    run = nimbus.run("jar", path, "--name", "pipe")
+    assert (run.returncode, run.stdout) == (2, ""), run
+    assert run.stderr == (
+        "squall: error: pipeline.py defines its topology (build() or topology), which takes no arguments, but "
+        "'--name pipe' follow it, which nothing would read: squall's options go before FILE (squall jar --name "
+        "NAME pipeline.py); a FILE reads arguments (sys.argv) only in the `if __name__ == \"__main__\":` code "
+        "that submits its topology\n")
+    assert "pipeline" not in nimbus.ok("list")
 
 
 @pytest.mark.parametrize("verb", [["nimbus"], ["jar", "x.py"]])

@@ -321,6 +321,12 @@ def submit_file(path: Path, target: Any, topology_over: dict[str, Any], name: st
         return [name or loaded.name]
     found = topology_in(import_file(path), path) if binds_topology(path.read_bytes()) else None
     if found is not None:
+        if args:  # nothing reads them: `squall jar FILE --name NAME` submitted FILE's stem, unnamed
+            raise UserError(
+                f"{path.name} defines its topology (build() or topology), which takes no arguments, but "
+                f"{' '.join(args)!r} follow it, which nothing would read: squall's options go before FILE "
+                f"(squall jar --name NAME {path.name}); a FILE reads arguments (sys.argv) only in the "
+                f"`if __name__ == \"__main__\":` code that submits its topology", code=2)
         topology, conf = found
         name = name or topology_name(path)
         target.submit_topology(name, {**conf, **topology_over}, topology)

@@ -605,3 +605,42 @@ def test_the_masters_block_of_list_has_no_trailing_blanks(capsys):
     lines = capsys.readouterr().out.split("\n")
     assert lines == ["", "Nimbus                   Status       Uptime_secs", "127.0.0.1:6627           Leader       812",
                      "127.0.0.1:6629           Offline      Not applicable", ""], lines
+
+
+def test_monitor_watches_on_while_the_master_restarts(tmp_path):
+    """``squall monitor`` polls the master; a master SIGKILLed and started again (a crash, an
+    upgrade) must not end it: it says on stderr that the master does not answer, and once it
+    answers again, that it does, and prints its rows on, until Ctrl-C (status 0). Before, it
+    ended at the first poll the master missed (``squall: error: cannot reach the master``,
+    status 1), while the workers, and the figures it was watching, went on. No supervisor: the
+    topology waits for slots, which is enough to be watched."""
+    (port,) = free_ports(1)
+    config = write_conf(tmp_path, **{"nimbus.thrift.port": port})
+    master = start_nimbus(tmp_path, "--no-supervisor", "--config", config)
+    monitor = None
+    try:
+        assert master.stdout.readline().startswith("squall nimbus ready at "), (tmp_path / "nimbus.log").read_text()
+        path = write(tmp_path, "waiting.py", BUILD_STYLE)
+        assert squall("jar", "--config", config, path).returncode == 0
+        monitor = subprocess.Popen([sys.executable, "-m", "squall", "monitor", "--config", config, "waiting",
+                                    "-i", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert monitor.stdout.readline().startswith("topology\tcomponent\t")
+        assert monitor.stdout.readline().startswith("waiting\t")  # a row: it polls
+
+        master.kill()
+        master.wait()
+        assert monitor.stderr.readline() == (
+            f"squall: waiting: the master does not answer (cannot reach 127.0.0.1:{port}: Connection refused); "
+            f"still watching, every 0.2 s\n")
+        assert monitor.poll() is None
+        master = start_nimbus(tmp_path, "--no-supervisor", "--config", config)
+        assert master.stdout.readline().startswith("squall nimbus ready at ")
+        assert monitor.stderr.readline() == "squall: waiting: the master answers again\n"
+        assert monitor.stdout.readline().startswith("waiting\t")
+        monitor.send_signal(signal.SIGINT)
+        assert monitor.wait(30) == 0
+    finally:
+        if monitor is not None and monitor.poll() is None:
+            monitor.kill()
+            monitor.wait()
+        assert stop_nimbus(master, tmp_path) in (0, -signal.SIGKILL)

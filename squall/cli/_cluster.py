@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import itertools
 import json
 import logging
 import secrets
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .._config import Config, conf_value, find_conf_file, submit_warnings
-from .._errors import RpcError, SquallError
+from .._errors import RpcError, SquallError, transient
 from .._redact import redact_logs
 from .._submitter import StormSubmitter
 from .._system import ACKER_COMPONENT, is_system_id
@@ -658,16 +657,34 @@ def cmd_monitor(args: argparse.Namespace) -> int:
                 raise UserError(f"stream {args.stream!r} not found: {', '.join(watched)} emitted on "
                                 f"{', '.join(sorted(known))}")
         seen = _print_errors(info, since=None)
+        unreachable = False  # the master did not answer the last poll
         due = then = time.monotonic()
+        rounds = 0  # rounds printed (--count): a poll the master did not answer prints none
         try:
-            for n in itertools.count(1):
+            while True:
                 due += args.interval
                 delay = due - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
                 else:
                     due -= delay  # fell behind (a slow master): keep the pace from now on
-                info = master.get_topology_info(args.name)
+                try:
+                    info = master.get_topology_info(args.name)
+                except AuthenticationError:
+                    raise
+                except (RpcError, SquallError) as e:
+                    if not transient(e):
+                        raise
+                    # a master restarted or failing over: the figures live in the workers, which
+                    # go on, so watch on; the next row's time-diff spans the gap
+                    if not unreachable:
+                        print(f"squall: {args.name}: the master does not answer ({e}); still watching, "
+                              f"every {args.interval:g} s", file=sys.stderr, flush=True)
+                    unreachable = True
+                    continue
+                if unreachable:
+                    print(f"squall: {args.name}: the master answers again", file=sys.stderr, flush=True)
+                    unreachable = False
                 seen = _print_errors(info, since=seen)
                 now = time.monotonic()
                 diff_ms = round(1000 * (now - then))
@@ -683,7 +700,8 @@ def cmd_monitor(args: argparse.Namespace) -> int:
                     print(f"{args.name}\t{cid}\t{c['executors']}\t{stream}\t{diff_ms}\t{delta}\t"
                           f"{throughput:.3f}", flush=True)
                 then = now
-                if args.count is not None and n >= args.count:
+                rounds += 1
+                if args.count is not None and rounds >= args.count:
                     break
         except KeyboardInterrupt:
             pass  # Ctrl-C is how monitor ends

@@ -11,8 +11,9 @@ or an entry deleted) raises `RedisStreamTridentError` naming the stream, the txi
 keep streams untrimmed past what Trident has committed. The first batch of a stream starts after
 ``start_id`` (``"0-0"``: the whole stream; ``"$"``: only entries added after the first batch).
 Entries become tuples through `squall.external.redis_streams`' translator (the entry id, then the
-declared fields); an entry the translator refuses (`MalformedEntry`) is logged as a dead letter
-and skipped, the same way on every replay. A server that is down fails the batch
+declared fields); an entry the translator refuses (`MalformedEntry`) is a dead letter: logged
+when its txid is first read (naming the txid), counted at each attempt for the emitter bolt, which
+keeps the last attempt's per txid, and skipped quietly on every replay. A server that is down fails the batch
 (`squall.ReportedFailedException`: shown in the topology's errors, naming the server); the
 URL's password is never logged.
 
@@ -96,26 +97,28 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
         newest = self.call("read", self.call.client.xrevrange, key, "+", "-", count=1)
         return newest[0][0] if newest else "0-0"
 
-    def _emit(self, collector: Any, key: str, entries: list) -> None:
+    def _emit(self, collector: Any, tx: Any, key: str, entries: list, first_read: bool) -> None:
+        """Emits the tuples of ``entries`` of stream ``key``; an entry it cannot read is counted
+        as a dead letter at every attempt (the emitter bolt keeps the last attempt's count per
+        txid), and logged at the txid's first read only: a replay reads the same entries, and a
+        line per attempt told a user counting the log more dead letters than there were."""
         for entry_id, fields in entries:
             try:
                 values = self.spout.translator(key, Entry(entry_id, fields))
             except MalformedEntry as e:
-                log.error("RedisStreamTridentSpout dead letter: %s", e)
-                self.count_dead_letter(None)
-                continue
+                why = str(e)
             except Exception as e:  # noqa: BLE001 (a user translator: any error is a poison entry, as the Kafka spout's)
-                log.error("RedisStreamTridentSpout dead letter: stream %r entry %s: translator raised %s: %s",
-                          key, entry_id, type(e).__name__, e)
-                self.count_dead_letter(None)
-                continue
-            # a wrong count fails the batch, and every replay of it again: the stream would stall
-            wrong = arity_error(values, self.spout.output_fields)
-            if wrong is not None:
-                log.error("RedisStreamTridentSpout dead letter: stream %r entry %s: %s", key, entry_id, wrong)
-                self.count_dead_letter(None)
-                continue
-            collector.emit(list(values))
+                why = f"stream {key!r} entry {entry_id}: translator raised {type(e).__name__}: {e}"
+            else:
+                # a wrong count fails the batch, and every replay of it again: the stream would stall
+                wrong = arity_error(values, self.spout.output_fields)
+                if wrong is None:
+                    collector.emit(list(values))
+                    continue
+                why = f"stream {key!r} entry {entry_id}: {wrong}"
+            if first_read:
+                log.error("RedisStreamTridentSpout dead letter: txid %s: %s", tx.txid, why)
+            self.count_dead_letter(None)
 
     def emit_batch_new(self, tx: Any, collector: Any, partitions: set, last_partition_meta: Mapping) -> dict:
         """Each stream's next entries after the previous batch's last."""
@@ -125,12 +128,13 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
             after = last["last"] if last else self._start(p.key)
             entries = self.call("read", self.call.client.xrange, p.key, f"({after}", "+",
                                 count=self.spout.max_batch_entries)
-            self._emit(collector, p.key, entries)
+            self._emit(collector, tx, p.key, entries, first_read=True)
             metas[p] = {"after": after, "last": entries[-1][0] if entries else after, "count": len(entries)}
         return metas
 
     def re_emit_partition_batch(self, tx: Any, collector: Any, partition: Any, partition_meta: Any) -> None:
-        """The same entries again; a stream trimmed there is an error."""
+        """The same entries again; a stream trimmed there is an error. Its dead letters were
+        logged at the first read."""
         count = int(partition_meta["count"])
         if count == 0:
             return
@@ -141,7 +145,7 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
                 f"RedisStreamTridentSpout: replaying txid {tx.txid}: stream {partition.key!r} holds "
                 f"{len(entries)} of the batch's {count} entries after {after} up to {last}: it was trimmed or "
                 f"entries were deleted")
-        self._emit(collector, partition.key, entries)
+        self._emit(collector, tx, partition.key, entries, first_read=False)
 
 
 class RedisStreamTridentSpout(IPartitionedTridentSpout):

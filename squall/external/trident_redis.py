@@ -22,8 +22,9 @@ that replaced it replayed its batch and committed it, and maybe later ones), who
 read before those writes and would put their counts back, nothing failing. The check is made by
 the write's own script, atomically, in the same round trip (`_WRITE`): beside its marker
 (`MARKER`) each partition keeps the last txid it wrote, per topology name and bolt (`txids_key`:
-Trident's txids are per topology name and coordinator), and a write of a lower txid is refused,
-as is an opaque write
+Trident's txids are per topology name and coordinator), and a write of a lower txid of the same
+numbering (`txids_epoch`: not a topology run again on another LocalCluster) is refused, as is an
+opaque write
 whose ``prev`` is not what Redis holds before its txid (the key's ``curr``, or its ``prev`` where
 the key is at this very txid; nothing for a key absent), built on what the replacement's replay
 replaced. The refusal fails the batch (`squall.ReportedFailedException` naming the partition's
@@ -40,8 +41,10 @@ Needs the ``redis`` extra (``pip install 'squall[redis]'``); only this module im
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -114,6 +117,37 @@ def txids_field(conf: dict, context: Any) -> str:
     return f"{name}/{component()}" if callable(component) else name
 
 
+TXIDS_EPOCHS = "redis-map-state"
+"""The topology's transactional state (`squall.TopologyContext.transactional_state`) that keeps
+the numbering of each partition's txids (`txids_epoch`)."""
+
+
+def txids_epoch(context: Any, state_type: StateType, partition_index: int, num_partitions: int,
+                options: Options) -> str:
+    """Which numbering of Trident's txids a partition's state writes: a random token kept in the
+    topology's transactional state, where the coordinator keeps its txids, made by the
+    partition's first task and read by every later copy of it. Its txids hash (`txids_key`)
+    keeps it beside the last txid, and a last txid of another numbering refuses nothing: the
+    transactional state went with its txids (a LocalCluster's lives in its process: the same
+    topology run again, its txids from 1, must not be taken for a stale copy of the last run's
+    task), where a stale copy of a task shares its replacement's. "" (not kept, every last txid
+    compared, as with none) for a non-transactional state, or a task whose host lends no
+    transactional state (a state made outside a topology)."""
+    if state_type not in (StateType.TRANSACTIONAL, StateType.OPAQUE) \
+            or getattr(context, "transactional_home", None) is None:
+        return ""
+    store = context.transactional_state(TXIDS_EPOCHS)
+    where = marker_key(options, partition_index, num_partitions)
+    component = getattr(context, "get_this_component_id", None)
+    writer = component() if callable(component) else ""
+    key = "epoch-" + hashlib.sha256(f"{writer}\n{where}".encode()).hexdigest()[:32]
+    epoch = store.get(key)
+    if not isinstance(epoch, str):
+        store.put(key, secrets.token_hex(8))
+        epoch = store.get(key)  # read back: of two first copies racing, the one stored
+    return str(epoch)
+
+
 _WRITE = """
 if ARGV[1] == '1' then
   if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -121,7 +155,13 @@ end
 local hash, expire, txid = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 if txid then
   local last = redis.call('HGET', KEYS[2], ARGV[5])
-  if last and tonumber(last) and tonumber(last) > txid then return {'txid', last} end
+  if last then
+    local at, epoch = string.match(last, '^(%d+) ?(%S*)$')
+    -- another numbering of the txids (epoch: `txids_epoch`) says nothing of this one's
+    if at and tonumber(at) > txid and (epoch == '' or ARGV[7] == '' or epoch == ARGV[7]) then
+      return {'txid', at}
+    end
+  end
   if ARGV[6] == '1' then
     local function same(a, b)
       if type(a) ~= type(b) then return false end
@@ -130,7 +170,7 @@ if txid then
       for k in pairs(b) do if a[k] == nil then return false end end
       return true
     end
-    for i = 7, #ARGV, 2 do
+    for i = 8, #ARGV, 2 do
       local stored
       if hash ~= '' then stored = redis.pcall('HGET', hash, ARGV[i]) else stored = redis.pcall('GET', ARGV[i]) end
       if type(stored) == 'table' then stored = false end
@@ -156,7 +196,7 @@ if txid then
   end
 end
 if ARGV[1] ~= '1' then redis.call('SET', KEYS[1], '1') end
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   if hash ~= '' then
     redis.call('HSET', hash, ARGV[i], ARGV[i + 1])
   else
@@ -164,7 +204,7 @@ for i = 7, #ARGV, 2 do
     if expire > 0 then redis.call('EXPIRE', ARGV[i], expire) end
   end
 end
-if txid then redis.call('HSET', KEYS[2], ARGV[5], ARGV[4]) end
+if txid then redis.call('HSET', KEYS[2], ARGV[5], ARGV[7] == '' and ARGV[4] or ARGV[4] .. ' ' .. ARGV[7]) end
 return 1
 """
 """A map state's write, atomic as a script is, in one round trip: the marker checked; for a
@@ -175,7 +215,9 @@ the marker (the first time), the values and the partition's txid written. ``KEYS
 the txids hash. ``ARGV``: marker written already (``1``/``0``), hash key or "", expiry seconds,
 the batch's txid ("": none, nothing checked: a non-transactional state, a write outside any
 batch), the state's field in the txids hash (`txids_field`), ``1`` to check each value's ``prev`` (values in
-Storm's JSON form, which the script reads with ``cjson``), then name, value, name, value...
+Storm's JSON form, which the script reads with ``cjson``), the numbering of the txids (`txids_epoch`, ""
+for none: kept as ``<txid> <epoch>``, and a last txid of another numbering checks nothing), then
+name, value, name, value...
 
 Returns 1 (written), 0 (the marker is gone: nothing written), or a refusal, nothing written:
 ``[txid, <last>]`` (the partition wrote a later txid), ``[ahead, name, stored]`` (the key holds
@@ -329,7 +371,7 @@ class RedisMapState(IBackingMap):
 
     def __init__(self, client: redis.Redis, options: Options, serializer: Serializer,
                  key_factory: KeyFactory, where: str, marker: str = MARKER,
-                 state_type: StateType | None = None, txids_field: str = "") -> None:
+                 state_type: StateType | None = None, txids_field: str = "", txids_epoch: str = "") -> None:
         self.client = client
         self.marker = marker  # this state's marker key (`MARKER`)
         self.txids = txids_key(marker)
@@ -339,6 +381,7 @@ class RedisMapState(IBackingMap):
         # each value's prev too: an opaque state in Storm's JSON form, which the script can read
         self.checks_prevs = state_type is StateType.OPAQUE and type(serializer) is JSONOpaqueSerializer
         self.txids_field = txids_field  # this state's field in `txids` (`txids_field`)
+        self.txids_epoch = txids_epoch  # which numbering of the txids it writes (`txids_epoch`)
         self.txid: int | None = None  # the batch's, between `begin_commit` and `commit`
         self.options = options
         self.serializer = serializer
@@ -442,7 +485,8 @@ class RedisMapState(IBackingMap):
         hash_key = self.options.hash_key if self.options.data_type == "hash" else ""
         txid = self.txid if self.checks_txids else None
         args: list[Any] = ["1" if self._marked else "0", hash_key or "", self.options.expire_interval_secs,
-                           "" if txid is None else str(txid), self.txids_field, "1" if self.checks_prevs else "0"]
+                           "" if txid is None else str(txid), self.txids_field, "1" if self.checks_prevs else "0",
+                           self.txids_epoch]
         for name, value in mapping.items():
             args += [name, value]
         done = self._call("write", self._write, [self.marker, self.txids], args)
@@ -472,9 +516,9 @@ class RedisMapState(IBackingMap):
         if what == "txid":
             return ReportedFailedException(
                 f"{head} wrote txid {reply[1].decode()} already ({self.txids!r}); this write of txid {txid} is "
-                f"{stale}. (A topology whose transactional state was deleted, its txids from 1 again, is "
-                f"refused too: delete its field, HDEL {self.txids!r} {self.txids_field!r}, or submit it under another "
-                f"name)")
+                f"{stale}. (A state whose txids start from 1 again with no transactional state to tell, one made "
+                f"outside a topology, is refused too: delete its field, HDEL {self.txids!r} {self.txids_field!r}, or "
+                f"use another topology name)")
         # the stored OpaqueValue (absent: None, only for "prev"); raises if Python cannot read it either
         stored: Any = self._decoded(name, reply[2]) if len(reply) > 2 else None
         if what == "ahead":
@@ -518,7 +562,8 @@ class RedisMapStateFactory(StateFactory):
             raise ValueError(f"RedisMapState: bad Redis URL {where}: {e}") from None
         backing = RedisMapState(client, self.options, self.serializer, self.key_factory, where,
                                 marker_key(self.options, partition_index, num_partitions), self.state_type,
-                                txids_field(conf, metrics))
+                                txids_field(conf, metrics), txids_epoch(metrics, self.state_type, partition_index,
+                                                                        num_partitions, self.options))
         try:
             # at the task's start, while the server still holds what an earlier life of this
             # partition wrote; a server away now is asked again before the first read or write

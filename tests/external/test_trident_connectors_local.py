@@ -143,8 +143,47 @@ def test_files_into_redis_counts_exactly_under_failed_batches(tmp_path, redis_se
     # the replays above (failed batches, the same txid) were not refused
     records = {k.decode(): client.hgetall(k) for k in client.keys("$squall-redis-map-state/*/txids")}
     assert sorted(records) == [f"$squall-redis-map-state/{i}-of-2/txids" for i in range(2)], records
-    assert all(len(r) == 1 and next(iter(r)).startswith(b"files-redis/b-") and int(next(iter(r.values()))) > 0
+    # "<txid> <epoch>": the epoch, which numbering of the txids (this LocalCluster's), kept in
+    # its transactional state
+    assert all(len(r) == 1 and next(iter(r)).startswith(b"files-redis/b-")
+               and int(next(iter(r.values())).split()[0]) > 0 and len(next(iter(r.values())).split()) == 2
                for r in records.values()), records
+
+
+def test_a_transactional_redis_state_counts_on_when_its_topology_runs_again_on_another_local_cluster(
+        tmp_path, redis_server):
+    """A LocalCluster keeps Trident's txids in its process: the same topology run again on
+    another one (a script run twice against one Redis) numbers its batches from 1 again. Its
+    transactional RedisMapState took those for the writes of a stale copy of the last run's
+    task, whose partition had written a later txid: every batch refused, for good, nothing
+    counted (Storm's, and squall's before the check, count on). Now each partition keeps which
+    numbering its last txid belongs to (an epoch in the cluster's transactional state), and the
+    second run's 30 lines add to the first's 30, each counted once."""
+    client = redis.Redis.from_url(redis_server.url)
+    factory = RedisMapState.transactional(redis_server.url)
+
+    def stored():
+        vals = client.mget(["common", "w0", "w1", "w2"])
+        return {k: factory.serializer.deserialize(v).val for k, v in zip(["common", "w0", "w1", "w2"], vals) if v}
+
+    expected: collections.Counter = collections.Counter()
+    for run in range(2):
+        data = tmp_path / f"in{run}"
+        data.mkdir()
+        text = [f"w{i % 3} common" for i in range(30)]
+        (data / "a.txt").write_text("".join(line + "\n" for line in text))
+        expected += counted(text)
+        topo = TridentTopology()
+        topo.new_stream("rerun-src", FileTridentSpout(data, max_batch_records=3)) \
+            .each(Fields("line"), Split(), Fields("word")) \
+            .group_by(Fields("word")) \
+            .persistent_aggregate(factory, Count(), Fields("count"))
+        with LocalCluster() as cluster:
+            cluster.submit_topology("rerun", conf(), topo.build())
+            want = dict(expected)
+            assert wait_until(lambda: stored() == want, timeout=60), (run, stored(), want)  # noqa: B023 - read now
+            errors = [e["error"] for e in cluster.get_topology_info("rerun")["errors"]]
+            assert not any("stale copy" in e for e in errors), errors
 
 
 def test_redis_stream_into_delta_counts_exactly_under_failed_batches(tmp_path, redis_server):

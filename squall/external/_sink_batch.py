@@ -274,12 +274,15 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
         self._rows, self._tuples = {}, []
         table, bad = build_table(self.schema, rows, self.component)
         good = []
+        refused: dict[Any, list[Tuple]] = {}  # a bad row's tuples: its own and its replays in the batch
         for tup in tuples:
             key = tup.get_value_by_field(self.id_field)
             if key in bad:
-                self._bad(tup, key, bad[key])
+                refused.setdefault(key, []).append(tup)
             else:
                 good.append(tup)
+        for key, copies in refused.items():
+            self._bad(copies[0], key, bad[key], copies[1:])
         if table.num_rows:
             ids = [key for key in rows if key not in bad]
             try:
@@ -330,17 +333,25 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
                              f"task name committed before it {MAX_COMMIT_TRIES} times in a row; give each sink "
                              f"writing this place its own component id")
 
-    def _bad(self, tup: Tuple, key: Any, err: SinkSchemaError) -> None:
+    def _bad(self, tup: Tuple, key: Any, err: SinkSchemaError, replays: Sequence[Tuple] = ()) -> None:
+        """``tup``'s row does not fit (``err``): failed, or put on the ``dead_letter`` stream and
+        acked (``on_bad_row``). ``replays``: the other tuples of the batch with its id (its
+        record sent again while the batch held it), which go with it: one row on the stream,
+        anchored to them all, one dead letter, as a good row replayed within its batch is
+        written once."""
         self.collector.report_error(err)  # which logs it
+        copies = [tup, *replays]
         if self.on_bad_row == "fail":
-            fail_because(self.collector, tup, self.component, self.task, str(err))
+            for t in copies:
+                fail_because(self.collector, t, self.component, self.task, str(err))
             return
-        self.collector.emit([key, self.component, str(err), list(tup.get_values())], anchors=tup,
+        self.collector.emit([key, self.component, str(err), list(tup.get_values())], anchors=copies,
                             stream=DEAD_LETTER_STREAM)
-        self.collector.ack(tup)
+        for t in copies:
+            self.collector.ack(t)
         # the spout sees an ack: the sink's own figure is the only one that counts it (each
-        # time it is put on the stream: a replay of the tuple, another tree's failure or a
-        # timeout, puts it there again)
+        # time it is put on the stream: a replay of the tuple after its batch, another tree's
+        # failure or a timeout, puts it there again)
         self.count_refused(self.component, BAD_ROW)
 
     def cleanup(self) -> None:

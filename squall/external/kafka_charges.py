@@ -28,8 +28,9 @@ partition's metadata holds (`PartitionCharges`):
 A charge applies only to the record it was written for: an offset whose record's tag differs (a
 topic deleted and created again under offsets the group kept) drops it. Kafka refuses metadata
 above the broker's ``offset.metadata.max.bytes`` (default 4096), so the text is kept within
-`METADATA_MAX_BYTES`: what does not fit is dropped, dead marks first, then the charges with the
-fewest deaths, then the marks of a level alone (`charges_metadata` says how many).
+`METADATA_MAX_BYTES`: what does not fit is dropped, dead marks first, then the marks of a level
+alone (lost, a suspect only goes in a group again), then the charges with the fewest deaths
+(`charges_metadata` says how many).
 
 Pure: text in, text out; the spout does the I/O.
 """
@@ -145,8 +146,8 @@ def read_charges(metadata: str | None) -> PartitionCharges | None:
 def charges_metadata(base: dict[str, Any], charges: PartitionCharges, committed: int) -> tuple[str, int]:
     """The commit metadata of a partition committed at ``committed``: ``base`` (``topologyId``,
     ``taskId``) and the budgets of the records at or past it, within `METADATA_MAX_BYTES`; and
-    how many budgets (dead marks first, then the charges with the fewest deaths, a level alone
-    last of all) did not fit."""
+    how many budgets (dead marks first, then the marks of a level alone, then the charges with
+    the fewest deaths) did not fit."""
     charged = sorted(((o, c) for o, c in charges.charged.items() if o >= committed),
                      key=lambda oc: (-oc[1].charge.deaths, -oc[1].charge.retries, -oc[1].charge.level, oc[0]))
     dead = sorted((o, t) for o, t in charges.dead.items() if o >= committed)

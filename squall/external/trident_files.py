@@ -11,8 +11,13 @@ not the same on every host that mounts a shared directory, and a Spark task may 
 on another host than the one that planned it). Lines are read with `squall.external.files`' reader
 (``read_line``, bounded by ``topology.filespout.max.record.bytes``) and turned into values by a
 translator (default: the line as UTF-8, ``["line"]``); a line that is too long, that the
-translator refuses or turns into values that are not one per field is logged as a dead letter, naming the file and offset, and skipped, the same
-way on every replay. A line being written (no newline yet) waits for a later batch.
+translator refuses or turns into values that are not one per field is a dead letter: skipped the
+same way on every replay, counted at each attempt for the emitter bolt (which keeps the last
+attempt's count per txid), and logged once, when its txid first reads it, naming the txid, the
+file and the offset. A replay (``re_emit_partition_batch``: Storm's, and every Spark task's read,
+retried or not) logs nothing; a txid planned again on Spark's driver (a plan that emitted nothing
+is asked for again) logs only the lines past what it logged before. A line being written (no
+newline yet) waits for a later batch.
 
 Files must only grow: a file that is shorter than a batch's range when the batch is replayed,
 that is another file than the batch read, or that changed within it, raises `FileConnectorError`
@@ -31,12 +36,13 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from .._config import setting
 from .._failure import CountsDeadLetters
 from .._fields import Fields
 from .._stable_hash import stable_hash_one
+from ..trident.coordinator import max_active_batches
 from ..trident.partitioned import IPartitionedTridentSpout
 from ._arity import arity_error
 from .files import (
@@ -68,6 +74,23 @@ class FilePartition:
         return self.name
 
 
+class _FirstRead(NamedTuple):
+    """A txid's first read of a file's range: its dead letters from byte ``since`` on are logged
+    (before it, an earlier plan of the same txid logged them)."""
+
+    txid: int
+    since: int
+
+
+class _ReadKey(NamedTuple):
+    """One txid's range of one file: the txid, the file's name and inode, where the range starts."""
+
+    txid: int
+    name: str
+    ino: int
+    start: int
+
+
 class _Coordinator(IPartitionedTridentSpout.Coordinator):
     def __init__(self, directory: str) -> None:
         self.directory = directory
@@ -87,6 +110,11 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
         self.spout = spout
         self.start_dead_letter_counts()  # read by the emitter bolt around each batch
         self.limit = int(setting(conf or {}, MAX_RECORD_KEY))
+        self.max_pending = max_active_batches(conf or {})
+        # per txid's range of a file, the byte up to which its first reads logged its dead
+        # letters: a txid read anew (Spark's driver plans it again while it emits nothing; a
+        # Storm batch whose metadata was not stored) logs only the lines past it
+        self.logged: dict[_ReadKey, int] = {}
 
     def get_ordered_partitions(self, all_partition_info: Any) -> list[FilePartition]:
         """The files, by name."""
@@ -102,23 +130,26 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
     def _path(self, partition: FilePartition) -> str:
         return os.path.join(self.spout.directory, partition.name)
 
-    def _read(self, f: BinaryIO, path: str, start: int, end: int | None, collector: Any) -> tuple[int, str]:
+    def _read(self, f: BinaryIO, path: str, start: int, end: int | None, collector: Any,
+              first: _FirstRead | None) -> tuple[int, str]:
         """Emits the complete lines from ``start`` (at most ``max_batch_records`` of them, or up
         to ``end``); returns where it stopped and a digest of the bytes read.
 
         The lines are taken a block at a time (`_take_block`), each one read on its own
         (`_take_line`) only where a block has no whole line or one over the limit: a batch is
         read twice on Spark's engine (planned, then emitted in a task), and line by line that
-        was most of the planning's time."""
+        was most of the planning's time. Dead letters are logged under ``first`` only (None: a
+        replay, which logs none)."""
         sha = hashlib.sha256()
         cap = self.spout.max_batch_records
         f.seek(start)
         at, count = start, 0
         while (end is None and count < cap) or (end is not None and at < end):
-            taken = self._take_block(f, path, at, end, None if end is not None else cap - count, sha, collector)
+            taken = self._take_block(f, path, at, end, None if end is not None else cap - count, sha, collector,
+                                     first)
             if not taken:
                 f.seek(at)
-                taken = self._take_line(f, path, at, sha, collector)
+                taken = self._take_line(f, path, at, sha, collector, first)
                 if not taken:
                     break  # end of file, or a line still being written
             at += taken[0]
@@ -127,7 +158,7 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
         return at, sha.hexdigest()[:32]
 
     def _take_block(self, f: Any, path: str, at: int, end: int | None, most: int | None, sha: Any,
-                    collector: Any) -> tuple[int, int] | None:
+                    collector: Any, first: _FirstRead | None) -> tuple[int, int] | None:
         """Emits the whole lines of the next block of up to `_BLOCK` bytes before the first one
         over the limit (at most ``most``, none past ``end``); (bytes, lines) taken, or None when
         it has none."""
@@ -155,11 +186,12 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
                 return size, len(lines)
         offset = at
         for line in lines:
-            self._emit(collector, path, offset, line + b"\n")
+            self._emit(collector, path, offset, line + b"\n", first)
             offset += len(line) + 1
         return size, len(lines)
 
-    def _take_line(self, f: Any, path: str, at: int, sha: Any, collector: Any) -> tuple[int, int] | None:
+    def _take_line(self, f: Any, path: str, at: int, sha: Any, collector: Any,
+                   first: _FirstRead | None) -> tuple[int, int] | None:
         """Emits the next line, or skips it as a dead letter when it is over the limit; (bytes,
         lines) taken, or None at the end of the file or before a line still being written."""
         try:
@@ -170,36 +202,44 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
             if f.read(1) != b"\n":
                 return None  # the long line is still being written: a later batch skips it whole
             # skipped the same way every time: the range covers it, no tuple comes of it
-            log.error("FileTridentSpout dead letter: %s offset %d: a line of %d bytes is over %s=%d",
-                      path, at, e.size, MAX_RECORD_KEY, self.limit)
-            self.count_dead_letter(None)
+            self._dead_letter(first, path, at, f"a line of {e.size} bytes is over {MAX_RECORD_KEY}={self.limit}")
             return after - at, 1
         if not line.endswith(b"\n"):
             return None
         sha.update(line)
-        self._emit(collector, path, at, line)
+        self._emit(collector, path, at, line, first)
         return len(line), 1
 
-    def _emit(self, collector: Any, path: str, offset: int, line: bytes) -> None:
+    def _dead_letter(self, first: _FirstRead | None, path: str, offset: int, why: str) -> None:
+        """Counts the line at ``offset`` of ``path`` as a dead letter at every attempt (the
+        emitter bolt keeps the last attempt's count per txid), and logs it at its txid's first
+        read only: a replay reads the same lines, and a line per attempt told a user counting
+        the log more dead letters than there were."""
+        if first is not None and offset >= first.since:
+            log.error("FileTridentSpout dead letter: txid %s: %s offset %d: %s", first.txid, path, offset, why)
+        self.count_dead_letter(None)
+
+    def _emit(self, collector: Any, path: str, offset: int, line: bytes, first: _FirstRead | None) -> None:
         try:
             values = self.spout.translator(line)
         except Exception as e:  # noqa: BLE001 (a user translator: any error is a poison line, as the Kafka spout's)
-            log.error("FileTridentSpout dead letter: %s offset %d: %s: %s", path, offset, type(e).__name__, e)
-            self.count_dead_letter(None)
+            self._dead_letter(first, path, offset, f"{type(e).__name__}: {e}")
             return
         if values is None:
             return
         # a wrong count fails the batch, and every replay of it again: the file would stall for good
         wrong = arity_error(values, self.spout.fields)
         if wrong is not None:
-            log.error("FileTridentSpout dead letter: %s offset %d: %s", path, offset, wrong)
-            self.count_dead_letter(None)
+            self._dead_letter(first, path, offset, wrong)
             return
         collector.emit(list(values))
 
     def emit_batch_new(self, tx: Any, collector: Any, partitions: set, last_partition_meta: Mapping) -> dict:
         """Each file's next lines after the previous batch's range; from its start if it is not
-        the file that batch read (`changed_since`)."""
+        the file that batch read (`changed_since`). Dead letters are logged past what an
+        earlier read of the txid's range logged (`_FirstRead`)."""
+        for done in [k for k in self.logged if k.txid <= tx.txid - self.max_pending]:
+            del self.logged[done]  # committed: no attempt of it comes again
         metas = {}
         for p in sorted(partitions, key=FilePartition.get_id):
             last = last_partition_meta.get(p)
@@ -215,13 +255,16 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
                     log.warning("FileTridentSpout: reading %s from its start, not from byte %d where the batch "
                                 "before ended: %s", path, start, why)
                     start, last = 0, None
-                end, digest = self._read(f, path, start, None, collector)
+                key = _ReadKey(tx.txid, p.name, os.fstat(f.fileno()).st_ino, start)
+                first = _FirstRead(tx.txid, self.logged.get(key, start))
+                end, digest = self._read(f, path, start, None, collector, first)
+                self.logged[key] = max(first.since, end)
                 metas[p] = {"start": start, "end": end, "sha256": digest, **file_identity(f.fileno(), end, last)}
         return metas
 
     def re_emit_partition_batch(self, tx: Any, collector: Any, partition: Any, partition_meta: Any) -> None:
         """The same byte range of the same file again; a file that is gone, another file, or
-        changed there is an error naming it."""
+        changed there is an error naming it. Its dead letters were logged at the first read."""
         start, end = int(partition_meta["start"]), int(partition_meta["end"])
         if start == end:
             return
@@ -241,7 +284,7 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
                 raise FileConnectorError(f"FileTridentSpout: replaying txid {tx.txid}: {path} is not the file the "
                                          f"batch read bytes {start}..{end} of: {why}")
             buffered = _Buffer()
-            stop, digest = self._read(f, path, start, end, buffered)
+            stop, digest = self._read(f, path, start, end, buffered, None)  # logged at the first read
         if stop != end or digest != partition_meta.get("sha256", digest):
             raise FileConnectorError(f"FileTridentSpout: replaying txid {tx.txid}: bytes {start}..{end} of {path} "
                                      f"changed since the batch first read them")

@@ -1,0 +1,59 @@
+"""A `FileTridentSpout`'s refused lines on Spark's engine, through the squall_trident source's
+readers (as tests/trident_spark/test_source.py drives them): each is logged once, naming its txid,
+where the driver plans its batch; a task's read of the batch, and the read again (a task retried,
+the micro-batch re-run), log nothing; and a txid the driver plans again (a plan that emitted
+nothing is asked for again at the next trigger) logs only the lines it had not. Each read and
+each plan logged them again (12 lines here for 3 refused lines)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+pytest.importorskip("pyspark.sql.datasource")
+
+from squall.external.trident_files import FileTridentSpout
+from squall.trident.spark.rows import loads
+from squall.trident.spark.source import PartitionedSpoutReader, SpoutSpec
+
+from .conftest import write_lines
+
+
+def _read(reader, start, end):
+    return [loads(row) for p in reader.partitions(start, end) for rb in reader.read(p)
+            for row in rb.column(0).to_pylist()]
+
+
+def translate(line: bytes) -> list:
+    text = line.decode().rstrip("\n")
+    if text.startswith("bad"):
+        raise ValueError(f"refused {text!r}")
+    return [text]
+
+
+def test_a_file_spouts_refused_lines_are_logged_once_each_on_spark(tmp_path, caplog):
+    caplog.set_level(logging.ERROR, logger="squall.external.trident_files")
+    path = tmp_path / "a.txt"
+    write_lines(path, ["one", "bad1", "two"])
+    spout = FileTridentSpout(str(tmp_path), translator=translate, max_batch_records=4)
+    reader = PartitionedSpoutReader(SpoutSpec("files", spout, {}))
+    start = reader.initialOffset()
+    first = reader.latestOffset(start, None)
+    assert first["txid"] == 1
+    assert sorted(_read(reader, start, first)) == [["one"], ["two"]]
+    assert sorted(_read(reader, start, first)) == [["one"], ["two"]]  # a task retried: the same
+    write_lines(path, ["bad2"])
+    assert reader.latestOffset(first, None) == first  # txid 2 emits nothing: no micro-batch
+    write_lines(path, ["bad3"])
+    assert reader.latestOffset(first, None) == first  # planned again, one more refused line
+    write_lines(path, ["three"])
+    second = reader.latestOffset(first, None)  # txid 2 again, now with a line to emit
+    assert second["txid"] == 2
+    assert _read(reader, first, second) == [["three"]]
+    assert _read(reader, first, second) == [["three"]]
+    offsets = {"bad1": 4, "bad2": 13, "bad3": 18}  # "one\n" "bad1\n" "two\n" "bad2\n" ...
+    lines = [r.getMessage() for r in caplog.records if "dead letter" in r.getMessage()]
+    assert sorted(lines) == sorted(
+        f"FileTridentSpout dead letter: txid {1 if name == 'bad1' else 2}: {path} offset {at}: "
+        f"ValueError: refused {name!r}" for name, at in offsets.items())

@@ -27,13 +27,23 @@ strategy as Storm's emitter does: EARLIEST and LATEST apply on each new submissi
 batch's metadata names another topology id), the UNCOMMITTED_ strategies continue from the
 previous batch. Trident spouts commit no offsets to Kafka: the batches' metadata, kept with the
 coordinator's state, is where they are.
+
+A record the translator refuses (or turns into values that are not one per field) is a dead
+letter, skipped in every attempt of its batch and counted at each for the emitter bolt (which keeps
+the last attempt's count per txid). Without a ``dead_letter`` handler it is logged once, when its
+txid first reads it, naming the txid (``KafkaTridentSpoutTransactional dead letter: txid 4: topic
+'t' partition 0 offset 17: ...``): a transactional replay logs nothing, an opaque attempt logs
+only the records past what earlier attempts read there (kept with the topology's transactional
+state, so a task restarted since knows it too). A ``dead_letter`` handler is given
+the record at every attempt (one that raised must be given it again).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._errors import FailedException, ReportedFailedException
 from .._failure import CountsDeadLetters
@@ -50,13 +60,14 @@ from .kafka import (
     KafkaUnavailable,
     Record,
     TopicPartition,
-    log_dead_letter,
 )
 
 __all__ = [
     "KafkaTridentSpoutCoordinator", "KafkaTridentSpoutEmitter", "KafkaTridentSpoutOpaque",
     "KafkaTridentSpoutTopicPartition", "KafkaTridentSpoutTransactional",
 ]
+
+log = logging.getLogger("squall.external.trident_kafka")
 
 _REPLAY_EMPTY_POLLS = 10  # polls returning nothing before a replay gives up (the batch fails)
 
@@ -118,13 +129,32 @@ def _call(config: KafkaSpoutConfig, what: str, fn: Any, *args: Any) -> Any:
                               f"{what}: {e}") from None
 
 
-def _dead_letter(config: KafkaSpoutConfig, record: Record, reason: str) -> None:
-    """Hands ``record`` to the config's ``dead_letter``. A handler that raises (the store it
-    writes to is down) fails the batch, replayed with the same txid, which hands the record over
-    again: the dead letter is not lost. The failure names the handler and the record, where the
-    bare exception (a ``ConnectionError`` raised in the spout) looked like the spout's own."""
+class _Attempt(NamedTuple):
+    """What an attempt of a txid logs of its dead letters: the spout's name and the txid, and per
+    partition the last offset an earlier attempt (of this txid or another still in flight) read:
+    its dead letters up to there were logged then; None: a transactional replay, which logs none."""
+
+    spout: str
+    txid: int
+    read_before: Mapping[TopicPartition, int] | None
+
+
+def _dead_letter(config: KafkaSpoutConfig, record: Record, reason: str, attempt: _Attempt) -> None:
+    """Hands ``record`` to the config's ``dead_letter``, or logs it when its txid first reads it
+    (`_Attempt`). A handler that raises (the store it writes to is down) fails the batch, replayed
+    with the same txid, which hands the record over again: the dead letter is not lost. The
+    failure names the handler and the record, where the bare exception (a ``ConnectionError``
+    raised in the spout) looked like the spout's own."""
+    if config.dead_letter is None:
+        # logged once: a replay reads the same records, and a line per attempt told a user
+        # counting the log more dead letters than there were
+        read = attempt.read_before
+        if read is not None and record.offset > read.get(record.tp, -1):
+            log.error("%s dead letter: txid %s: topic %r partition %d offset %d: %s", attempt.spout, attempt.txid,
+                      record.topic, record.partition, record.offset, reason)
+        return
     try:
-        (config.dead_letter or log_dead_letter)(record, reason)
+        config.dead_letter(record, reason)
     except Exception as e:  # a user handler: any error fails the batch, named
         raise ReportedFailedException(
             f"Kafka Trident spout: the dead_letter handler raised {type(e).__name__}: {e}, given the record at "
@@ -177,6 +207,7 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
         self.consumer = _consumer(config)
         self.topology_id = context.get_storm_id()
         self.start_dead_letter_counts()  # read by the emitter bolt around each batch
+        self.name = "KafkaTridentSpoutOpaque" if durable else "KafkaTridentSpoutTransactional"  # in the log
         self.max_pending = max_pending
         # per partition, the last offset that the attempts of each txid still in flight read there
         self.read_through: dict[TopicPartition, dict[int, int]] = {}
@@ -256,20 +287,20 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
         self._seek_to(tp, offset)
         return offset
 
-    def _emit(self, collector: Any, record: Record) -> None:
+    def _emit(self, collector: Any, record: Record, attempt: _Attempt) -> None:
         try:
             values = self.config.translator(record)
         except Exception as e:  # noqa: BLE001 (a user translator: any error is a poison record)
             # Raising would fail the batch, and every replay would read this record again: its
             # partition would stall for good. Skipped as the plain spout does, in every attempt.
             why = e if isinstance(e, ValueError) else f"translator raised {type(e).__name__}: {e}"
-            _dead_letter(self.config, record, f"malformed record: {why}")
+            _dead_letter(self.config, record, f"malformed record: {why}", attempt)
             self.count_dead_letter(None)  # once handed over: a handler that raised failed the batch
             return
         # a wrong count fails the batch, and every replay of it again: the partition would stall
         wrong = None if values is None else arity_error(values, self.config.output_fields)
         if wrong is not None:
-            _dead_letter(self.config, record, f"malformed record: {wrong}")
+            _dead_letter(self.config, record, f"malformed record: {wrong}", attempt)
             self.count_dead_letter(None)
             return
         if values is not None or self.config.emit_null_tuples:
@@ -282,12 +313,17 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
             last = last_partition_meta.get(p)
             lasts[p] = None if last is None else BatchMeta.from_map(last)
             starts[p] = self._seek(p.tp, lasts[p])
+        # how far earlier attempts read, before this one's poll says how far it does: an opaque
+        # replay of an earlier txid may read further than it first did, into records a later
+        # txid's attempt read (and logged) since
+        attempt = _Attempt(self.name, tx.txid, {p.tp: max(self._read_through(p.tp).values(), default=-1)
+                                                for p in partitions})
         by_tp = self._poll_through(tx, {p.tp: starts[p] for p in partitions})
         metas: dict[Any, Any] = {}
         for p in partitions:
             records = by_tp.get(p.tp, [])
             for record in records:
-                self._emit(collector, record)
+                self._emit(collector, record, attempt)
             last = lasts[p]
             if records:
                 meta = BatchMeta(records[0].offset, records[-1].offset, self.topology_id)
@@ -354,7 +390,8 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
         return self.read_through[tp]
 
     def re_emit_partition_batch(self, tx: Any, collector: Any, partition: Any, partition_meta: Any) -> None:
-        """The records ``first_offset..last_offset`` of ``partition`` again."""
+        """The records ``first_offset..last_offset`` of ``partition`` again; their dead letters
+        were logged at the first read."""
         meta = BatchMeta.from_map(partition_meta)
         S = FirstPollOffsetStrategy
         if meta.topology_id != self.topology_id and self.config.first_poll_offset_strategy in (S.EARLIEST, S.LATEST):
@@ -382,7 +419,7 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
                             f"compaction is incompatible with the transactional spout (use KafkaTridentSpoutOpaque)")
                     break
                 if record.offset >= next_offset:
-                    self._emit(collector, record)
+                    self._emit(collector, record, _Attempt(self.name, tx.txid, None))  # logged at the first read
                     next_offset = record.offset + 1
                 if next_offset > meta.last_offset:
                     break

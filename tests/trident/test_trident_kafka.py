@@ -308,3 +308,38 @@ def test_what_fails_a_batch_names_the_brokers_and_a_dead_letter_handler_that_rai
         c.down = True
     with pytest.raises(FailedException, match=r"^Kafka Trident spout \(bootstrap servers mem:0\): .*connection refused"):
         d.emit(2)
+
+
+@pytest.mark.parametrize("adapter, spout", [(PartitionedTridentSpoutExecutor, KafkaTridentSpoutTransactional),
+                                            (OpaquePartitionedTridentSpoutExecutor, KafkaTridentSpoutOpaque)])
+def test_a_refused_record_is_logged_once_naming_its_txid_also_when_a_replay_first_reads_it(adapter, spout, caplog):
+    """Without a ``dead_letter`` handler a refused record is logged when its txid first reads it,
+    and not again by a replay, nor by one after a restart (the opaque spout keeps how far its
+    attempts read in the topology's state); an opaque replay that reads further than the first
+    attempt logs the records only it read. Each attempt logged them again (7 lines here for 3
+    records)."""
+    import logging
+
+    from squall.external.kafka import MalformedRecord
+
+    def translator(r):
+        if r.value.startswith("BAD"):
+            raise MalformedRecord(f"cannot parse {r.value!r}")
+        return [r.offset, r.value]
+    caplog.set_level(logging.ERROR)
+    logs = {T0: ["a", "BAD1"]}
+    d = Driver(adapter(spout(config(logs, translator=translator, output_fields=["offset", "value"]))))
+    assert d.emit(1) == [[0, "a"]]
+    logs[T0] += ["BAD2", "d", "BAD3"]  # the in-memory consumer polls 3 records at a time
+    assert d.emit(1) == [[0, "a"]]  # opaque: reads BAD2 too, first read here; transactional: 0..1 again
+    d.restart()
+    assert d.emit(1) == [[0, "a"]]
+    d.success(1)
+    assert d.emit(2) == d.emit(2) == [[3, "d"]]
+    d.success(2)
+    opaque = spout is KafkaTridentSpoutOpaque
+    txid_of = {(1, "BAD1"): 1, (2, "BAD2"): 1 if opaque else 2, (4, "BAD3"): 2}  # (offset, value): txid
+    lines = [r.getMessage() for r in caplog.records if "dead letter" in r.getMessage()]
+    assert sorted(lines) == sorted(
+        f"{spout.__name__} dead letter: txid {txid}: topic 't' partition 0 offset {offset}: malformed record: "
+        f"cannot parse {value!r}" for (offset, value), txid in txid_of.items())

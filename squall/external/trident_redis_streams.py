@@ -12,8 +12,10 @@ keep streams untrimmed past what Trident has committed. The first batch of a str
 ``start_id`` (``"0-0"``: the whole stream; ``"$"``: only entries added after the first batch).
 Entries become tuples through `squall.external.redis_streams`' translator (the entry id, then the
 declared fields); an entry the translator refuses (`MalformedEntry`) is a dead letter: logged
-when its txid is first read (naming the txid), counted at each attempt for the emitter bolt, which
-keeps the last attempt's per txid, and skipped quietly on every replay. A server that is down fails the batch
+when its txid is first read (naming the txid; a txid read anew, as Spark's driver plans a txid
+again while its plan emits nothing, logs only the entries past what it logged), counted at each
+attempt for the emitter bolt, which keeps the last attempt's per txid, and skipped quietly on
+every replay. A server that is down fails the batch
 (`squall.ReportedFailedException`: shown in the topology's errors, naming the server); the
 URL's password is never logged.
 
@@ -25,13 +27,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
 from .._failure import CountsDeadLetters
 from .._fields import Fields
 from .._redact import redact_text
+from ..trident.coordinator import max_active_batches
 from ..trident.partitioned import IPartitionedTridentSpout
 from ._arity import arity_error
 from .redis_streams import Entry, FieldsTranslator, MalformedEntry
@@ -55,6 +58,20 @@ class StreamPartition:
     def get_id(self) -> str:
         """The stream's key."""
         return self.key
+
+
+class _ReadKey(NamedTuple):
+    """One txid's entries of one stream: the txid, the stream's key, the id they come after."""
+
+    txid: int
+    key: str
+    after: str
+
+
+def _entry_order(entry_id: str) -> tuple[int, int]:
+    """An entry id (``<ms>-<seq>``) as what orders it."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
 
 
 def _client(url: str, timeout: float) -> redis.Redis:
@@ -82,9 +99,14 @@ class _Coordinator(IPartitionedTridentSpout.Coordinator):
 
 
 class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
-    def __init__(self, spout: RedisStreamTridentSpout) -> None:
+    def __init__(self, spout: RedisStreamTridentSpout, conf: dict) -> None:
         self.spout = spout
         self.start_dead_letter_counts()  # read by the emitter bolt around each batch
+        self.max_pending = max_active_batches(conf or {})
+        # per txid's entries of a stream, the last entry id its first reads logged through: a
+        # txid read anew (Spark's driver plans it again while it emits nothing; a Storm batch
+        # whose metadata was not stored) logs only the entries after it
+        self.logged: dict[_ReadKey, str] = {}
         self.call = _Calls(spout.url, spout.timeout)
 
     def get_ordered_partitions(self, all_partition_info: Any) -> list[StreamPartition]:
@@ -97,11 +119,14 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
         newest = self.call("read", self.call.client.xrevrange, key, "+", "-", count=1)
         return newest[0][0] if newest else "0-0"
 
-    def _emit(self, collector: Any, tx: Any, key: str, entries: list, first_read: bool) -> None:
+    def _emit(self, collector: Any, tx: Any, key: str, entries: list, logged_through: str | None) -> None:
         """Emits the tuples of ``entries`` of stream ``key``; an entry it cannot read is counted
         as a dead letter at every attempt (the emitter bolt keeps the last attempt's count per
-        txid), and logged at the txid's first read only: a replay reads the same entries, and a
-        line per attempt told a user counting the log more dead letters than there were."""
+        txid), and logged at the txid's first read only (``logged_through``: the id up to which
+        an earlier read of the txid logged them; None: a replay, which logs none): a replay
+        reads the same entries, and a line per attempt told a user counting the log more dead
+        letters than there were."""
+        since = None if logged_through is None else _entry_order(logged_through)
         for entry_id, fields in entries:
             try:
                 values = self.spout.translator(key, Entry(entry_id, fields))
@@ -116,19 +141,24 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
                     collector.emit(list(values))
                     continue
                 why = f"stream {key!r} entry {entry_id}: {wrong}"
-            if first_read:
+            if since is not None and _entry_order(entry_id) > since:
                 log.error("RedisStreamTridentSpout dead letter: txid %s: %s", tx.txid, why)
             self.count_dead_letter(None)
 
     def emit_batch_new(self, tx: Any, collector: Any, partitions: set, last_partition_meta: Mapping) -> dict:
         """Each stream's next entries after the previous batch's last."""
+        for done in [k for k in self.logged if k.txid <= tx.txid - self.max_pending]:
+            del self.logged[done]  # committed: no attempt of it comes again
         metas = {}
         for p in sorted(partitions, key=StreamPartition.get_id):
             last = last_partition_meta.get(p)
             after = last["last"] if last else self._start(p.key)
             entries = self.call("read", self.call.client.xrange, p.key, f"({after}", "+",
                                 count=self.spout.max_batch_entries)
-            self._emit(collector, tx, p.key, entries, first_read=True)
+            read = _ReadKey(tx.txid, p.key, after)
+            self._emit(collector, tx, p.key, entries, self.logged.get(read, after))
+            if entries:
+                self.logged[read] = max(self.logged.get(read, after), entries[-1][0], key=_entry_order)
             metas[p] = {"after": after, "last": entries[-1][0] if entries else after, "count": len(entries)}
         return metas
 
@@ -145,7 +175,7 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
                 f"RedisStreamTridentSpout: replaying txid {tx.txid}: stream {partition.key!r} holds "
                 f"{len(entries)} of the batch's {count} entries after {after} up to {last}: it was trimmed or "
                 f"entries were deleted")
-        self._emit(collector, tx, partition.key, entries, first_read=False)
+        self._emit(collector, tx, partition.key, entries, None)
 
 
 class RedisStreamTridentSpout(IPartitionedTridentSpout):
@@ -187,7 +217,7 @@ class RedisStreamTridentSpout(IPartitionedTridentSpout):
 
     def get_emitter(self, conf: dict, context: Any) -> IPartitionedTridentSpout.Emitter:
         """Reads the task's streams."""
-        return _Emitter(self)
+        return _Emitter(self, conf)
 
     def get_output_fields(self) -> Fields:
         """The translator's fields."""

@@ -1,9 +1,11 @@
-"""A `FileTridentSpout`'s refused lines on Spark's engine, through the squall_trident source's
-readers (as tests/trident_spark/test_source.py drives them): each is logged once, naming its txid,
+"""A `FileTridentSpout`'s refused lines and a `RedisStreamTridentSpout`'s malformed entries (a real
+redis-server) on Spark's engine, through the squall_trident source's readers (as
+tests/trident_spark/test_source.py drives them): each is logged once, naming its txid,
 where the driver plans its batch; a task's read of the batch, and the read again (a task retried,
 the micro-batch re-run), log nothing; and a txid the driver plans again (a plan that emitted
 nothing is asked for again at the next trigger) logs only the lines it had not. Each read and
-each plan logged them again (12 lines here for 3 refused lines)."""
+each plan logged the file's again (12 lines here for 3 refused lines); the Redis spout, logging at
+the first read only since c19ecc7, still logged again at each plan of a txid (6 lines for 3)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from squall.external.trident_files import FileTridentSpout
 from squall.trident.spark.rows import loads
 from squall.trident.spark.source import PartitionedSpoutReader, SpoutSpec
 
+from ..external.conftest import redis_server  # noqa: F401 (its fixture: a redis-server on loopback)
 from .conftest import write_lines
 
 
@@ -57,3 +60,31 @@ def test_a_file_spouts_refused_lines_are_logged_once_each_on_spark(tmp_path, cap
     assert sorted(lines) == sorted(
         f"FileTridentSpout dead letter: txid {1 if name == 'bad1' else 2}: {path} offset {at}: "
         f"ValueError: refused {name!r}" for name, at in offsets.items())
+
+
+def test_a_redis_stream_spouts_malformed_entries_are_logged_once_each_on_spark(redis_server, caplog):  # noqa: F811 (the fixture imported above)
+    import redis
+
+    from squall.external.trident_redis_streams import RedisStreamTridentSpout
+
+    caplog.set_level(logging.ERROR, logger="squall.external.trident_redis_streams")
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    ids = {"bad1": None, "bad2": None, "bad3": None}
+    client.xadd("s", {"value": "one"})
+    ids["bad1"] = client.xadd("s", {"other": "bad1"})
+    spout = RedisStreamTridentSpout(redis_server.url, ["s"], ["value"], id_field=None, max_batch_entries=3)
+    reader = PartitionedSpoutReader(SpoutSpec("redis", spout, {}))
+    start = reader.initialOffset()
+    first = reader.latestOffset(start, None)
+    assert _read(reader, start, first) == _read(reader, start, first) == [["one"]]  # a task retried
+    ids["bad2"] = client.xadd("s", {"other": "bad2"})
+    assert reader.latestOffset(first, None) == first  # txid 2 emits nothing: planned again below
+    ids["bad3"] = client.xadd("s", {"other": "bad3"})
+    assert reader.latestOffset(first, None) == first
+    client.xadd("s", {"value": "two"})
+    second = reader.latestOffset(first, None)
+    assert second["txid"] == 2 and _read(reader, first, second) == _read(reader, first, second) == [["two"]]
+    lines = [r.getMessage() for r in caplog.records if "dead letter" in r.getMessage()]
+    assert sorted(lines) == sorted(
+        f"RedisStreamTridentSpout dead letter: txid {1 if name == 'bad1' else 2}: stream 's' entry {entry}: "
+        f"missing field 'value' (has ['other'])" for name, entry in ids.items())

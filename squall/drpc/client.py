@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from .._config import Config, setting
+from .._errors import RpcError
 from .core import DRPCExceptionType, DRPCExecutionException
 
 REPLY_SLACK_SECS = 30.0
@@ -124,6 +125,23 @@ def worker_cluster(who: str) -> ClusterLinks:
     return links
 
 
+@dataclass(frozen=True)
+class _Connection:
+    """A connection of `DRPCClient` to one DRPC server, and that server (``host:port``, for errors)."""
+
+    rpc: Any
+    server: str
+
+    def call(self, op: str, **args: Any) -> Any:
+        return self.rpc.call(op, **args)
+
+    def closed_by_peer(self) -> bool:
+        return bool(self.rpc.closed_by_peer())
+
+    def close(self) -> None:
+        self.rpc.close()
+
+
 class DRPCClient:
     """Calls ``squall drpc`` (Storm's ``DRPCClient``): ``DRPCClient(conf).execute(function, args)``.
 
@@ -139,7 +157,7 @@ class DRPCClient:
         self._servers = list(self._links.drpc.need_servers("DRPCClient"))
         random.shuffle(self._servers)
         self._lock = threading.Lock()
-        self._idle: list[Any] = []  # connected clients no call is using
+        self._idle: list[_Connection] = []  # connected clients no call is using
         self._closed = False
 
     def execute(self, function: str, args: str) -> str:
@@ -151,56 +169,68 @@ class DRPCClient:
                 (``drpc.request.timeout.secs``) or the server shut down (``type`` says which).
             TypeError: ``function`` or ``args`` is not a string.
             AuthenticationError: the server does not hold our secret, or we not its.
-            RpcError: no server in ``drpc.servers`` could be reached, or the connection broke
-                while waiting (the request may have run).
+            RpcError: no server in ``drpc.servers`` answered (the request was not sent: safe
+                to retry), or the connection broke while waiting (the request may have run:
+                retry only if the function is safe to run twice); the message says which.
         """
         if not isinstance(function, str) or not function:
             raise TypeError(f"DRPC function must be a non-empty string, got {function!r}")
         if not isinstance(args, str):
             raise TypeError(f"DRPC args of {function!r} must be a string, got {type(args).__name__}")
-        client = self._take()
+        client = self._take(function)
         try:
             answer = client.call("execute", function=function, args=args)
+        except RpcError as e:
+            client.close()
+            # sent, and no answer: the topology may have run it (Storm's TTransportException
+            # mid-call), so whether to call again is the caller's to decide, knowing that
+            raise RpcError(f"DRPC call of {function!r}: the DRPC server {client.server} stopped answering "
+                           f"after the request was sent ({e}); it may have run, so retry only if running "
+                           f"{function!r} twice is harmless") from None
         except BaseException:
             client.close()  # broken, or an error we do not know the connection survived
             raise
         self._give_back(client)
         return _outcome(answer)
 
-    def _take(self) -> Any:
+    def _take(self, function: str) -> _Connection:
         with self._lock:
             if self._closed:
-                from .._errors import RpcError
                 raise RpcError("the DRPCClient was closed")
             while self._idle:
                 client = self._idle.pop()
                 if not client.closed_by_peer():  # a server restarted, or one that made room
                     return client
                 client.close()
-        return self._connect()
+        return self._connect(function)
 
-    def _give_back(self, client: Any) -> None:
+    def _give_back(self, client: _Connection) -> None:
         with self._lock:
             if not self._closed:
                 self._idle.append(client)
                 return
         client.close()
 
-    def _connect(self) -> Any:
-        from .._errors import RpcError
+    def _connect(self, function: str) -> _Connection:
         from .._wire import AuthenticationError, Client
         timeout = self._links.drpc.request_timeout + REPLY_SLACK_SECS
         port, errors = self._links.drpc.port, []
         for host in self._servers:
             try:
-                return Client(host, port, self._links.secret, timeout=timeout, settings=self._links.rpc)
+                return _Connection(Client(host, port, self._links.secret, timeout=timeout, settings=self._links.rpc),
+                                   f"{host}:{port}")
             except AuthenticationError as e:
                 raise AuthenticationError(f"DRPC server {host}:{port}: {e} (squall.secret or <storm.local.dir>/secret "
                                           f"must be the cluster's)") from None
             except RpcError as e:
                 errors.append(str(e))
-        raise RpcError(f"no DRPC server of drpc.servers {self._servers} answered on drpc.port {port}: "
-                       + "; ".join(errors))
+        # nothing was sent: Storm's TTransportException on connect; the usual cause is the
+        # master that serves DRPC (squall nimbus with drpc.servers naming its host) down or
+        # restarting, and the call can simply be made again once one answers
+        raise RpcError(f"DRPC call of {function!r}: none of the DRPC servers of drpc.servers answered on drpc.port "
+                       f"{port} (tried {', '.join(errors)}); the request was not sent, so retrying it is safe: "
+                       f"start `squall drpc` (or the `squall nimbus` that runs it) on one of them, or check "
+                       f"drpc.servers and drpc.port")
 
     def close(self) -> None:
         """Close the idle connections (calls still running close theirs when they end)."""

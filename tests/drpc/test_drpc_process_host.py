@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -144,3 +145,58 @@ def test_squall_drpc_refuses_a_configuration_naming_no_server_here(tmp_path):
     proc = squall("drpc", "-c", f"storm.local.dir={tmp_path}", "-c", 'drpc.servers=["nowhere.invalid"]')
     assert proc.returncode == 1
     assert proc.stderr.startswith("squall: error: no entry of drpc.servers ['nowhere.invalid'] names this machine")
+
+
+def test_a_call_while_the_master_is_down_says_what_happened_and_whether_a_retry_is_safe(tmp_path):
+    """DRPC served by ``squall nimbus``: a call in flight when the master is SIGKILLed (the
+    request fetched by a spout, so it may have run) says that server stopped answering and to
+    retry only if running it twice is harmless; a call while the master is down names the
+    server tried, that none answered, and that the request was not sent, so a retry is safe."""
+    import threading
+
+    from squall._errors import RpcError
+    from squall.drpc.client import ClusterLinks
+
+    drpc, invocations = free_ports(2)
+    n = Nimbus(tmp_path, {"drpc.servers": ["127.0.0.1"], "drpc.port": drpc, "drpc.invocations.port": invocations,
+                          "drpc.request.timeout.secs": 120})
+    try:
+        raised: list[BaseException] = []
+        done = threading.Event()
+
+        def call():
+            try:
+                DRPCClient(n.conf).execute("held", "x")
+            except BaseException as e:  # noqa: BLE001 - what the caller sees, checked below
+                raised.append(e)
+            done.set()
+        caller = threading.Thread(target=call, daemon=True)
+        caller.start()
+        # as a DRPC spout would: the request is fetched, so the topology may have run it
+        spout = ClusterLinks.of(n.conf).link("127.0.0.1", invocations)
+        try:
+            deadline = time.monotonic() + 10
+            while (fetched := spout.call("fetch_request", function="held")) is None or not fetched.get("id"):
+                assert time.monotonic() < deadline, "the call never reached the DRPC server"
+                time.sleep(0.02)
+        finally:
+            spout.close()
+        n.proc.send_signal(signal.SIGKILL)
+        n.proc.wait(10)
+        assert done.wait(10), "the call in flight did not end when its DRPC server died"
+        [in_flight] = raised
+        assert isinstance(in_flight, RpcError)
+        text = str(in_flight)
+        assert f"DRPC call of 'held': the DRPC server 127.0.0.1:{drpc} stopped answering after the request " \
+               "was sent" in text, text
+        assert "it may have run, so retry only if running 'held' twice is harmless" in text, text
+
+        with pytest.raises(RpcError) as down:
+            DRPCClient(n.conf).execute("held", "y")
+        text = str(down.value)
+        assert f"DRPC call of 'held': none of the DRPC servers of drpc.servers answered on drpc.port {drpc} " \
+               f"(tried cannot reach 127.0.0.1:{drpc}" in text, text
+        assert "the request was not sent, so retrying it is safe" in text, text
+        assert "`squall nimbus`" in text, text
+    finally:
+        n.clean_up()

@@ -72,6 +72,9 @@ class Heartbeat:
     windows: dict[Any, Any] | None = None
     figures: dict[Any, Any] | None = None
     log_config_digest: str | None = None  # of the `LogConfig` it applied (None: it applies none)
+    # numbers ``errors`` within the launch: a batch whose beat got no reply is sent again as it
+    # was, and the master keeps each number once (None: a worker that does not number them)
+    errors_seq: int | None = None
 
 
 @dataclass(frozen=True)

@@ -1407,7 +1407,7 @@ class Master:
                 state.started_at = now
             state.held_launch = launch_id  # it got its peers' addresses, so they have its own
             state.failed_starts = 0
-        if beat.errors:
+        if beat.errors and not self._kept_before(state, launch_id, beat.errors_seq):
             self._add_errors(topo, slot, launch_id, beat.errors)
         state.ready = True
         active = self._active(topo)
@@ -1431,6 +1431,19 @@ class Master:
                               addresses_version=addresses_version, lost=lost, lost_generation=lost_generation,
                               epoch=epoch, log_config=log_config if changed_levels else None,
                               log_config_digest=digest if changed_levels else None)
+
+    def _kept_before(self, state: SlotState, launch_id: int, seq: int | None) -> bool:
+        """Whether the error batch ``seq`` of ``launch_id`` was kept already (a worker sends a
+        batch again, as it was, when its beat got no reply: a master killed after keeping it, a
+        leader whose write to ZooKeeper failed, a reply that timed out); else it is noted as kept
+        now, with the errors it comes with, in the same persisted record."""
+        if seq is None:
+            return False
+        kept = state.errors_kept
+        if kept is not None and kept[0] == launch_id and seq <= kept[1]:
+            return True
+        state.errors_kept = (launch_id, seq)
+        return False
 
     def _add_errors(self, topo: _Topo, slot: str, launch_id: int, errors: list[Any]) -> None:
         """Record a worker's errors (an identical repeat counts on its record) and save."""

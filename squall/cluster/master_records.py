@@ -54,8 +54,8 @@ class SlotState:
     earlier one, since peers remember each launch's last sequence numbers and would drop a
     reused launch's messages as replayed, and its topology's ``launch_floor``, at least every
     dropped record's launch id, is where a new record's launch ids start. Only ``launch_id``,
-    ``failed_starts``, ``given_up`` and ``restarts`` are persisted; the rest is learnt again
-    from the workers.
+    ``failed_starts``, ``given_up``, ``restarts`` and ``errors_kept`` are persisted; the rest is
+    learnt again from the workers.
     """
 
     # --- persisted
@@ -65,6 +65,10 @@ class SlotState:
     given_up: bool = False           # ``squall.worker.max.launch.attempts`` failed starts: not started again
     restarts: int = 0                # new launches after its worker died (info's ``restarts``): kept, so
                                      # that a restarted master or a new leader does not count from 0
+    errors_kept: tuple[int, int] | None = None  # (launch, number) of the last error batch kept: its
+                                     # worker sends one again when its beat got no reply, and a
+                                     # master that did keep it (before a restart, or the leader
+                                     # whose write to ZooKeeper failed) must not count it twice
     # --- learnt from workers and supervisors
     heartbeat: LastBeat | None = None
     ready: bool = False              # heard from since its executors were assigned (spouts wait for all)
@@ -81,7 +85,8 @@ class SlotState:
     def to_json(self) -> dict[str, Any]:
         """The persisted fields, for ``state.json``."""
         return {"launch_id": self.launch_id, "failed_starts": self.failed_starts, "given_up": self.given_up,
-                "restarts": self.restarts}
+                "restarts": self.restarts,
+                "errors_kept": list(self.errors_kept) if self.errors_kept is not None else None}
 
 
 def slots_from_json(topology: dict[str, Any]) -> dict[str, SlotState]:
@@ -89,7 +94,8 @@ def slots_from_json(topology: dict[str, Any]) -> dict[str, SlotState]:
     master before it had one, its ``launch_ids``, ``launch_failures`` and ``given_up``."""
     if "slots" in topology:
         return {slot: SlotState(s.get("launch_id"), int(s.get("failed_starts", 0)), bool(s.get("given_up")),
-                                int(s.get("restarts", 0)))  # 0 from a master before it was kept
+                                int(s.get("restarts", 0)),  # 0 from a master before it was kept
+                                _errors_kept(s.get("errors_kept")))
                 for slot, s in topology["slots"].items()}
     slots: dict[str, SlotState] = {}
     for slot, launch in topology.get("launch_ids", {}).items():
@@ -99,6 +105,13 @@ def slots_from_json(topology: dict[str, Any]) -> dict[str, SlotState]:
     for slot in topology.get("given_up", []):
         slots.setdefault(slot, SlotState()).given_up = True
     return slots
+
+
+def _errors_kept(value: Any) -> tuple[int, int] | None:
+    """`SlotState.errors_kept` as `SlotState.to_json` wrote it (None: none, or a state before it)."""
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return value[0], value[1]
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 import cloudpickle
@@ -181,6 +181,10 @@ class WorkerAgent:
         self.transport: Transport | None = None
         self.state: TopologyActivation | None = None
         self._errors: deque[dict[str, Any]] = deque()  # appended by executor threads, drained by beats
+        self._unsent: ErrorBatch | None = None  # the errors a beat sent and got no reply for
+        # the number of the last `ErrorBatch` made: a local restart of the launch (``resumes``)
+        # numbers above every earlier process of it, whose batches the master may have kept
+        self._errors_seq = self.resumes << 32
         self._crashed = threading.Event()
         self._wake = threading.Event()
         self._beat_lock = threading.Lock()
@@ -487,21 +491,24 @@ class WorkerAgent:
         if worker is None or transport is None or state is None:
             return
         with self._beat_lock:
-            pending = []
-            while self._errors:  # popleft, not a copy and a clear: an executor may append meanwhile
-                pending.append(self._errors.popleft())
+            if self._unsent is None and self._errors:
+                pending = []
+                while self._errors:  # popleft, not a copy and a clear: an executor may append meanwhile
+                    pending.append(self._errors.popleft())
+                self._errors_seq += 1
+                self._unsent = ErrorBatch(self._errors_seq, _as_master_keeps(pending))
             now = self.clock.wall()
             self.log_levels.expire(now)  # whether or not the master answers
             # read before the beat: only a beat that said so lets the loops take their first
             # tuples, once the master has its answer (or cannot be told)
             started = worker.opened()
             try:
-                self._send_beat(worker, transport, pending, now, started)
+                self._send_beat(worker, transport, self._unsent, now, started)
             finally:
                 if started:
                     worker.start_gate.release()
 
-    def _send_beat(self, worker: Worker, transport: Transport, pending: list[dict[str, Any]], now: float,
+    def _send_beat(self, worker: Worker, transport: Transport, batch: ErrorBatch | None, now: float,
                    started: bool) -> None:
         """One heartbeat (under ``_beat_lock``) and what its reply says."""
         state = self.state
@@ -513,19 +520,26 @@ class WorkerAgent:
             reply = self.nimbus.heartbeat(Heartbeat(
                 self.storm_id, self.slot, self.launch_id, stats=worker.statistics(), windows=windows,
                 figures=WorkerFigures.read(self._history.start, now)._asdict(),
-                errors=pending, started=started, address=transport.address,
+                errors=batch.errors if batch is not None else [],
+                errors_seq=batch.seq if batch is not None else None, started=started, address=transport.address,
                 addresses_version=self._addresses_version, pid=os.getpid(),
                 lost_generation=self._lost_generation, epoch=self._epoch, transport=transport.statistics(),
                 log_config_digest=self._log_config_digest))
         except (RpcError, RemoteError) as e:
             if not transient(e):
                 raise
-            # kept for when the master is back (go on processing), folded as the master folds
-            # them: a bolt failing through an outage of hours must not grow the worker by a
-            # record a failure, nor make one heartbeat carry them all. A leader that cannot
-            # write the cluster state is as good as away (before, its refusal ended the worker)
-            self._errors.extendleft(reversed(_as_master_keeps(pending)))
+            # the batch is sent again as it is, under its number: the master may have kept it
+            # (killed before its reply, a leader whose write to ZooKeeper failed) and keeps a
+            # number once. What came since waits, folded as the master folds them: a bolt
+            # failing through an outage of hours must not grow the worker by a record a
+            # failure, nor make one heartbeat carry them all. A leader that cannot write the
+            # cluster state is as good as away (before, its refusal ended the worker)
+            waiting = []
+            while self._errors:
+                waiting.append(self._errors.popleft())
+            self._errors.extendleft(reversed(_as_master_keeps(waiting)))
             return
+        self._unsent = None  # the master has them
         if reply.stop:
             # the master ended this launch (a kill, a rebalance, a new launch for the slot): its
             # copy goes first, so that no supervisor starts it again while no master answers
@@ -609,6 +623,16 @@ class _EarlyItems:
                     pass  # not a task of this worker (the transport drops those too)
             self._items = []
             self._receive = receive
+
+
+@dataclass(frozen=True)
+class ErrorBatch:
+    """Errors a beat carries, numbered within the launch (``seq``: from 1, and from ``resumes
+    << 32`` + 1 in a local restart of it): sent again, number and all, until a beat's reply
+    comes, so that a master that kept them once keeps them once."""
+
+    seq: int
+    errors: list[dict[str, Any]]
 
 
 def _as_master_keeps(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -14,9 +14,12 @@ how to emit a batch after the previous one and what describes the batch it emitt
   ``RotatingTransactionalState``: a key per partition and txid under ``<txid key>/user``, kept
   where the coordinator keeps its own), so a restarted task finds it. A partition that moves to
   another task (the list changed) while txids are in flight is read there from the store, and
-  a txid that does not find the txid before stored by the old task (opaque: by the attempt of it
-  that this task saw, the one that may commit) fails and is replayed; Storm resumes from
-  whatever it finds stored. A task that restarted while txids were in flight does not know
+  a txid that does not find stored, by the old task, the newest txid before it that listed the
+  partition (the txid just before, or an older one where the partition was gone for a while;
+  opaque: by the attempt of it that this task saw, the one that may commit) fails and is
+  replayed. A task that goes back (a replay of the txid whose check passed, or of an older one)
+  reads and checks the partition again: the txid before that one may be another task's, stored
+  since. Storm resumes from whatever it finds stored. A task that restarted while txids were in flight does not know
   what the txid before listed, and checks nothing for its first batch;
 - transactional: a txid never emitted before calls ``emit_batch_new`` with each partition's
   metadata of the previous txid, and stores what it returns; a txid emitted before (a replay)
@@ -375,6 +378,10 @@ class _PartitionedEmitter(Emitter):
         # partitions new here, whose metadata another task may still be writing: read again
         # from the store until the txid before is there (`_begin`)
         self.unsettled: set[str] = set()
+        # per partition that came here, the txid whose check found the txid before it stored: a
+        # replay of that txid or an older one (the task goes back) reads and checks it again, as
+        # the txid before that one may be another task's, written since or not yet
+        self.settled_at: dict[str, int] = {}
         # txids an earlier attempt of which may have listed other partitions (kept until an
         # attempt of the txid gets past `_begin`'s check)
         self.relisted: set[int] = set()
@@ -396,6 +403,7 @@ class _PartitionedEmitter(Emitter):
                                                                       read=p.get_id() in self.partitions))
                            for p in mine}
         self.unsettled &= set(self.partitions)
+        self.settled_at = {pid: t for pid, t in self.settled_at.items() if pid in self.partitions}
         self.listed_now = frozenset(p.get_id() for p in ordered)
         self.emitter.refresh_partitions(mine)
         self.saved_coordinator_meta = coordinator_meta
@@ -418,21 +426,26 @@ class _PartitionedEmitter(Emitter):
         self._refresh(coordinator_meta)
         self.started = True
         earlier = self.seen.get(tx.txid)
-        before = self.seen.get(tx.txid - 1)
         self.seen[tx.txid] = (tx.attempt_id, self.listed_now)  # also if this fails: the next txid's check
         if first or (earlier is not None and earlier[1] != self.listed_now):
             self.relisted.add(tx.txid)
-        for pid in sorted(self.unsettled):
+        back = {pid for pid, t in self.settled_at.items() if t >= tx.txid}
+        for pid in sorted(self.unsettled | back):
             rotating = self.partitions[pid][1]
             rotating.refresh()  # written by another task
-            prev = tx.txid - 1
-            if before is not None and pid in before[1] and not (
-                    rotating.has_state(prev) and (not self.same_attempt or rotating.attempt_of(prev) == before[0])):
-                raise FailedException(
-                    f"spout [{self.component}] task index {self.index}: partition [{pid}] came here from "
-                    f"another task, which has not yet stored its batch of txid {prev} (attempt {before[0]}); "
-                    f"txid {tx.txid} fails and is replayed")
+            # the newest txid before this one that listed the partition, not only the txid just
+            # before: a partition gone for a txid and back at another task resumes after it
+            listed = [t for t, (_attempt, pids) in self.seen.items() if t < tx.txid and pid in pids]
+            if listed:
+                prev = max(listed)
+                attempt = self.seen[prev][0]
+                if not (rotating.has_state(prev) and (not self.same_attempt or rotating.attempt_of(prev) == attempt)):
+                    raise FailedException(
+                        f"spout [{self.component}] task index {self.index}: partition [{pid}] came here from "
+                        f"another task, which has not yet stored its batch of txid {prev} (attempt {attempt}); "
+                        f"txid {tx.txid} fails and is replayed")
             self.unsettled.discard(pid)
+            self.settled_at[pid] = tx.txid
         if tx.txid in self.relisted:
             self.relisted.discard(tx.txid)
             return True

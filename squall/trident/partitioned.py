@@ -42,7 +42,9 @@ needs. A partition the source stopped listing keeps nothing for a txid whose ear
 it: each task drops that when an attempt lists other partitions than the one before it that the
 task saw, and at its first batch (Storm's commit does it), so the txid that finds the partition
 again resumes after the last committed batch. A task running behind the others (an attempt
-that has failed already) never replaces or deletes what a later attempt stored. Success
+that has failed already) never replaces or deletes what a later attempt stored; what it stores
+for a partition the later attempt does not list, a task that takes the partition drops (by the
+attempt of that txid it saw) rather than resume from it. Success
 (``$success``) drops the metadata of older txids but the newest up to it (the one the next txid
 resumes from), as the store has it; a partition the source no longer lists keeps that one key,
 so that it resumes there if it comes back, but only the `GONE_PARTITIONS_KEPT` (1,000) gone
@@ -433,6 +435,8 @@ class _PartitionedEmitter(Emitter):
         for pid in sorted(self.unsettled | back):
             rotating = self.partitions[pid][1]
             rotating.refresh()  # written by another task
+            if self.same_attempt:
+                self._drop_failed_reads(tx.txid, pid, rotating)
             # the newest txid before this one that listed the partition, not only the txid just
             # before: a partition gone for a txid and back at another task resumes after it
             listed = [t for t, (_attempt, pids) in self.seen.items() if t < tx.txid and pid in pids]
@@ -450,6 +454,17 @@ class _PartitionedEmitter(Emitter):
             self.relisted.discard(tx.txid)
             return True
         return False
+
+    def _drop_failed_reads(self, txid: int, pid: str, rotating: RotatingTransactionalState) -> None:
+        """Drops what an attempt that failed stored for ``pid`` at a txid before ``txid`` whose
+        attempt seen here does not list it: a task running behind the others ran that attempt
+        after the later one went out, and deletes it only when it runs the later one
+        (`_OpaqueEmitter._forget_vanished`); resuming from it would skip its records, which no
+        committed batch holds."""
+        for t, (attempt, pids) in self.seen.items():
+            stored = rotating.attempt_of(t)
+            if t < txid and pid not in pids and stored is not None and stored < attempt:
+                rotating.remove_state(t)
 
     def _by_id(self, metas: Mapping[Any, Any]) -> Iterable[tuple[str, Any]]:
         for partition, meta in metas.items():

@@ -246,3 +246,17 @@ def test_a_partition_back_at_another_task_waits_for_the_last_txid_that_listed_it
     committed += [r for (_txid, _task), values in sorted(out.items()) for [r] in values]
     assert sorted(committed) == sorted(set(committed))
     assert {"p2-2", "p2-3", "p2-4", "p2-5"} <= set(committed)
+
+
+@pytest.mark.parametrize("seed, tasks, in_flight, lose, restart", [
+    (108, 3, 3, False, False), (124, 2, 3, True, False), (136, 2, 3, True, True)])
+def test_a_partition_read_after_a_failed_attempt_of_a_task_running_behind_loses_nothing(seed, tasks, in_flight,
+                                                                                         lose, restart):
+    """Orders that lost records (p5-0 to p5-3 of seed 108): a task running behind ran attempt 2
+    of txid 17, which listed p5, after attempt 4 (which did not) went out, and stored p5's batch
+    for txid 17; another task took p5 at txid 18 and resumed after that batch, which never
+    committed, before the first task ran attempt 4 and deleted it."""
+    run = Orders(seed, True, tasks, in_flight, lose, restart)
+    run.run()
+    records = {r for rs in run.src.data.values() for r in rs}
+    assert not sorted(records - set(run.committed)), f"seed {seed}: records lost"

@@ -230,3 +230,11 @@ class ParseKeyOrSkip(ParseKey):
     def execute(self, tuple, collector):
         if tuple.get_value_by_field("text").isdigit():
             super().execute(tuple, collector)
+
+
+def refuse_bad(line: bytes) -> list:
+    """A `FileTridentSpout` translator that refuses (a dead letter) a line starting ``bad``."""
+    text = line.decode().rstrip("\n")
+    if text.startswith("bad"):
+        raise ValueError(f"refused {text!r}")
+    return [text]

@@ -2,8 +2,8 @@
 redis-server) on Spark's engine, through the squall_trident source's readers (as
 tests/trident_spark/test_source.py drives them): each is logged once, naming its txid,
 where the driver plans its batch; a task's read of the batch, and the read again (a task retried,
-the micro-batch re-run), log nothing; and a txid the driver plans again (a plan that emitted
-nothing is asked for again at the next trigger) logs only the lines it had not. Each read and
+the micro-batch re-run), log nothing; and a batch of refused lines only is a batch of its own
+(test_dead_letter_batches.py), its lines logged under its txid. Each read and
 each plan logged the file's again (12 lines here for 3 refused lines); the Redis spout, logging at
 the first read only since c19ecc7, still logged again at each plan of a txid (6 lines for 3)."""
 
@@ -47,18 +47,22 @@ def test_a_file_spouts_refused_lines_are_logged_once_each_on_spark(tmp_path, cap
     assert sorted(_read(reader, start, first)) == [["one"], ["two"]]
     assert sorted(_read(reader, start, first)) == [["one"], ["two"]]  # a task retried: the same
     write_lines(path, ["bad2"])
-    assert reader.latestOffset(first, None) == first  # txid 2 emits nothing: no micro-batch
+    second = reader.latestOffset(first, None)  # txid 2 refuses its one line: a batch of no rows
+    assert second["txid"] == 2 and _read(reader, first, second) == _read(reader, first, second) == []
     write_lines(path, ["bad3"])
-    assert reader.latestOffset(first, None) == first  # planned again, one more refused line
+    third = reader.latestOffset(second, None)
+    assert third["txid"] == 3 and _read(reader, second, third) == []
+    assert reader.latestOffset(third, None) == third  # nothing new: no batch, nothing logged
     write_lines(path, ["three"])
-    second = reader.latestOffset(first, None)  # txid 2 again, now with a line to emit
-    assert second["txid"] == 2
-    assert _read(reader, first, second) == [["three"]]
-    assert _read(reader, first, second) == [["three"]]
+    fourth = reader.latestOffset(third, None)
+    assert fourth["txid"] == 4
+    assert _read(reader, third, fourth) == [["three"]]
+    assert _read(reader, third, fourth) == [["three"]]
     offsets = {"bad1": 4, "bad2": 13, "bad3": 18}  # "one\n" "bad1\n" "two\n" "bad2\n" ...
+    txids = {"bad1": 1, "bad2": 2, "bad3": 3}
     lines = [r.getMessage() for r in caplog.records if "dead letter" in r.getMessage()]
     assert sorted(lines) == sorted(
-        f"FileTridentSpout dead letter: txid {1 if name == 'bad1' else 2}: {path} offset {at}: "
+        f"FileTridentSpout dead letter: txid {txids[name]}: {path} offset {at}: "
         f"ValueError: refused {name!r}" for name, at in offsets.items())
 
 
@@ -78,13 +82,17 @@ def test_a_redis_stream_spouts_malformed_entries_are_logged_once_each_on_spark(r
     first = reader.latestOffset(start, None)
     assert _read(reader, start, first) == _read(reader, start, first) == [["one"]]  # a task retried
     ids["bad2"] = client.xadd("s", {"other": "bad2"})
-    assert reader.latestOffset(first, None) == first  # txid 2 emits nothing: planned again below
+    second = reader.latestOffset(first, None)  # txid 2 refuses its one entry: a batch of no rows
+    assert second["txid"] == 2 and _read(reader, first, second) == _read(reader, first, second) == []
     ids["bad3"] = client.xadd("s", {"other": "bad3"})
-    assert reader.latestOffset(first, None) == first
+    third = reader.latestOffset(second, None)
+    assert third["txid"] == 3 and _read(reader, second, third) == []
+    assert reader.latestOffset(third, None) == third  # nothing new: no batch, nothing logged
     client.xadd("s", {"value": "two"})
-    second = reader.latestOffset(first, None)
-    assert second["txid"] == 2 and _read(reader, first, second) == _read(reader, first, second) == [["two"]]
+    fourth = reader.latestOffset(third, None)
+    assert fourth["txid"] == 4 and _read(reader, third, fourth) == _read(reader, third, fourth) == [["two"]]
+    txids = {"bad1": 1, "bad2": 2, "bad3": 3}
     lines = [r.getMessage() for r in caplog.records if "dead letter" in r.getMessage()]
     assert sorted(lines) == sorted(
-        f"RedisStreamTridentSpout dead letter: txid {1 if name == 'bad1' else 2}: stream 's' entry {entry}: "
+        f"RedisStreamTridentSpout dead letter: txid {txids[name]}: stream 's' entry {entry}: "
         f"missing field 'value' (has ['other'])" for name, entry in ids.items())

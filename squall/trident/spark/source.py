@@ -18,7 +18,9 @@ offset. Each micro-batch is one batch of the spout:
 Kinds: an `IBatchSpout` or an `ITridentSpout` (metadata from its coordinator, one partition); an
 `IPartitionedTridentSpout` (Storm's partitions are Spark's input partitions: each partition's
 metadata is in the offset, a new txid is planned with ``emit_batch_new`` after the previous
-metadata, a task re-emits its partition with ``re_emit_partition_batch``). Refused, by
+metadata, a task re-emits its partition with ``re_emit_partition_batch``; a batch that emits no
+tuple is no micro-batch unless the spout dead-lettered records in it: then it is one of no rows,
+its offset past them). Refused, by
 `check_spout`: a plain `Spout` (at least once: a replay is what failed, not the same batch) and
 an opaque spout (a replayed txid may hold other records), naming the spout and the reason.
 
@@ -485,6 +487,13 @@ class BatchSpoutReader(_Reader):
         self._succeeded = txid
 
 
+def _dead_letters(emitter: Any) -> int:
+    """How many records ``emitter`` dead-lettered so far (`CountsDeadLetters`; 0 for a spout
+    that does not count them)."""
+    counts = getattr(emitter, "dead_letter_counts", None)
+    return 0 if counts is None else int(counts.total)
+
+
 @dataclass(frozen=True)
 class _PartitionTask:
     """One partition of a partitioned spout's batch: what a task re-emits."""
@@ -524,7 +533,8 @@ class PartitionedSpoutReader(_Reader):
         return self._live["emitter"]
 
     def latestOffset(self, start: dict, limit: Any = None) -> dict:
-        """Each partition's next batch after its metadata in ``start``; ``start`` when none emits."""
+        """Each partition's next batch after its metadata in ``start``; ``start`` when none emits a tuple
+        or dead-letters a record (a batch of dead letters only is a micro-batch of no rows)."""
         txid = int(start["txid"]) + 1
         coordinator = self._coordinator()
         if not coordinator.is_ready(txid):
@@ -538,9 +548,15 @@ class PartitionedSpoutReader(_Reader):
         parts = dict(start.get("parts", {}))
         prev = {p: from_offset(parts.get(p.get_id()), self.spec.where()) for p in ordered}
         out = _Counter()
+        dead_before = _dead_letters(emitter)
         metas = emitter.emit_batch_new(_attempt(txid), out, set(ordered), prev)
-        if not out.count:
+        if not out.count and _dead_letters(emitter) == dead_before:
             return start
+        # a batch of only dead letters (a translator that raised, a line over the limit) is a
+        # micro-batch of no rows: its offset moves the partitions past them, as Storm commits
+        # such a batch; kept at ``start`` it was planned again at every trigger, forever, and
+        # nothing after it read. In Spark's write-ahead log like any batch, a restarted driver
+        # goes on after it, and a task's read of it (retried or not) emits nothing, logs nothing
         batch = []
         for partition, meta in metas.items():
             if meta is None:

@@ -15,9 +15,11 @@ translator refuses or turns into values that are not one per field is a dead let
 same way on every replay, counted at each attempt for the emitter bolt (which keeps the last
 attempt's count per txid), and logged once, when its txid first reads it, naming the txid, the
 file and the offset. A replay (``re_emit_partition_batch``: Storm's, and every Spark task's read,
-retried or not) logs nothing; a txid planned again on Spark's driver (a plan that emitted nothing
-is asked for again) logs only the lines past what it logged before. A line being written (no
-newline yet) waits for a later batch.
+retried or not) logs nothing; a txid planned again on Spark's driver logs only the lines past
+what it logged before. A line the translator turns into None is skipped: no tuple, no dead
+letter. A batch that read lines is a batch whatever it emitted (``covers_records``: on Spark's
+engine a batch of only skipped lines or dead letters is a micro-batch of no rows past them). A
+line being written (no newline yet) waits for a later batch.
 
 Files must only grow: a file that is shorter than a batch's range when the batch is replayed,
 that is another file than the batch read, or that changed within it, raises `FileConnectorError`
@@ -112,8 +114,8 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
         self.limit = int(setting(conf or {}, MAX_RECORD_KEY))
         self.max_pending = max_active_batches(conf or {})
         # per txid's range of a file, the byte up to which its first reads logged its dead
-        # letters: a txid read anew (Spark's driver plans it again while it emits nothing; a
-        # Storm batch whose metadata was not stored) logs only the lines past it
+        # letters: a txid read anew (planned again on Spark's driver; a Storm batch whose
+        # metadata was not stored) logs only the lines past it
         self.logged: dict[_ReadKey, int] = {}
 
     def get_ordered_partitions(self, all_partition_info: Any) -> list[FilePartition]:
@@ -261,6 +263,11 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
                 self.logged[key] = max(first.since, end)
                 metas[p] = {"start": start, "end": end, "sha256": digest, **file_identity(f.fileno(), end, last)}
         return metas
+
+    def covers_records(self, partition_meta: Any) -> bool:
+        """Whether the batch read lines of its file (a range of bytes), tuples or not: lines the
+        translator skipped (None) or refused move the file on as lines it turned into tuples."""
+        return int(partition_meta["end"]) > int(partition_meta["start"])
 
     def re_emit_partition_batch(self, tx: Any, collector: Any, partition: Any, partition_meta: Any) -> None:
         """The same byte range of the same file again; a file that is gone, another file, or

@@ -389,6 +389,12 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
             self.read_through[tp] = {int(t): int(o) for t, o in (kept or {}).items()}
         return self.read_through[tp]
 
+    def covers_records(self, partition_meta: Any) -> bool:
+        """Whether the batch read records of its partition (not ``empty``), whatever the
+        translator made of them: a record it skipped (None, without ``emit_null_tuples``) or
+        refused is behind the partition's next batch as one it turned into a tuple."""
+        return not BatchMeta.from_map(partition_meta).empty
+
     def re_emit_partition_batch(self, tx: Any, collector: Any, partition: Any, partition_meta: Any) -> None:
         """The records ``first_offset..last_offset`` of ``partition`` again; their dead letters
         were logged at the first read."""

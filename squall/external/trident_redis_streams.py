@@ -12,12 +12,11 @@ keep streams untrimmed past what Trident has committed. The first batch of a str
 ``start_id`` (``"0-0"``: the whole stream; ``"$"``: only entries added after the first batch).
 Entries become tuples through `squall.external.redis_streams`' translator (the entry id, then the
 declared fields); an entry the translator refuses (`MalformedEntry`) is a dead letter: logged
-when its txid is first read (naming the txid; a txid read anew, as Spark's driver plans a txid
-again while its plan emits nothing, logs only the entries past what it logged), counted at each
-attempt for the emitter bolt, which keeps the last attempt's per txid, and skipped quietly on
-every replay. A server that is down fails the batch
-(`squall.ReportedFailedException`: shown in the topology's errors, naming the server); the
-URL's password is never logged.
+when its txid is first read (naming the txid; a txid read anew, planned again on Spark's
+driver, logs only the entries past what it logged), counted at each attempt for the emitter bolt,
+which keeps the last attempt's per txid, and skipped quietly on every replay. A server that is
+down fails the batch (`squall.ReportedFailedException`: shown in the topology's errors, naming
+the server); the URL's password is never logged.
 
 Needs the ``redis`` extra (``pip install 'squall[redis]'``).
 """
@@ -104,8 +103,8 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
         self.start_dead_letter_counts()  # read by the emitter bolt around each batch
         self.max_pending = max_active_batches(conf or {})
         # per txid's entries of a stream, the last entry id its first reads logged through: a
-        # txid read anew (Spark's driver plans it again while it emits nothing; a Storm batch
-        # whose metadata was not stored) logs only the entries after it
+        # txid read anew (planned again on Spark's driver; a Storm batch whose metadata was not
+        # stored) logs only the entries after it
         self.logged: dict[_ReadKey, str] = {}
         self.call = _Calls(spout.url, spout.timeout)
 
@@ -161,6 +160,10 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
                 self.logged[read] = max(self.logged.get(read, after), entries[-1][0], key=_entry_order)
             metas[p] = {"after": after, "last": entries[-1][0] if entries else after, "count": len(entries)}
         return metas
+
+    def covers_records(self, partition_meta: Any) -> bool:
+        """Whether the batch read entries of its stream, tuples or dead letters."""
+        return int(partition_meta["count"]) > 0
 
     def re_emit_partition_batch(self, tx: Any, collector: Any, partition: Any, partition_meta: Any) -> None:
         """The same entries again; a stream trimmed there is an error. Its dead letters were

@@ -174,6 +174,11 @@ class _ParquetEmitter(IPartitionedTridentSpout.Emitter):
             metas[p] = {"rows": len(rows), "size": size}
         return metas
 
+    def covers_records(self, partition_meta: Any) -> bool:
+        """True: a file in a batch is read, whole, once, also one of no rows (the batch after
+        it reads the next files)."""
+        return True
+
     def re_emit_partition_batch(self, tx: Any, collector: Any, partition: Any, partition_meta: Any) -> None:
         """The file again; one whose size or row count changed is an error naming it."""
         path = self.location.path(partition.name)
@@ -375,6 +380,11 @@ class _DeltaEmitter(IPartitionedTridentSpout.Emitter):
             metas[p] = {"first_version": versions[0], "last_version": versions[-1], "files": len(files),
                         "rows": len(rows)}
         return metas
+
+    def covers_records(self, partition_meta: Any) -> bool:
+        """True: a batch covers its commits, also ones that add no row (a file of no rows, a
+        commit that adds none: the batch after it starts at the next commit)."""
+        return True
 
     def re_emit_partition_batch(self, tx: Any, collector: Any, partition: Any, partition_meta: Any) -> None:
         """The same commits' files again: the same rows, or an error naming the table."""

@@ -317,6 +317,17 @@ class IPartitionedTridentSpout(_PartitionedSpout):
                                     partition_meta: Any) -> None:
             """Emit again exactly what ``partition`` emitted for ``partition_meta``."""
 
+        def covers_records(self, partition_meta: Any) -> bool:
+            """Whether the batch ``partition_meta`` describes moved its partition past records,
+            whether or not they became tuples (a translator's skip, a dead letter). Not Storm's:
+            Spark's engine asks it of a plan that emitted no tuple, which is a micro-batch of no
+            rows moving past them when this is true, and no micro-batch otherwise (the next plan
+            starts from the same metadata). False by default: a spout whose batches may read
+            records and emit none must say so here, or such a batch is planned again at every
+            trigger and nothing after it is read there. Other hosts store every batch's metadata
+            and go on after it whatever it emitted."""
+            return False
+
 
 class IOpaquePartitionedTridentSpout(_PartitionedSpout):
     """Storm's ``IOpaquePartitionedTridentSpout``: an opaque spout over partitions (every record

@@ -238,3 +238,19 @@ def refuse_bad(line: bytes) -> list:
     if text.startswith("bad"):
         raise ValueError(f"refused {text!r}")
     return [text]
+
+
+def skip_comments(line: bytes) -> list | None:
+    """A `FileTridentSpout` translator that skips (None: no tuple, no dead letter) a line starting
+    ``#`` and refuses (a dead letter) one starting ``bad``."""
+    text = line.decode().rstrip("\n")
+    if text.startswith("#"):
+        return None
+    if text.startswith("bad"):
+        raise ValueError(f"refused {text!r}")
+    return [text]
+
+
+def skip_comment_records(record) -> list | None:
+    """A `KafkaSpoutConfig` translator: `skip_comments` of the record's value."""
+    return skip_comments(record.value + b"\n")

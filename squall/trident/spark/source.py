@@ -19,8 +19,9 @@ Kinds: an `IBatchSpout` or an `ITridentSpout` (metadata from its coordinator, on
 `IPartitionedTridentSpout` (Storm's partitions are Spark's input partitions: each partition's
 metadata is in the offset, a new txid is planned with ``emit_batch_new`` after the previous
 metadata, a task re-emits its partition with ``re_emit_partition_batch``; a batch that emits no
-tuple is no micro-batch unless the spout dead-lettered records in it: then it is one of no rows,
-its offset past them). Refused, by
+tuple is no micro-batch unless the spout read records in it, dead letters or records its
+translator skipped (its emitter's ``covers_records``): then it is one of no rows, its offset past
+them). Refused, by
 `check_spout`: a plain `Spout` (at least once: a replay is what failed, not the same batch) and
 an opaque spout (a replayed txid may hold other records), naming the spout and the reason.
 
@@ -494,6 +495,13 @@ def _dead_letters(emitter: Any) -> int:
     return 0 if counts is None else int(counts.total)
 
 
+def _covers_records(emitter: Any, metas: dict) -> bool:
+    """Whether a batch of ``emitter``'s with partition metadata ``metas`` moved a partition past
+    records (``IPartitionedTridentSpout.Emitter.covers_records``; False for an emitter without it)."""
+    covers = getattr(emitter, "covers_records", None)
+    return covers is not None and any(meta is not None and covers(meta) for meta in metas.values())
+
+
 @dataclass(frozen=True)
 class _PartitionTask:
     """One partition of a partitioned spout's batch: what a task re-emits."""
@@ -533,8 +541,9 @@ class PartitionedSpoutReader(_Reader):
         return self._live["emitter"]
 
     def latestOffset(self, start: dict, limit: Any = None) -> dict:
-        """Each partition's next batch after its metadata in ``start``; ``start`` when none emits a tuple
-        or dead-letters a record (a batch of dead letters only is a micro-batch of no rows)."""
+        """Each partition's next batch after its metadata in ``start``; ``start`` when none emits a
+        tuple, dead-letters a record or moves past one (`_covers_records`): a batch that read
+        records and emitted no tuple is a micro-batch of no rows."""
         txid = int(start["txid"]) + 1
         coordinator = self._coordinator()
         if not coordinator.is_ready(txid):
@@ -550,13 +559,14 @@ class PartitionedSpoutReader(_Reader):
         out = _Counter()
         dead_before = _dead_letters(emitter)
         metas = emitter.emit_batch_new(_attempt(txid), out, set(ordered), prev)
-        if not out.count and _dead_letters(emitter) == dead_before:
+        if not out.count and _dead_letters(emitter) == dead_before and not _covers_records(emitter, metas):
             return start
-        # a batch of only dead letters (a translator that raised, a line over the limit) is a
-        # micro-batch of no rows: its offset moves the partitions past them, as Storm commits
-        # such a batch; kept at ``start`` it was planned again at every trigger, forever, and
-        # nothing after it read. In Spark's write-ahead log like any batch, a restarted driver
-        # goes on after it, and a task's read of it (retried or not) emits nothing, logs nothing
+        # a batch that read records and emitted none (all dead letters, all skipped by the
+        # translator, a Parquet file of no rows) is a micro-batch of no rows: its offset moves
+        # the partitions past them, as Storm commits such a batch; kept at ``start`` it was
+        # planned again at every trigger, forever, and nothing after it read. In Spark's
+        # write-ahead log like any batch, a restarted driver goes on after it, and a task's read
+        # of it (retried or not) emits nothing, logs nothing
         batch = []
         for partition, meta in metas.items():
             if meta is None:

@@ -19,8 +19,13 @@ how to emit a batch after the previous one and what describes the batch it emitt
   opaque: by the attempt of it that this task saw, the one that may commit) fails and is
   replayed. A task that goes back (a replay of the txid whose check passed, or of an older one)
   reads and checks the partition again: the txid before that one may be another task's, stored
-  since. Storm resumes from whatever it finds stored. A task that restarted while txids were in flight does not know
-  what the txid before listed, and checks nothing for its first batch;
+  since. Storm resumes from whatever it finds stored. A task that did not see a txid before the
+  one it runs, whose commit it has not heard of (its batch was lost on the way here, or the task
+  restarted after running it, or before), knows what that txid listed only from the store: it
+  reads the spout coordinator's stored metadata of that txid (`TridentSpoutCoordinator` keeps
+  ``meta/<txid>`` until a later txid succeeds; opaque: also the master's stored attempt ids,
+  the attempt that may commit) and checks every partition of its own as if new, so a restarted
+  task checks its first batch as a running one does;
 - transactional: a txid never emitted before calls ``emit_batch_new`` with each partition's
   metadata of the previous txid, and stores what it returns; a txid emitted before (a replay)
   calls ``re_emit_partition_batch`` with the stored metadata, which must emit exactly the same
@@ -69,7 +74,7 @@ from typing import Any, NamedTuple, Protocol
 from .._errors import FailedException
 from .._failure import DeadLetterCounts
 from .._fields import Fields
-from .coordinator import TransactionAttempt
+from .coordinator import CURRENT_ATTEMPTS, META_PREFIX, TransactionAttempt
 from .spout import BatchCoordinator, Emitter, ITridentSpout
 
 __all__ = [
@@ -379,6 +384,9 @@ class _PartitionedEmitter(Emitter):
         self.emitter = emitter
         # Storm's TransactionalState.newUserState(conf, txid key): beside the coordinator's own
         self.store = context.transactional_state(f"{txid_key}/user")
+        self.context = context
+        self.txid_key = txid_key
+        self._coordinator_store: TxStore | None = None  # the spout coordinator's, read at a missed txid
         self.index = context.get_this_task_index()
         self.component = context.get_this_component_id()
         self.num_tasks = len(context.get_component_tasks(context.get_this_component_id()))
@@ -398,6 +406,12 @@ class _PartitionedEmitter(Emitter):
         # txids an earlier attempt of which may have listed other partitions (kept until an
         # attempt of the txid gets past `_begin`'s check)
         self.relisted: set[int] = set()
+        # per txid this task did not see (its batch lost here, or run before this task started),
+        # the attempt and partitions the coordinator stored for it (`_read_missed`)
+        self.read_listed: dict[int, tuple[int | None, frozenset[str]]] = {}
+        # every txid below this one was seen here, read (`read_listed`) or committed (a $success
+        # heard); None: nothing known yet (a task that has just started)
+        self.known_below: int | None = None
 
     @property
     def dead_letter_counts(self) -> DeadLetterCounts | None:
@@ -438,23 +452,30 @@ class _PartitionedEmitter(Emitter):
         first = not self.started
         self._refresh(coordinator_meta)
         self.started = True
+        if self._missed(tx.txid):
+            # what a missed txid listed is known only from the store, and any partition of this
+            # task may have been at another task then: each is read and checked again
+            self._read_missed(tx.txid)
+            self.unsettled |= set(self.partitions)
         earlier = self.seen.get(tx.txid)
         self.seen[tx.txid] = (tx.attempt_id, self.listed_now)  # also if this fails: the next txid's check
         if first or (earlier is not None and earlier[1] != self.listed_now):
             self.relisted.add(tx.txid)
+        listings = {**self.read_listed, **self.seen}
         back = {pid for pid, t in self.settled_at.items() if t >= tx.txid}
         for pid in sorted(self.unsettled | back):
             rotating = self.partitions[pid][1]
             rotating.refresh()  # written by another task
             if self.same_attempt:
-                self._drop_failed_reads(tx.txid, pid, rotating)
+                self._drop_failed_reads(tx.txid, pid, rotating, listings)
             # the newest txid before this one that listed the partition, not only the txid just
             # before: a partition gone for a txid and back at another task resumes after it
-            listed = [t for t, (_attempt, pids) in self.seen.items() if t < tx.txid and pid in pids]
+            listed = [t for t, (_attempt, pids) in listings.items() if t < tx.txid and pid in pids]
             if listed:
                 prev = max(listed)
-                attempt = self.seen[prev][0]
-                if not (rotating.has_state(prev) and (not self.same_attempt or rotating.attempt_of(prev) == attempt)):
+                attempt = listings[prev][0]
+                if not (rotating.has_state(prev)
+                        and (not self.same_attempt or attempt is None or rotating.attempt_of(prev) == attempt)):
                     raise FailedException(
                         f"spout [{self.component}] task index {self.index}: partition [{pid}] came here from "
                         f"another task, which has not yet stored its batch of txid {prev} (attempt {attempt}); "
@@ -466,16 +487,48 @@ class _PartitionedEmitter(Emitter):
             return True
         return False
 
-    def _drop_failed_reads(self, txid: int, pid: str, rotating: RotatingTransactionalState) -> None:
+    def _drop_failed_reads(self, txid: int, pid: str, rotating: RotatingTransactionalState,
+                           listings: Mapping[int, tuple[int | None, frozenset[str]]]) -> None:
         """Drops what an attempt that failed stored for ``pid`` at a txid before ``txid`` whose
-        attempt seen here does not list it: a task running behind the others ran that attempt
-        after the later one went out, and deletes it only when it runs the later one
-        (`_OpaqueEmitter._forget_vanished`); resuming from it would skip its records, which no
-        committed batch holds."""
-        for t, (attempt, pids) in self.seen.items():
+        attempt seen here (or read, `_read_missed`) does not list it: a task running behind the
+        others ran that attempt after the later one went out, and deletes it only when it runs the
+        later one (`_OpaqueEmitter._forget_vanished`); resuming from it would skip its records,
+        which no committed batch holds."""
+        for t, (attempt, pids) in listings.items():
             stored = rotating.attempt_of(t)
-            if t < txid and pid not in pids and stored is not None and stored < attempt:
+            if t < txid and pid not in pids and stored is not None and attempt is not None and stored < attempt:
                 rotating.remove_state(t)
+
+    def _missed(self, txid: int) -> bool:
+        """Whether a txid before ``txid`` may not have committed and was not seen here: its batch
+        was lost on its way to this task (it times out), or this task started after running it
+        (a restart), or before it heard of a commit."""
+        if self.known_below is None:
+            return True
+        return any(t not in self.seen and t not in self.read_listed for t in range(self.known_below, txid))
+
+    def _read_missed(self, txid: int) -> None:
+        """Reads, for each txid before ``txid`` not seen here, what the spout coordinator stored
+        for it (Storm's ``TridentSpoutCoordinator`` keeps each txid's metadata until a later
+        one succeeds, and the master each running txid's attempt id, beside it: a restarted
+        task reads them, as it reads the partitions' metadata): the partitions it listed and
+        the attempt that may commit (None: any, for a txid committed already or a coordinator
+        that keeps no attempt ids). A txid without stored metadata either committed before a
+        later one's ``$success`` (each partition's newest metadata up to it is stored), or has
+        not passed the spout coordinator yet (a batch held up there), so no task emitted it and
+        a task that saw every txid knows no more of it."""
+        if self._coordinator_store is None:
+            self._coordinator_store = self.context.transactional_state(self.txid_key)
+        store = self._coordinator_store
+        attempts = store.get(CURRENT_ATTEMPTS) if self.same_attempt else None
+        attempts = attempts if isinstance(attempts, dict) else {}
+        for key in store.list(META_PREFIX):
+            tail = key[len(META_PREFIX):]
+            if not tail.isdigit() or int(tail) >= txid or int(tail) in self.seen:
+                continue
+            ordered = self.emitter.get_ordered_partitions(store.get(key))
+            self.read_listed[int(tail)] = (attempts.get(int(tail)), frozenset(p.get_id() for p in ordered))
+        self.known_below = max(self.known_below or 0, txid)
 
     def _by_id(self, metas: Mapping[Any, Any]) -> Iterable[tuple[str, Any]]:
         for partition, meta in metas.items():
@@ -497,6 +550,8 @@ class _PartitionedEmitter(Emitter):
             rotating.cleanup_before(tx.txid, stored.get(rotating.key, ()))
         for t in [t for t in self.seen if t < tx.txid]:
             del self.seen[t]
+        self.read_listed = {t: listed for t, listed in self.read_listed.items() if t >= tx.txid}
+        self.known_below = max(self.known_below or 0, tx.txid + 1)
         self._forget_gone(tx.txid, stored)
         self.relisted = {t for t in self.relisted if t >= tx.txid}
 
@@ -512,7 +567,7 @@ class _PartitionedEmitter(Emitter):
         if not self.started:
             return
         listed = {partition_key(pid) for pid in self.listed_now}
-        for _attempt, partitions in self.seen.values():
+        for _attempt, partitions in [*self.seen.values(), *self.read_listed.values()]:
             listed.update(partition_key(pid) for pid in partitions)
         gone = sorted((max(txids), key) for key, txids in stored.items()
                       if key not in listed and max(txids) <= txid)

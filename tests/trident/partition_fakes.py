@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from squall._transactional import MemoryBackend
-from squall.trident.coordinator import TransactionAttempt
+from squall.trident.coordinator import CURRENT_ATTEMPTS, META_PREFIX, TransactionAttempt
 from squall.trident.txstate import MemoryTransactionalState
 
 
@@ -53,8 +53,10 @@ class Recorder:
 
 class Driver:
     """Plays Trident's coordinator and spout bolt for one `ITridentSpout`: the coordinator's
-    metadata per txid kept as the coordinator keeps it (a replay gets it back), one emitter per
-    task; `restart` makes new emitters over the same store, as a restarted worker has."""
+    metadata per txid kept as the coordinator keeps it (a replay gets it back), and stored as
+    `squall.trident.coordinator` stores it (each txid's metadata under ``meta/``, the running
+    txids' attempt ids, both in the spout's transactional state, until a commit), one emitter
+    per task; `restart` makes new emitters over the same store, as a restarted worker has."""
 
     def __init__(self, spout, backend: MemoryBackend | None = None, num_tasks: int = 1, txid_key: str = "s",
                  storm_id: str = "topo-1-1") -> None:
@@ -64,8 +66,10 @@ class Driver:
         self.num_tasks = num_tasks
         self.txid_key = txid_key
         self.coordinator = spout.get_coordinator(txid_key, {}, FakeContext(self.backend, storm_id=storm_id))
+        self.state = FakeContext(self.backend, storm_id=storm_id).transactional_state(txid_key)
         self.metadata: dict[int, object] = {}
         self.attempts: dict[int, int] = {}
+        self.running: dict[int, int] = {}  # the attempt ids of the txids not committed
         self.restart()
 
     def restart(self) -> None:
@@ -81,8 +85,20 @@ class Driver:
     def start(self, txid: int) -> None:
         """The spout coordinator's part of a new attempt of ``txid``: its metadata."""
         self.attempts[txid] = self.attempts.get(txid, -1) + 1
+        self.running[txid] = self.attempts[txid]
+        self.state.put(CURRENT_ATTEMPTS, dict(self.running))  # the master saves it before the $batch
         self.metadata[txid] = self.coordinator.initialize_transaction(
             txid, self.metadata.get(txid - 1), self.metadata.get(txid))
+        self.state.put(f"{META_PREFIX}{txid:020d}", self.metadata[txid])
+
+    def commit(self, txid: int) -> None:
+        """What the coordinators store at ``txid``'s commit: the master drops its attempt id,
+        the spout coordinator the metadata of older txids."""
+        self.running.pop(txid, None)
+        self.state.put(CURRENT_ATTEMPTS, dict(self.running))
+        for key in self.state.list(META_PREFIX):
+            if int(key[len(META_PREFIX):]) < txid:
+                self.state.delete(key)
 
     def emit_on(self, txid: int, task: int) -> list:
         """The current attempt of ``txid`` (`start`) on task ``task`` alone: the tuples emitted."""
@@ -91,6 +107,7 @@ class Driver:
         return out.values
 
     def success(self, txid: int) -> None:
+        self.commit(txid)
         self.coordinator.success(txid)
         for emitter in self.emitters:
             emitter.success(TransactionAttempt(txid, self.attempts[txid]))

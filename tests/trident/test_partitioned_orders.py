@@ -189,6 +189,7 @@ class Orders:
         for task in range(self.tasks):
             self.committed += self.out[(txid, attempt, task)]
         self.last_committed = txid
+        self.d.commit(txid)
         for queue in self.successes:
             queue.append((txid, attempt))
 
@@ -260,3 +261,65 @@ def test_a_partition_read_after_a_failed_attempt_of_a_task_running_behind_loses_
     run.run()
     records = {r for rs in run.src.data.values() for r in rs}
     assert not sorted(records - set(run.committed)), f"seed {seed}: records lost"
+
+
+@pytest.mark.parametrize("opaque", [True, False], ids=["opaque", "transactional"])
+@pytest.mark.parametrize("missed", ["restart", "lost"])
+def test_a_task_that_missed_the_txid_before_checks_a_partition_moving_here_against_the_stored_one(opaque, missed):
+    """p1 is at task 1 in txid 2 and at task 0 in txid 3 (p0 left the list). Task 0 ran txid 2
+    and restarted (``restart``: it lost what txid 2 listed), or never got txid 2's batch
+    (``lost``: it times out); task 0 runs txid 3 before task 1 runs txid 2. Only the store (the
+    coordinator's metadata of txid 2) says that txid 2 listed p1: txid 3 must fail there, not
+    resume p1 after txid 1 and take txid 2's records too, and its replay resume after txid 2."""
+    src = Lists(3, batch=2)
+    src.add(10)
+    src.visible = {"p0", "p1", "p2"}
+    spout = OpSpout(src) if opaque else TxSpout(src)
+    spout.get_coordinator = lambda conf, context: VisibleCoord(src)
+    adapter = OpaquePartitionedTridentSpoutExecutor if opaque else PartitionedTridentSpoutExecutor
+    d = Driver(adapter(spout), num_tasks=2)
+    committed = [r for [r] in d.emit(1)]
+    d.success(1)
+    d.start(2)  # task 0: p0 and p2, task 1: p1
+    src.visible = {"p1", "p2"}
+    d.start(3)  # task 0: p1, task 1: p2
+    out = {}
+    if missed == "restart":
+        out[(2, 0)] = d.emit_on(2, 0)
+        d.emitters[0] = d.spout.get_emitter(d.txid_key, {}, FakeContext(d.backend, 0, 2))
+    with pytest.raises(FailedException, match=r"partition \[p1\].*txid 2"):
+        d.emit_on(3, 0)
+    out[(2, 1)] = d.emit_on(2, 1)
+    if missed == "lost":  # task 1 finds p2 missing at txid 2 too; txid 2 times out and is replayed
+        with pytest.raises(FailedException, match=r"partition \[p2\].*txid 2"):
+            d.emit_on(3, 1)
+        d.start(2)
+        out = {(2, 0): d.emit_on(2, 0), (2, 1): d.emit_on(2, 1)}
+    else:
+        out[(3, 1)] = d.emit_on(3, 1)
+    d.start(3)  # the replay of txid 3
+    out |= {(3, 0): d.emit_on(3, 0), (3, 1): d.emit_on(3, 1)}
+    committed += [r for (_txid, _task), values in sorted(out.items()) for [r] in values]
+    assert sorted(committed) == sorted(set(committed)), "a record committed twice"
+    for pid, records in src.data.items():  # each partition from its start, without a gap
+        taken = [r for r in records if r in committed]
+        assert taken == records[:len(taken)], f"{pid}: records lost"
+    assert {"p1-2", "p1-3", "p1-4", "p1-5", "p2-4", "p2-5"} <= set(committed)
+
+
+@pytest.mark.parametrize("opaque, seed, tasks, in_flight, lose, restart", [
+    (False, 187, 2, 3, True, True), (False, 193, 2, 3, True, True), (False, 215, 2, 3, True, False),
+    (True, 270, 2, 3, True, True), (True, 380, 3, 2, False, True)])
+def test_orders_where_a_task_missed_a_txid_count_every_record_once(opaque, seed, tasks, in_flight, lose, restart):
+    """Orders that counted records twice when a task had not seen a txid before the one it ran
+    (p1-38 and p1-39 of seed 187: task 0 restarted, and its first batch, txid 25, took p1, which
+    txid 24 had at task 1, and resumed after txid 23 before task 1 ran txid 24; seed 215: task
+    0's batch of txid 21, which moved p4 to task 1, was lost, and txid 22 moved p4 back and
+    resumed it after txid 20, not knowing of txid 21): the task now reads what the missed txid
+    listed from the coordinator's stored metadata."""
+    run = Orders(seed, opaque, tasks, in_flight, lose, restart)
+    run.run()
+    records = sorted(r for rs in run.src.data.values() for r in rs)
+    twice = sorted({r for r in run.committed if run.committed.count(r) > 1})
+    assert not twice, f"seed {seed}: committed twice {twice[:10]}"
+    assert sorted(set(run.committed)) == records, f"seed {seed}: records lost"

@@ -25,6 +25,7 @@ from squall._wire import Client
 from ..conftest import wait_until
 from ..ports import free_ports
 from ..process.recovery_topology import recovery_topology
+from ..tcp_proxy import TcpProxy
 
 SECRET = "ha-unit-test-secret-0123456789ab"
 
@@ -537,11 +538,9 @@ def test_a_leader_asks_zookeeper_nothing_while_it_is_gone(own_zookeeper, tmp_pat
 
 @pytest.fixture
 def zk_proxy(zookeeper):
-    """A proxy to the module's ZooKeeper, to cut one master off from it (`ZkProxy`)."""
-    from .zk_proxy import ZkProxy
-    proxy = ZkProxy(("127.0.0.1", zookeeper.port))
-    yield proxy
-    proxy.stop()
+    """A proxy to the module's ZooKeeper, to cut one master off from it (`TcpProxy`)."""
+    with TcpProxy(zookeeper.port) as proxy:
+        yield proxy
 
 
 def _cut_off(ha_conf, zk_proxy, running):

@@ -4,72 +4,23 @@ reply that timed out): the worker sends the errors of a beat that got no reply a
 master used to count them again at every such beat, so the UI, the REST API and ``squall
 monitor`` showed one error as two or more (``(x2)``).
 
-The workers reach the master through a proxy that, while told to, forwards every request and
-drops its reply (closing the connection, as a master killed after its save does): the
-beat carrying the error is kept by the master and the worker hears nothing back."""
+The workers reach the master through a proxy (tests/tcp_proxy.py) that, while told to
+(``lose_replies``), forwards every request and drops its reply (closing the connection, as a
+master killed after its save does): the beat carrying the error is kept by the master and the
+worker hears nothing back."""
 
 import signal
-import socket
 import subprocess
 import sys
-import threading
 
 import yaml
 
 from squall import TopologyBuilder
 
 from ..conftest import wait_until
+from ..tcp_proxy import TcpProxy
 from .conftest import Cluster
 from .flag_errors_topology import FlagReporter, Ticks
-
-
-class LosingProxy:
-    """Forwards 127.0.0.1:`port` to the master; with `lose_replies`, a request still reaches
-    the master but its reply does not come back: the connection closes instead."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target = ("127.0.0.1", target_port)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.losing = threading.Event()
-        self.lost = 0  # replies dropped
-        threading.Thread(target=self._accept, daemon=True, name="losing-proxy").start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target, 5)
-            except OSError:
-                client.close()
-                continue
-            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, replies: bool) -> None:
-        while True:
-            try:
-                data = src.recv(65536)
-                if not data:
-                    break
-                if replies and self.losing.is_set():
-                    self.lost += 1
-                    break
-                dst.sendall(data)
-            except OSError:
-                break
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 def _flag_errors(cluster, name):
@@ -83,7 +34,7 @@ def test_an_error_whose_beat_got_no_reply_is_kept_once_with_its_own_time_across_
     again once replies come back; then the error ``b``. Once ``b`` is in, ``a`` is one record
     counted once (not x2), with the time it happened."""
     cluster = Cluster(tmp_path, supervise=False, **{"worker.heartbeat.frequency.secs": 0.2})
-    proxy = LosingProxy(cluster.conf["nimbus.thrift.port"])
+    proxy = TcpProxy(cluster.conf["nimbus.thrift.port"])
     sup_file = tmp_path / "supervisor.yaml"
     sup_file.write_text(yaml.safe_dump({**cluster.conf, "nimbus.thrift.port": proxy.port}))
     with open(tmp_path / "supervisor.log", "ab") as log:  # the child holds its own copy
@@ -104,7 +55,9 @@ def test_an_error_whose_beat_got_no_reply_is_kept_once_with_its_own_time_across_
         # the first error kept: the spout is active (a reply said so) and the beats go through
         (flags / "0-ready").touch()
         assert wait_until(lambda: len(_flag_errors(cluster, "flagged")) == 1, 20), "the first error never came"
-        proxy.losing.set()
+        # the replies are lost from the one to the beat that carries a: a beat sent before it
+        # (every 0.2 s) would lose its reply first, and the worker reach the master no more
+        proxy.lose_replies(after=b"ValueError: flag a")
         (flags / "a").touch()
         assert wait_until(lambda: len(_flag_errors(cluster, "flagged")) == 2, 10), "the master never kept the error a"
         assert wait_until(lambda: proxy.lost > 0, 10)
@@ -113,7 +66,7 @@ def test_an_error_whose_beat_got_no_reply_is_kept_once_with_its_own_time_across_
         cluster.master.send_signal(signal.SIGKILL)
         cluster.master.wait(10)
         cluster.start_master()
-        proxy.losing.clear()
+        proxy.forward()
         (flags / "b").touch()
         assert wait_until(lambda: len(_flag_errors(cluster, "flagged")) == 3, 10), _flag_errors(cluster, "flagged")
 

@@ -17,6 +17,7 @@ from squall.testing import shared_state_dir
 
 from ..conftest import wait_until
 from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
+from ..tcp_proxy import TcpProxy
 from ..trident.exactly_once import counted, held_pid, redis_counts, redis_word_counts, totals
 from .test_nimbus_ha import HaCluster
 
@@ -117,9 +118,6 @@ def test_counts_are_exact_and_no_worker_restarts_when_the_leader_is_cut_off_from
     held, then the commit released: the master coordinator's next save, in flight on the leader
     as its link fails, goes to the next leader (it used to reach the worker as a bare
     RemoteError, and crashed it); no worker restarts and both counts are exact."""
-    from ..cluster.zk_proxy import ZkProxy
-    proxy = ZkProxy(("127.0.0.1", zookeeper.port))
-
     class Proxied(HaCluster):
         """Master 0, the first up and so the leader, reaches ZooKeeper through ``proxy``."""
 
@@ -127,15 +125,15 @@ def test_counts_are_exact_and_no_worker_restarts_when_the_leader_is_cut_off_from
             conf = super().master_conf(i)
             return {**conf, "storm.zookeeper.servers": [proxy.address]} if i == 0 else conf
 
-    c = Proxied(tmp_path, zookeeper)
-    try:
-        r = Run(c, redis_server.url, tmp_path)
-        assert c.leader() == 0
-        proxy.blackhole()
-        r.release()
-        restarts = r.exact("the leader cut off from ZooKeeper in a commit")
-        assert c.leader() not in (None, 0)
-        assert restarts == [0, 0]
-    finally:
-        c.stop()
-        proxy.stop()
+    with TcpProxy(zookeeper.port) as proxy:
+        c = Proxied(tmp_path, zookeeper)
+        try:
+            r = Run(c, redis_server.url, tmp_path)
+            assert c.leader() == 0
+            proxy.blackhole()
+            r.release()
+            restarts = r.exact("the leader cut off from ZooKeeper in a commit")
+            assert c.leader() not in (None, 0)
+            assert restarts == [0, 0]
+        finally:
+            c.stop()

@@ -9,6 +9,7 @@ final when it returns (nothing sleeps, nothing polls)."""
 from __future__ import annotations
 
 import threading
+import time
 from unittest import mock
 
 import pytest
@@ -376,6 +377,32 @@ class CountTicks(Bolt):
     def execute(self, tup):
         self.log.append("tick" if is_tick_tuple(tup) else tup["n"])
         self.collector.ack(tup)
+
+
+class SlowPrepareTicks(CountTicks):
+    """`CountTicks` whose prepare takes a while of real time (a connection opened, a model loaded)."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        time.sleep(0.5)
+
+
+def test_simulated_time_waits_for_a_bolt_still_preparing_before_it_passes():
+    """advance_cluster_time right after a submission whose bolt is still in its prepare (user
+    code runs on the worker's loop, after the submission returns): the clock must not pass the
+    bolt's ticks by while it prepares, as Storm's advanceClusterTime waits for its workers to
+    idle. Before, three simulated seconds went by in the half second of real time the prepare
+    took, and the bolt, whose ticks were scheduled after it, got none (the same under load,
+    where `test_ticks_are_counted_like_tuples` saw 0 ticks)."""
+    log = SharedLog()
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", AckTrackingFeeder("n").spout)
+    builder.set_bolt("ticked", SlowPrepareTicks(log)).shuffle_grouping("numbers") \
+        .add_configuration(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS, 1)
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        cluster.submit_topology("slow-ticks", {}, builder.create_topology())
+        cluster.advance_cluster_time(3)
+        assert log.items().count("tick") == 3
 
 
 def test_ticks_are_counted_like_tuples():

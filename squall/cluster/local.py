@@ -375,23 +375,31 @@ class LocalCluster:
         advance = getattr(self.clock, "advance", None)
         if advance is None:
             raise TypeError("advance_cluster_time needs LocalCluster(clock=SimulatedClock())")
+        # first at today's time: workers still starting hear that their topology is active, and
+        # their loops open and schedule their timers from now, before any of that time passes
+        self._report_and_wait()
         left = secs
         while left > 0:
             d = min(step, left)
             advance(d)
             left -= d
-            # the supervisors and workers report first: they went on beating while that time passed
-            self._sync()
-            for agent in self._agents():
-                agent.beat()
-            self._direct.tick()
-            self._sync()
-            self._wait_for_timers()
+            self._report_and_wait()
+
+    def _report_and_wait(self) -> None:
+        # the supervisors and workers report first: they went on beating while that time passed
+        self._sync()
+        for agent in self._agents():
+            agent.beat()
+        self._direct.tick()
+        self._sync()
+        self._wait_for_timers()
 
     def _wait_for_timers(self) -> None:
         """Until every loop has run the timers due now (its ticks, timeouts, metrics), as Storm's
         advanceClusterTime waits for idle at each step: a loop busy in a slow tick got one tick
-        for several steps. A loop stuck in user code is waited for `STEP_WAIT_SECS` at most."""
+        for several steps. A loop still opening its executors (a slow prepare) is waited for
+        too: its timers are scheduled from the time it is done. A loop stuck in user code is
+        waited for `STEP_WAIT_SECS` at most."""
         now = self.clock.now()
         deadline = time.monotonic() + STEP_WAIT_SECS
         while time.monotonic() < deadline:

@@ -211,8 +211,14 @@ class ExecutorLoop:
         self.executors: list[Executor] = []
         self.sleeping = False
         # when its earliest timer is due (inf: none): a simulated clock's advance waits for it to
-        # pass, as Storm's advanceClusterTime waits for idle at each step
-        self.next_due = float("inf")
+        # pass, as Storm's advanceClusterTime waits for idle at each step. -inf until the loop has
+        # scheduled its timers (it is opening its executors, user code, or waiting for the
+        # host's word to start), so that an advance waits for that too: otherwise the simulated
+        # seconds went by while a bolt prepared, and its ticks, scheduled after, were skipped
+        self.next_due = float("-inf")
+        # waiting for the topology's first activation, before any user code: idle while the
+        # topology is inactive (`timers_run`)
+        self.awaiting_activation = False
         # Of the last `BUSY_WINDOW_SECS` or so, the fraction spent in rounds that did some work
         # (a load-aware shuffle's signal that the tasks on this loop do not keep up); None until
         # the first window is over.
@@ -262,6 +268,12 @@ class ExecutorLoop:
         self.thread = threading.Thread(target=self._main, name=self.name, daemon=True)
         self.thread.squall_loop = self  # type: ignore[attr-defined]  # whose ``current`` a log line names (squall.cluster.logs)
         self.thread.start()
+
+    def timers_run(self, now: float) -> bool:
+        """Whether this loop has run its timers due at ``now``: False while it is still opening
+        its executors or about to (activated, not yet past its wait), True while it waits for
+        the first activation of an inactive topology."""
+        return self.next_due > now or (self.awaiting_activation and not self.state.active)
 
     def stop(self, clean: bool = True) -> None:
         """Ask the loop to stop after its current round; ``clean`` runs the user's close/cleanup."""
@@ -340,8 +352,10 @@ class ExecutorLoop:
         clock = self.clock
         if not all(ex.opened for ex in self.executors):  # (a loop made by take_over may start opened)
             while not self._stop and not state.active:  # open/prepare wait for the first activation
+                self.awaiting_activation = True
                 clock.wait(event, 0.1)
                 event.clear()
+            self.awaiting_activation = False
             # A split (`take_over`) while one opens leaves this loop the blocked executor and
             # those that may not move, some maybe not opened yet: open whatever is left here.
             while not self._stop and (todo := [ex for ex in self.executors if not ex.opened]):

@@ -569,7 +569,7 @@ class Worker:
 
     def timers_run(self, now: float) -> bool:
         """Whether every running loop has run its timers due at ``now`` (its clock's time)."""
-        return all(lp.next_due > now for lp in self.loops
+        return all(lp.timers_run(now) for lp in self.loops
                    if not lp._stop and lp.thread is not None and lp.thread.is_alive())
 
     def sampled_snapshots(self) -> dict[int, dict]:

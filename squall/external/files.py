@@ -51,7 +51,7 @@ from ..engine.clock import Clock
 from ._arity import arity_error
 from ._file_locks import FileLocks
 from .offsets import OffsetManager
-from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, group_size, spout_backoff, worker_gate
+from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, gate_patience, group_size, spout_backoff, worker_gate
 
 log = logging.getLogger("squall.external.files")
 
@@ -859,7 +859,7 @@ class FileSpout(Spout, CountsDeadLetters):
         self.charges: dict[str, FileCharges] = load_charges(self.charges_path, self.spout_id, self.directory)
         self.charges_dirty = False
         # shared with every spout task of this worker that keeps charges: its death is theirs too
-        self.gate: AloneGate[int] = AloneGate(self.backoff.max_retries, worker_gate(context))
+        self.gate: AloneGate[int] = AloneGate(self.backoff.max_retries, worker_gate(context), gate_patience(conf))
         self._reset_charges()
         self.acks_since_commit = 0
         self.last_commit = self.last_list = self.clock.now()
@@ -1061,7 +1061,7 @@ class FileSpout(Spout, CountsDeadLetters):
 
         def may(offset: int) -> bool:
             nonlocal held
-            held = self.gate.hold(self._suspect(offset), self._group_size(offset))
+            held = self.gate.hold(self._suspect(offset), self._group_size(offset), self.clock.now())
             return not held
 
         again = self.inflight.next_retry(self.clock.now(), may)
@@ -1087,7 +1087,7 @@ class FileSpout(Spout, CountsDeadLetters):
         offset = self.handle.tell()
         suspect = self._suspect(offset)
         size = self._group_size(offset)
-        if self.gate.hold(suspect, size):
+        if self.gate.hold(suspect, size, self.clock.now()):
             self._maybe_commit()
             return
         try:
@@ -1427,8 +1427,7 @@ class FileSpout(Spout, CountsDeadLetters):
         """Commits the progress (and takes back the mark of each suspect in flight, alone or in a
         group: its worker did not die with it), closes the current file and releases its lock."""
         if getattr(self, "progress_path", None) is not None:
-            grouped = self.gate.group_size > 1
-            for offset in [o for o in self.gate.group if o in self.inflight]:
+            for offset, grouped in [(o, g) for o, g in self.gate.marked() if o in self.inflight]:
                 kept = self.charged[offset]
                 self._set_charge(offset, Charge(self.inflight.tries(offset), kept.deaths - (not grouped),
                                                 kept.level - grouped))

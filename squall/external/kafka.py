@@ -76,7 +76,7 @@ from .kafka_consumer import (  # noqa: F401 - re-exported: their home before kaf
     TopicPartition,
 )
 from .offsets import OffsetManager
-from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, group_size, worker_gate
+from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, gate_patience, group_size, worker_gate
 
 log = logging.getLogger(__name__)
 
@@ -333,7 +333,8 @@ class KafkaSpout(Spout, CountsDeadLetters):
         # whole worker) only when it counts: without a limit nothing is charged here
         counting = cfg.retry.max_retries is not None and self._alo
         self.gate: AloneGate[MessageId] = AloneGate(cfg.retry.max_retries if self._alo else None,
-                                                     worker_gate(context) if counting else None)
+                                                     worker_gate(context) if counting else None,
+                                                     gate_patience(conf))
         self.budgets: dict[TopicPartition, PartitionCharges] = {}
         self.read_before: dict[TopicPartition, int] = {}   # below it: emitted by a task that stopped
         self.emitted_end: dict[TopicPartition, int] = {}   # past the last offset emitted here
@@ -649,7 +650,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
             if self.gate.counting:
                 suspect = self._suspect(msg_id)
                 size = self._group_size(r, msg_id) if suspect else 1
-                if self.gate.hold(suspect, size):
+                if self.gate.hold(suspect, size, self.clock.now()):
                     return _Outcome.HELD   # a suspect waits for what is in flight, and nothing goes out beside its group
                 if self._given_up_before(r, msg_id, suspect):
                     return _Outcome.SKIPPED
@@ -911,8 +912,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         """The suspects in flight in this task's group (of ``partitions``, or all) did not take
         the worker down (the spout closes, or loses their partition): each one's mark is taken
         back, alone the death charged before it went out, in a group its level raised."""
-        grouped = self.gate.group_size > 1
-        for m in [m for m in self.gate.group if partitions is None or m.tp in partitions]:
+        for m, grouped in [(m, g) for m, g in self.gate.marked() if partitions is None or m.tp in partitions]:
             self.gate.ended(m)   # its ack will be ignored, or is not coming
             held = self.budgets[m.tp].charged.get(m.offset)
             if held is not None:

@@ -90,7 +90,7 @@ from .._redact import redact_text
 from .._tuple import is_tick_tuple
 from ..engine.clock import Clock
 from ._arity import arity_error
-from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, group_size, worker_gate
+from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, gate_patience, group_size, worker_gate
 
 log = logging.getLogger(__name__)
 
@@ -451,7 +451,7 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         self._dead: dict[str, _DeadLetter] = {}    # given up, not yet in the dead-letter stream
         self.start_dead_letter_counts()
         # what goes out when; shared with every spout task of this worker that keeps charges
-        self._gate: AloneGate[str] = AloneGate(self.backoff.max_retries, worker_gate(context))
+        self._gate: AloneGate[str] = AloneGate(self.backoff.max_retries, worker_gate(context), gate_patience(conf))
         self._to_write: dict[str, str] = {}        # charges the server did not take yet
         self._to_forget: list[str] = []            # charges to delete with the acks held back
         self._set_up = False
@@ -469,7 +469,7 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         entries not acked stay pending for the next task. The charge of a suspect in flight
         alone, or of each suspect in flight in a group, is taken back: its worker did not die
         with it."""
-        for entry_id in self._gate.group if self._counting else ():
+        for entry_id, _ in self._gate.marked() if self._counting else ():
             t = self._tracked.get(entry_id)
             if t is not None:
                 self._to_write[entry_id] = str(t.charge)
@@ -520,7 +520,7 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
                 self._ready.popleft()
                 continue
             size = t.group_size
-            if self._gate.hold(t.suspect, size):
+            if self._gate.hold(t.suspect, size, now):
                 return   # a suspect waits for what is in flight, and nothing goes out beside its group
             alone = self._gate.goes_alone(t.suspect)
             # a suspect's mark beforehand (the death that would end this delivery leaves no one

@@ -291,6 +291,7 @@ class WorkerGate:
         # the gate whose suspect goes alone: waiting for the others' records to end, let go, or
         # in flight; every other gate holds back while there is one
         self._owner: AloneGate[Any] | None = None
+        self._ends = 0   # records of every task acked or failed so far (`AloneGate.stalled`)
 
     @property
     def in_flight(self) -> int:
@@ -301,6 +302,14 @@ class WorkerGate:
     def owner(self) -> AloneGate[Any] | None:
         """The task gate whose suspect goes alone, if one does (see `AloneGate`)."""
         return self._owner
+
+
+def gate_patience(conf: Any) -> float:
+    """How long a group of suspects may hold a spout task's other records back without any of
+    its trees ending (`AloneGate`'s ``patience``): the topology's
+    ``topology.message.timeout.secs`` (30 s by default), the time a tree may take."""
+    value = (conf or {}).get("topology.message.timeout.secs")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 30.0
 
 
 def worker_gate(context: Any) -> WorkerGate:
@@ -352,12 +361,39 @@ class AloneGate(Generic[M]):
     `turn_ended` as each ``next_tuple`` returns; `ended` at a record's ack or failure; `clear`
     when the spout drops what it had in flight (its ``close``, a file given up). Without
     ``worker`` the gate has a `WorkerGate` of its own, and holds back only among its own
-    records. Pure: it keeps ids, the spout does the I/O."""
+    records. Pure: it keeps ids, the spout does the I/O.
 
-    def __init__(self, max_retries: int | None, worker: WorkerGate | None = None) -> None:
+    A task held up for ``patience`` seconds (the spout's ``topology.message.timeout.secs``;
+    None: for ever) while none of its worker's records ended, its group out or a suspect of it
+    waiting for the others' records to end, goes on, as `hold` (given ``now``) finds it: the
+    group is *set aside* (what waited goes out beside it, new suspects in a group of their
+    own), the waiting suspect goes out beside what is in flight. Something downstream holds
+    those trees, not the processing of them: an event-time window acks its inputs only once
+    newer tuples move its watermark past them, and the records read after them are those
+    tuples, so waiting for their end waited for ever (a `FileSpout`'s worker SIGKILLed before a
+    window: the restarted task sent its first 32 suspects and nothing more, its windows never
+    fired again). The members set aside keep their marks (`marked`), and a death from then on
+    is charged as their marks say, though others are in flight beside them: the price of going
+    on. From then on the task's groups of more than one neither wait for what is in flight
+    nor hold the others back (one is set aside as soon as a record cannot join it): a death
+    with others beside such a group charges no one either (its members' levels are raised, and
+    the others are read again as suspects), so only a suspect alone waits ``patience`` each
+    time."""
+
+    def __init__(self, max_retries: int | None, worker: WorkerGate | None = None,
+                 patience: float | None = None) -> None:
         self.max_retries = max_retries
         self.counting = max_retries is not None
         self.worker = worker if worker is not None else WorkerGate()
+        self.patience = patience
+        # members of groups set aside (stalled past patience), by the size of their group; not
+        # counted in the worker's in flight any more, so that nothing waits for them
+        self._aside: dict[M, int] = {}
+        # since when this task has been held up (a group out, or a suspect waiting for the
+        # worker's records to end) with none of the worker's records ending; None: it is not
+        self._stuck_since: float | None = None
+        self._seen_ends = 0      # the worker's `WorkerGate` ends when `hold` last looked
+        self._holds_trees = False
         self.in_flight: set[M] = set()   # emitted, neither acked nor failed yet
         # the suspects of this task's group in flight (marked before each went out); the group is
         # open while any is, and takes members until group_size of them went out
@@ -383,39 +419,97 @@ class AloneGate(Generic[M]):
 
     def in_group(self, msg_id: M) -> bool:
         """Whether ``msg_id`` is in flight in this task's group of more than one suspect (its
-        mark's level raised, nothing charged); False for one alone (charged as dying)."""
+        mark's level raised, nothing charged); False for one alone (charged as dying). A member
+        of a group set aside is answered by the size of that group."""
+        if msg_id in self._aside:
+            return self._aside[msg_id] > 1
         return self.group_size > 1 and msg_id in self.group
 
-    def hold(self, suspect: bool, size: int = 1) -> bool:
+    def marked(self) -> list[tuple[M, bool]]:
+        """The suspects in flight with a mark (the open group's and those set aside), each with
+        whether it went in a group of more than one (`in_group`): what a spout that closes
+        takes back."""
+        return [(m, self.group_size > 1) for m in self.group] + [(m, n > 1) for m, n in self._aside.items()]
+
+    def stalled(self, now: float | None) -> bool:
+        """Whether this task has been held up (its group out, or a suspect of it waiting for
+        the worker's records to end) for ``patience`` seconds, as of its last `hold`, with none
+        of the worker's records ending meanwhile (False without a ``now`` or a patience)."""
+        if now is None or self.patience is None or self._stuck_since is None:
+            return False
+        return now - self._stuck_since >= self.patience
+
+    def _stuck(self, now: float | None) -> None:
+        """This task is held up: from now, unless it was already."""
+        if now is not None and self._stuck_since is None:
+            self._stuck_since = now
+
+    def _set_aside(self) -> None:
+        """Sets the open group aside, under the worker's lock: its members no longer hold the
+        others back, nor count as in flight for the worker's suspects."""
+        w = self.worker
+        for m in self.group:
+            self._aside[m] = self.group_size
+            if m in self.in_flight:
+                w._in_flight -= 1
+        self.group = set()
+        self.group_size = self._joined = 0
+        self._stuck_since = None
+        if w._owner is self:
+            w._owner = None
+
+    def hold(self, suspect: bool, size: int = 1, now: float | None = None) -> bool:
         """Whether the next record (a ``suspect`` or not) must wait: another task's suspects go
         out, this task's group is in flight and the record may not join it (only a suspect that
         goes in groups of the same ``size``, `group_size`, while the group took fewer than that),
         or this one is a suspect (of a counting task) and something of the worker is in flight;
         such a suspect claims the worker, so that the others hold back until its group's trees
         end. False lets the record go: until `emitted` (or `turn_ended`, or the next ``hold``),
-        it counts as in flight, so that no suspect of another task goes out before it."""
+        it counts as in flight, so that no suspect of another task goes out before it. Given
+        ``now``, a group stalled past ``patience`` is set aside first (`stalled`), and another
+        task's stalled group holds this one back no more."""
         w = self.worker
         with w._lock:
             self._withdraw()
-            if w._owner is not None and w._owner is not self:
+            if now is not None and w._ends != self._seen_ends:
+                self._seen_ends = w._ends
+                if self._stuck_since is not None:
+                    self._stuck_since = now   # a record of the worker ended: it moves
+            late = self.stalled(now)
+            joins = bool(self.group) and suspect and self.counting and size == self.group_size and self._joined < size
+            if self.group and (late or (self._holds_trees and self.group_size > 1 and not joins)):
+                self._holds_trees = True
+                self._set_aside()
+            owner = w._owner
+            if owner is not None and owner is not self and not owner.stalled(now):
+                self._stuck(now)
                 return True
             if self.group:
                 # a group out: only a suspect of its size joins, while it has room
-                if suspect and self.counting and size == self.group_size and self._joined < size:
+                if joins:
                     self._let_go = True
+                    self._stuck_since = None
                     return False
+                self._stuck(now)
                 return True
             if suspect and self.counting:
                 w._owner = self   # the others hold back until its tree ends
-                if w._in_flight:
+                # once a group stood still, groups go beside what downstream holds at once
+                beside = self._holds_trees and size > 1
+                if w._in_flight and not (beside or late):
                     self._waiting = True
+                    self._stuck(now)
                     return True
+                if late:
+                    self._holds_trees = True
                 self._let_go = True
+                self._stuck_since = None
                 return False
             if w._owner is self:   # its suspect went another way (dead-lettered, taken away)
                 w._owner = None
             w._in_flight += 1
             self._let_go = False
+            self._stuck_since = None
             return False
 
     def goes_alone(self, suspect: bool) -> bool:
@@ -481,9 +575,15 @@ class AloneGate(Generic[M]):
         `in_group` first which). The group ends with its last member in flight."""
         w = self.worker
         with w._lock:
+            aside = msg_id in self._aside
+            w._ends += 1
             if msg_id in self.in_flight:
                 self.in_flight.discard(msg_id)
-                w._in_flight -= 1
+                if not aside:   # one set aside was no longer counted
+                    w._in_flight -= 1
+            if aside:
+                del self._aside[msg_id]
+                return True
             if msg_id in self.group:
                 self.group.discard(msg_id)
                 if not self.group:
@@ -500,8 +600,9 @@ class AloneGate(Generic[M]):
         w = self.worker
         with w._lock:
             self._withdraw()
-            w._in_flight -= len(self.in_flight)
+            w._in_flight -= len(self.in_flight) - len(self.in_flight & self._aside.keys())
             self.in_flight.clear()
+            self._aside.clear()
             self.group.clear()
             self.group_size = self._joined = 0
             self._waiting = False

@@ -1483,11 +1483,12 @@ class FileSinkBolt(Bolt):
 
     Args:
         directory: where files go (created if missing).
-        formatter: ``Tuple -> bytes``: one record; default tab-separated values and a newline.
+        formatter: ``Tuple -> bytes`` (or ``str``, written as UTF-8): one record; default tab-separated
+            values and a newline.
     """
 
     def __init__(self, directory: str | os.PathLike, *, prefix: str = "part", suffix: str = ".txt",
-                 formatter: Callable[[Tuple], bytes] = format_tab_line, max_records: int | None = 10000,
+                 formatter: Callable[[Tuple], bytes | str] = format_tab_line, max_records: int | None = 10000,
                  max_bytes: int | None = 64 << 20, tick_secs: int | None = 10) -> None:
         if max_records is None and max_bytes is None and tick_secs is None:
             raise ValueError("FileSinkBolt: give at least one of max_records, max_bytes or tick_secs")
@@ -1528,6 +1529,10 @@ class FileSinkBolt(Bolt):
             return
         try:
             record = self.formatter(tup)
+            if isinstance(record, str):   # text: written as UTF-8, as the default's is
+                record = record.encode("utf-8")
+            elif not isinstance(record, (bytes, bytearray, memoryview)):
+                raise TypeError(f"it returned {type(record).__name__}, not bytes or str")
         except Exception as e:  # noqa: BLE001 (a user formatter: any error is a poison tuple)
             # Raising would kill the worker and the replay would kill it again: fail only this
             # tuple, so its spout retries it and, past its retry limit, dead-letters it.

@@ -45,7 +45,9 @@ stored when the batch is emitted instead: the last attempt of a txid is the one 
 saw, so what is stored for a committed txid is what was committed, which is all the next txid
 needs. A partition the source stopped listing keeps nothing for a txid whose earlier attempt read
 it: each task drops that when an attempt lists other partitions than the one before it that the
-task saw, and at its first batch (Storm's commit does it), so the txid that finds the partition
+task saw, at its first batch, and at the first attempt it sees of a txid after that txid's first
+(the task may have run an earlier one before it restarted; Storm's commit does it), so the txid
+that finds the partition
 again resumes after the last committed batch. A task running behind the others (an attempt
 that has failed already) never replaces or deletes what a later attempt stored; what it stores
 for a partition the later attempt does not list, a task that takes the partition drops (by the
@@ -459,7 +461,9 @@ class _PartitionedEmitter(Emitter):
             self.unsettled |= set(self.partitions)
         earlier = self.seen.get(tx.txid)
         self.seen[tx.txid] = (tx.attempt_id, self.listed_now)  # also if this fails: the next txid's check
-        if first or (earlier is not None and earlier[1] != self.listed_now):
+        # an attempt after the first, of a txid this task has not seen since it started: this
+        # task may have run an earlier attempt of it before a restart, and stored what it read
+        if first or (earlier is None and tx.attempt_id > 0) or (earlier is not None and earlier[1] != self.listed_now):
             self.relisted.add(tx.txid)
         listings = {**self.read_listed, **self.seen}
         back = {pid for pid, t in self.settled_at.items() if t >= tx.txid}
@@ -642,9 +646,10 @@ class _OpaqueEmitter(_PartitionedEmitter):
         emitter does this at its commit): an earlier attempt of ``txid`` that read one of them
         failed, and a later txid that finds it again must resume where the txid before left it,
         not after records that no committed batch holds. Done when this attempt lists other
-        partitions than the one before it seen here, and on a task's first batch (the store
-        still has what an attempt before a restart wrote); every task of the spout does it, each
-        after its own earlier attempts (it runs them in order)."""
+        partitions than the one before it seen here, on a task's first batch, and on an attempt
+        after the first of a txid this task has not seen since it started (the store still has
+        what an attempt before a restart wrote, of that txid too); every task of the spout does
+        it, each after its own earlier attempts (it runs them in order)."""
         listed = {partition_key(pid) for pid in self.listed_now}
         for key in self.store.list():
             partition, _, tail = key.rpartition("/")

@@ -196,7 +196,8 @@ class Orders:
 
 @pytest.mark.parametrize("opaque", [True, False], ids=["opaque", "transactional"])
 @pytest.mark.parametrize("tasks, in_flight, lose, restart", [
-    (2, 3, False, False), (3, 3, False, False), (2, 3, True, False), (3, 2, False, True), (2, 3, True, True)])
+    (2, 3, False, False), (3, 3, False, False), (2, 3, True, False), (3, 2, False, True), (2, 3, True, True),
+    (1, 3, True, True)])
 def test_every_record_is_committed_exactly_once_whatever_the_order(opaque, tasks, in_flight, lose, restart):
     for seed in range(40):
         run = Orders(seed, opaque, tasks, in_flight, lose, restart)
@@ -318,6 +319,55 @@ def test_orders_where_a_task_missed_a_txid_count_every_record_once(opaque, seed,
     resumed it after txid 20, not knowing of txid 21): the task now reads what the missed txid
     listed from the coordinator's stored metadata."""
     run = Orders(seed, opaque, tasks, in_flight, lose, restart)
+    run.run()
+    records = sorted(r for rs in run.src.data.values() for r in rs)
+    twice = sorted({r for r in run.committed if run.committed.count(r) > 1})
+    assert not twice, f"seed {seed}: committed twice {twice[:10]}"
+    assert sorted(set(run.committed)) == records, f"seed {seed}: records lost"
+
+
+def test_a_restarted_task_forgets_what_it_read_in_an_attempt_before_the_restart_that_the_replay_drops():
+    """The only task runs attempt 0 of txid 2, which lists p1, stores what it read of p1 and
+    restarts; txid 2 fails, and its replay no longer lists p1 (gone from the source for a while).
+    The task has not seen txid 2 since it started, so nothing told it that the replay lists other
+    partitions than the attempt it ran: p1's batch of the failed attempt stayed stored, and p1,
+    listed again at txid 4, resumed after it: p1-2 and p1-3, in no committed batch, were lost.
+    Each task that runs an attempt after the first of a txid it has not seen since it started
+    forgets what an earlier attempt stored for the partitions this one does not list."""
+    src = Lists(2, batch=2)
+    src.add(10)
+    src.visible = {"p0", "p1"}
+    spout = OpSpout(src)
+    spout.get_coordinator = lambda conf, context: VisibleCoord(src)
+    d = Driver(OpaquePartitionedTridentSpoutExecutor(spout), num_tasks=1)
+    committed = [r for [r] in d.emit(1)]
+    d.success(1)
+    d.start(2)
+    assert sorted(r for [r] in d.emit_on(2, 0)) == ["p0-2", "p0-3", "p1-2", "p1-3"]  # does not commit
+    d.emitters[0] = d.spout.get_emitter(d.txid_key, {}, FakeContext(d.backend, 0, 1))  # the worker restarts
+    d.start(3)
+    d.emit_on(3, 0)  # does not commit either: txid 2 fails, and txid 3 with it
+    src.visible = {"p0"}
+    for txid in (2, 3):  # the replays, in order, without p1
+        d.start(txid)
+        committed += [r for [r] in d.emit_on(txid, 0)]
+    d.success(2)
+    d.success(3)
+    src.visible = {"p0", "p1"}
+    committed += [r for [r] in d.emit(4)]
+    assert sorted(committed) == sorted(set(committed)), "a record committed twice"
+    for pid, records in src.data.items():  # each partition from its start, without a gap
+        taken = [r for r in records if r in committed]
+        assert taken == records[:len(taken)], f"{pid}: records lost: {taken}"
+    assert {"p1-2", "p1-3"} <= set(committed)
+
+
+@pytest.mark.parametrize("seed, tasks, in_flight", [(186, 2, 2), (310, 3, 3), (58, 1, 3), (164, 1, 3)])
+def test_orders_where_a_task_restarted_after_an_attempt_that_failed_lose_no_record(seed, tasks, in_flight):
+    """Orders that lost records (p1-0 and p1-1 of seed 186, p0-10 to p0-14 of seed 310): a task
+    ran an attempt of a txid that listed a partition, restarted, and the txid's replay no longer
+    listed it; what the failed attempt read stayed stored, and the partition resumed after it."""
+    run = Orders(seed, True, tasks, in_flight, True, True)
     run.run()
     records = sorted(r for rs in run.src.data.values() for r in rs)
     twice = sorted({r for r in run.committed if run.committed.count(r) > 1})

@@ -28,6 +28,18 @@ or a kill (and the master runs a due kill or rebalance, or sees a worker gone) u
 it happens instead of up to 1 s, which each submit and kill of a test used to wait for."""
 
 
+def topology_errors(connect, name: str) -> str:
+    """The errors the master keeps for topology ``name``, one a line, for an assertion's message
+    (a worker that could not start says why only there: its supervisor's log has its exit status);
+    what kept them from being read if they cannot be. ``connect``: a client factory (`Cluster.client`)."""
+    try:
+        with connect() as m:
+            errors = m.get_topology_info(name)["errors"]
+    except Exception as e:  # noqa: BLE001 (a message for a failing test: the master may be down)
+        return f"\n--- errors of {name}: not read ({e})"
+    return "\n".join(["", f"--- errors of {name}: {len(errors)}", *(e["error"] for e in errors)])
+
+
 class Cluster:
     def __init__(self, tmp_path, supervise=True, **extra):
         """``extra``: more cluster settings (keys with dots: pass them as ``**{"a.b": 1}``).

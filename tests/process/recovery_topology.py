@@ -102,6 +102,17 @@ def stop_and_wait(out: Path, resume: int = 0, done=None, timeout: float = 90, wh
     return n
 
 
+def wait_started(out: Path, timeout: float = 30, why=lambda: "") -> None:
+    """Wait until the topology of `recovery_topology` writing under ``out`` runs: its 4 bolt
+    tasks prepared (`opened`, which a restarted task does not count again) and over 100 ids
+    acked. Measured at load 10-15 on 2 cores, that takes 1.5-3 s from the submit; ``timeout``
+    is for a machine far busier. An assertion says how far it got, and ``why()`` (the cluster's
+    logs, the topology's errors: a worker that could not start says why there)."""
+    from ..conftest import wait_until  # the test's side only (the workers get the components by value)
+    assert wait_until(lambda: len(acked(out)) > 100 and opened(out) == 4, timeout), \
+        f"the topology did not start: {len(acked(out))} ids acked, {opened(out)} of 4 bolt tasks prepared\n{why()}"
+
+
 def _record_opened(conf, context):
     """Note under ``test.out.dir`` (if set) that this bolt task was prepared: its worker heard
     that the topology is active, which it learns only from the master (`opened`)."""

@@ -21,8 +21,16 @@ from squall._errors import SquallError
 
 from ..conftest import wait_until
 from ..external.conftest import redis_server  # noqa: F401 - the real redis-server fixture
-from .conftest import Cluster
-from .recovery_topology import RECOVERY_CONF, acked, opened, recovery_topology, stop_and_wait, stop_spouts, stopped_at
+from .conftest import Cluster, topology_errors
+from .recovery_topology import (
+    RECOVERY_CONF,
+    acked,
+    recovery_topology,
+    stop_and_wait,
+    stop_spouts,
+    stopped_at,
+    wait_started,
+)
 from .semantics_topology import topology_conf
 
 
@@ -78,7 +86,7 @@ def test_a_worker_killed_while_the_master_is_down_is_restarted_by_its_supervisor
         out.mkdir()
         with StormSubmitter.using_conf(cluster.conf):
             StormSubmitter.submit_topology("nomaster", topology_conf(out, **RECOVERY_CONF), recovery_topology())
-        assert wait_until(lambda: len(acked(out)) > 100 and opened(out) == 4, 30), "the topology did not start"
+        wait_started(out, why=lambda: _logs(cluster.dir) + topology_errors(cluster.client, "nomaster"))
         with cluster.client() as m:
             victim = _victim(m.get_topology_info("nomaster"))
         workers = cluster.workers()
@@ -112,7 +120,7 @@ def test_a_supervisor_started_while_the_master_is_down_starts_its_held_workers(t
         out.mkdir()
         with StormSubmitter.using_conf(cluster.conf):
             StormSubmitter.submit_topology("held", topology_conf(out, **RECOVERY_CONF), recovery_topology())
-        assert wait_until(lambda: len(acked(out)) > 100 and opened(out) == 4, 30), "the topology did not start"
+        wait_started(out, why=lambda: _logs(cluster.dir) + topology_errors(cluster.client, "held"))
         held = cluster.dir / "supervisor" / "local-assignments"
         cluster.master.send_signal(signal.SIGKILL)
         cluster.master.wait(5)
@@ -177,7 +185,7 @@ def test_a_supervisor_restarted_while_no_master_leads_keeps_its_id_and_the_leade
         out.mkdir()
         with c.client() as m:
             m.submit_topology("sameid", topology_conf(out, **RECOVERY_CONF), recovery_topology())
-            assert wait_until(lambda: len(acked(out)) > 100 and opened(out) == 4, 60), "the topology did not start"
+            wait_started(out, 60, why=lambda: why() + topology_errors(c.client, "sameid"))
             [before] = m.nimbus.supervisors()
         for proc in c.masters.values():
             proc.send_signal(signal.SIGKILL)
@@ -236,7 +244,8 @@ def test_under_nimbus_ha_a_worker_killed_while_no_master_leads_is_restarted(tmp_
         out.mkdir()
         with c.client() as m:
             m.submit_topology("noleader", topology_conf(out, **RECOVERY_CONF), recovery_topology())
-            assert wait_until(lambda: len(acked(out)) > 100 and opened(out) == 4, 60), "the topology did not start"
+            wait_started(out, 60, why=lambda: (tmp_path / "supervisor.log").read_text(errors="replace")[-3000:]
+                         + topology_errors(c.client, "noleader"))
             victim = _victim(m.get_topology_info("noleader"))
         workers = c.workers()
         assert victim["pid"] in workers and len(workers) == 2
@@ -293,7 +302,7 @@ def test_a_worker_the_master_told_to_stop_is_not_started_again_while_no_master_a
         out.mkdir()
         with cluster.client() as m:
             storm_id = m.submit_topology("told", topology_conf(out, **RECOVERY_CONF), recovery_topology())
-        assert wait_until(lambda: len(acked(out)) > 100 and opened(out) == 4, 30), "the topology did not start"
+        wait_started(out, why=lambda: _logs(cluster.dir) + topology_errors(cluster.client, "told"))
         (supervisor,) = cluster.supervisors()
         sup_log = cluster.dir / "supervisor" / "supervisor.log"
         old = cluster.workers()

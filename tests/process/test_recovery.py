@@ -15,10 +15,10 @@ from squall import Config, StormSubmitter, TopologyBuilder
 from squall.engine.loop import Backpressure
 
 from ..conftest import wait_until
-from .conftest import Cluster, _squall_processes
+from .conftest import Cluster, _squall_processes, topology_errors
 from .recovery_topology import (RECOVERY_CONF, DurableSpout, Flood, Gated, LeaksUntilRestarted,
-                                UnimportableOnWorkers, acked, acked_lines, kill_a_worker_without, open_gate, opened,
-                                recovery_topology, stop_and_wait, stop_spouts)
+                                UnimportableOnWorkers, acked, acked_lines, kill_a_worker_without, open_gate,
+                                recovery_topology, stop_and_wait, stop_spouts, wait_started)
 from .semantics_topology import topology_conf
 
 N = 3000
@@ -122,8 +122,7 @@ def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resum
     # A worker learns that its topology is active from the master's reply to its heartbeat (as
     # Storm's learn it from ZooKeeper), and prepares its bolts then: the spout's worker may ack
     # tuples before the other has heard it. Every bolt task must be prepared before the kill.
-    assert wait_until(lambda: len(acked(out)) > 100 and opened(out) == 4, 30), \
-        f"{len(acked(out))} ids acked, {opened(out)} of 4 bolt tasks prepared"
+    wait_started(out, why=lambda: topology_errors(cluster.client, "recover"))
     workers = cluster.workers()
     cluster.master.send_signal(signal.SIGKILL)
     cluster.master.wait(5)

@@ -240,9 +240,13 @@ class WorkerAgent:
                     self._memory_cap = MemoryCap.of(self.conf, plan.conf)
                 blobs = component_blobs(plan)
                 self.transport = self.make_transport(plan, self._origin(), early)
-            except Exception as e:  # noqa: BLE001 (the user's plan, unpickled: reported to the master as this worker's error)
+            except Exception as e:  # the user's plan, unpickled, or the transport: logged and reported as this worker's error
                 rec = error_record("__worker", -1, e, self.port, fatal=True)
                 rec.error = f"worker on {self.slot} cannot start: {rec.error}"
+                # in its own log too, as Storm's worker logs what ended it: its supervisor's log
+                # has only the exit status (a slot port another process bound read "exited with
+                # status 3" there, and nothing in worker.log)
+                log.exception("%s", rec.error)
                 self._report([rec.as_dict()])
                 return EXIT_CANNOT_START
             # report our address, and wait for every peer's (on Spark they bind as their tasks start)

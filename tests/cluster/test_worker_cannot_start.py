@@ -1,0 +1,36 @@
+"""A worker that cannot start says why in its own log, as well as to the master."""
+
+from __future__ import annotations
+
+import logging
+
+from squall.cluster.master import Master
+from squall.worker.agent import EXIT_CANNOT_START, WorkerAgent
+
+from .served import Served
+from .test_master import _register, _topology, conf  # noqa: F401 (conf: a fixture)
+from .test_worker_errors_outage import _Link
+
+
+def test_a_worker_that_cannot_bind_its_port_says_why_in_its_own_log(conf, caplog):  # noqa: F811
+    """Its slot's port bound by another process, the worker cannot open its transport: it exits
+    as a failed start, and says why in its log (on the process host its worker.log, with the
+    traceback), not only in the error it reports to the master. Before, the master's error was
+    all: the supervisor's log said "exited with status 3", the worker's log nothing."""
+    master = Master(conf)
+    _register(Served(master))
+    storm_id = master.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = master.topologies["t"]
+    slot = min(topo.assignment)
+
+    def make_transport(plan, origin, receive):
+        raise OSError(98, f"Address already in use (while attempting to bind on address {slot!r})")
+
+    agent = WorkerAgent(_Link(master), storm_id, slot, topo.launch_ids[slot], conf, make_transport=make_transport,
+                        peer_poll_secs=0.01, seed=1)
+    with caplog.at_level(logging.ERROR, logger="squall.worker"):
+        assert agent.run() == EXIT_CANNOT_START
+    said = f"worker on {slot} cannot start: OSError: [Errno 98] Address already in use"
+    [logged] = [r for r in caplog.records if r.name == "squall.worker" and r.levelno == logging.ERROR]
+    assert logged.getMessage().startswith(said) and logged.exc_info is not None
+    assert [e.error for e in topo.errors if e.error.startswith(said)] != []

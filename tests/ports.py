@@ -12,12 +12,14 @@ A port checked free is still only free until its test binds it, seconds later (a
 its slot's port once it has started), and again whenever its test leaves it unbound for a while
 (a SIGKILLed worker until its restart). Every process that runs tests draws from the same
 ports: the other pytest-xdist worker of a run, and other runs on the machine. Two draws of one
-port, one in each, made the second test's worker fail to bind its slot (its master gave the
-slot up after ``squall.worker.max.launch.attempts`` such starts: a topology that never started,
-seen once in a whole-suite run at load 10). So each drawn port is also *claimed*, machine-wide:
+port, one in each, leave one test's worker unable to bind its slot, and its master gives the
+slot up after ``squall.worker.max.launch.attempts`` (2 in tests) such starts: a topology that
+never starts (as one did in a whole-suite run at load 10, its master up and its submit done in
+1.3 s). So each drawn port is also *claimed*, machine-wide:
 a file named after it in `CLAIMS`, made only if absent (``O_EXCL``), holding the drawing
 process's pid; no process draws a claimed port. A claim lasts while that process lives, for at
-most `CLAIM_SECS`, and the process removes its own when it exits."""
+most `CLAIM_SECS`, and the process removes its own when it exits (and the directory, left
+empty)."""
 
 from __future__ import annotations
 
@@ -82,11 +84,13 @@ def _holds(claim: Path) -> bool:
 
 def _claim(port: int) -> bool:
     """Claim ``port`` for this process (False: another process holds it)."""
-    CLAIMS.mkdir(exist_ok=True)
     claim = CLAIMS / str(port)
-    for _ in range(2):
+    for _ in range(3):
         try:
             fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileNotFoundError:  # no directory yet, or the last claimer's exit just removed it
+            CLAIMS.mkdir(exist_ok=True)
+            continue
         except FileExistsError:
             if _holds(claim):
                 return False
@@ -113,12 +117,15 @@ def _claim(port: int) -> bool:
 
 @atexit.register
 def _release() -> None:
-    """Remove this process's claims: its tests are over, and their servers with them."""
+    """Remove this process's claims: its tests are over, and their servers with them; and the
+    directory, if no other process's claim is left in it."""
     for claim in _mine:
         with contextlib.suppress(OSError):
             if claim.read_text() == str(os.getpid()):  # not one taken over after it expired
                 claim.unlink()
     _mine.clear()
+    with contextlib.suppress(OSError):
+        CLAIMS.rmdir()
 
 
 def free_ports(n: int, avoid: Iterable[int] = ()) -> list[int]:

@@ -378,7 +378,10 @@ class AloneGate(Generic[M]):
     nor hold the others back (one is set aside as soon as a record cannot join it): a death
     with others beside such a group charges no one either (its members' levels are raised, and
     the others are read again as suspects), so only a suspect alone waits ``patience`` each
-    time."""
+    time. Such a group's members still count as in flight, and a suspect alone waits for them
+    as for any record: their trees are being processed, and a poison member's death beside a
+    suspect let go would be charged to that suspect (with ``max_retries`` 0, a good record
+    dead-lettered at once for another's poison)."""
 
     def __init__(self, max_retries: int | None, worker: WorkerGate | None = None,
                  patience: float | None = None) -> None:
@@ -386,13 +389,19 @@ class AloneGate(Generic[M]):
         self.counting = max_retries is not None
         self.worker = worker if worker is not None else WorkerGate()
         self.patience = patience
-        # members of groups set aside (stalled past patience), by the size of their group; not
-        # counted in the worker's in flight any more, so that nothing waits for them
+        # members of groups set aside (stalled past patience, or closed once groups go beside
+        # what is in flight), by the size of their group
         self._aside: dict[M, int] = {}
+        # those of them set aside as they stood still: not counted in the worker's in flight any
+        # more, so that nothing waits for them (the others' trees are being processed: a suspect
+        # alone waits for them as for any record in flight)
+        self._uncounted: set[M] = set()
         # since when this task has been held up (a group out, or a suspect waiting for the
         # worker's records to end) with none of the worker's records ending; None: it is not
         self._stuck_since: float | None = None
         self._seen_ends = 0      # the worker's `WorkerGate` ends when `hold` last looked
+        # a group of this task stood still past patience once: from then on its groups of more
+        # than one go beside what is in flight (for the task's life: a window may hold trees again)
         self._holds_trees = False
         self.in_flight: set[M] = set()   # emitted, neither acked nor failed yet
         # the suspects of this task's group in flight (marked before each went out); the group is
@@ -444,14 +453,18 @@ class AloneGate(Generic[M]):
         if now is not None and self._stuck_since is None:
             self._stuck_since = now
 
-    def _set_aside(self) -> None:
+    def _set_aside(self, stood_still: bool) -> None:
         """Sets the open group aside, under the worker's lock: its members no longer hold the
-        others back, nor count as in flight for the worker's suspects."""
+        others back; if it ``stood_still`` (past patience), they no longer count as in flight
+        for the worker's suspects either. A group closed only because groups go beside what is
+        in flight (`_holds_trees`) stays counted: its trees are being processed, and a poison
+        member's death beside a suspect alone would be charged to that suspect."""
         w = self.worker
         for m in self.group:
             self._aside[m] = self.group_size
-            if m in self.in_flight:
+            if stood_still and m in self.in_flight:
                 w._in_flight -= 1
+                self._uncounted.add(m)
         self.group = set()
         self.group_size = self._joined = 0
         self._stuck_since = None
@@ -479,7 +492,7 @@ class AloneGate(Generic[M]):
             joins = bool(self.group) and suspect and self.counting and size == self.group_size and self._joined < size
             if self.group and (late or (self._holds_trees and self.group_size > 1 and not joins)):
                 self._holds_trees = True
-                self._set_aside()
+                self._set_aside(late)
             owner = w._owner
             if owner is not None and owner is not self and not owner.stalled(now):
                 self._stuck(now)
@@ -579,8 +592,9 @@ class AloneGate(Generic[M]):
             w._ends += 1
             if msg_id in self.in_flight:
                 self.in_flight.discard(msg_id)
-                if not aside:   # one set aside was no longer counted
+                if msg_id not in self._uncounted:   # one set aside as it stood still was not
                     w._in_flight -= 1
+            self._uncounted.discard(msg_id)
             if aside:
                 del self._aside[msg_id]
                 return True
@@ -600,9 +614,10 @@ class AloneGate(Generic[M]):
         w = self.worker
         with w._lock:
             self._withdraw()
-            w._in_flight -= len(self.in_flight) - len(self.in_flight & self._aside.keys())
+            w._in_flight -= len(self.in_flight - self._uncounted)
             self.in_flight.clear()
             self._aside.clear()
+            self._uncounted.clear()
             self.group.clear()
             self.group_size = self._joined = 0
             self._waiting = False

@@ -482,3 +482,60 @@ def test_a_mark_keeps_its_level_and_reads_the_text_before_levels_as_level_0():
             Charge.parse(bad)
     assert [group_size(level) for level in range(3)] == [SUSPECT_GROUPS[0], SUSPECT_GROUPS[-1], SUSPECT_GROUPS[-1]]
     assert SUSPECT_GROUPS[-1] == 1   # the last level goes alone: only there is a death charged
+
+
+def test_once_a_group_stood_still_a_suspect_alone_still_waits_for_the_next_groups_trees():
+    """``max_retries`` 0: one death charged to a good record dead-letters it. A task's first
+    group of suspects stands still for the message timeout (an event-time window holds its
+    trees) and is set aside; from then on its groups go out beside what is in flight. Its next
+    group (fresh trees, a poison record among them, being processed) is closed as soon as a
+    record cannot join it, but its members are still in flight: a suspect to go alone (failed
+    as worker-died) waits for them, as for any record in flight. Before, that group's members
+    stopped counting at once, the suspect went out "alone" beside them with its death charged
+    beforehand, and the poison record's death was charged to it: a good record dead-lettered
+    for another's poison. Another task's suspect alone waits for them too."""
+    patience = 30.0
+    w = WorkerGate()
+    gate: AloneGate[int] = AloneGate(0, w, patience)
+    other: AloneGate[int] = AloneGate(0, w, patience)
+    now = 0.0
+    for i in range(32):                       # the first group, all of it out
+        assert not gate.hold(True, 32, now)
+        gate.emitted(i, gate.goes_alone(True), 32)
+        gate.turn_ended()
+    for i in range(22):                       # the window acks all but the newest 10
+        assert gate.in_group(i) and gate.ended(i)
+    while gate.hold(False, 1, now):           # the next line waits for the group to end
+        gate.turn_ended()
+        now += 0.1
+    assert now >= patience                    # it stood still that long: set aside
+    gate.emitted(100, False)
+    gate.turn_ended()
+    for i in range(22, 32):                   # newer lines move the watermark: acked
+        assert gate.in_group(i) and gate.ended(i)
+    assert gate.ended(100) is False and w.in_flight == 0
+    now += 1.0
+    for i in (200, 201, 202):                 # the next group, 201 poison: beside nothing
+        assert not gate.hold(True, 32, now)
+        gate.emitted(i, gate.goes_alone(True), 32)
+        gate.turn_ended()
+    assert w.in_flight == 3
+    # its trees are being processed, not held: a suspect alone waits for them
+    assert gate.hold(True, 1, now) and not gate.group   # the group closed: it holds no one back
+    gate.turn_ended()
+    assert other.hold(False, 1, now + 1.0)    # its claim holds the others back meanwhile
+    gate.turn_ended()                         # a call that held no suspect back: it ends
+    other.turn_ended()
+    assert other.hold(True, 1, now + 1.0)     # another task's suspect alone waits too
+    other.turn_ended()
+    for i in (200, 201, 202):
+        assert gate.in_group(i) and gate.ended(i)
+    assert w.in_flight == 0
+    assert not other.hold(True, 1, now + 2.0) and other.goes_alone(True)
+    other.emitted(300, True)
+    other.turn_ended()
+    assert other.alone == 300 and w.in_flight == 1
+    assert gate.hold(False, 1, now + 2.0) and gate.hold(True, 1, now + 2.0)   # nothing beside it
+    gate.turn_ended()
+    assert other.ended(300) and (w.in_flight, w.owner) == (0, None)
+

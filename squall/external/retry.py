@@ -291,7 +291,9 @@ class WorkerGate:
         # the gate whose suspect goes alone: waiting for the others' records to end, let go, or
         # in flight; every other gate holds back while there is one
         self._owner: AloneGate[Any] | None = None
-        self._ends = 0   # records of every task acked or failed so far (`AloneGate.stalled`)
+        # records of every task acked or failed so far, and groups of suspects opened: what a
+        # task held up watches to know whether the worker moves (`AloneGate.stalled`)
+        self._ends = 0
 
     @property
     def in_flight(self) -> int:
@@ -442,8 +444,9 @@ class AloneGate(Generic[M]):
 
     def stalled(self, now: float | None) -> bool:
         """Whether this task has been held up (its group out, or a suspect of it waiting for
-        the worker's records to end) for ``patience`` seconds, as of its last `hold`, with none
-        of the worker's records ending meanwhile (False without a ``now`` or a patience)."""
+        the worker's records to end, or held back by another task's) for ``patience`` seconds,
+        as of its last `hold`, with none of the worker's records ending nor a group of suspects
+        opening meanwhile (False without a ``now`` or a patience)."""
         if now is None or self.patience is None or self._stuck_since is None:
             return False
         return now - self._stuck_since >= self.patience
@@ -480,7 +483,9 @@ class AloneGate(Generic[M]):
         end. False lets the record go: until `emitted` (or `turn_ended`, or the next ``hold``),
         it counts as in flight, so that no suspect of another task goes out before it. Given
         ``now``, a group stalled past ``patience`` is set aside first (`stalled`), and another
-        task's stalled group holds this one back no more."""
+        task's group (or claim) holds this one back no more once either task has been held up
+        that long: the other may never ask again (nothing left to send, or at max spout
+        pending), and this one's records may be what that group's trees wait for."""
         w = self.worker
         with w._lock:
             self._withdraw()
@@ -494,9 +499,14 @@ class AloneGate(Generic[M]):
                 self._holds_trees = True
                 self._set_aside(late)
             owner = w._owner
-            if owner is not None and owner is not self and not owner.stalled(now):
-                self._stuck(now)
-                return True
+            if owner is not None and owner is not self:
+                if not (late or owner.stalled(now)):
+                    self._stuck(now)
+                    return True
+                # its group (or waiting suspect) stood still: it holds no one back any more; the
+                # owner may not ask again to find it out (nothing left to send, or at max spout
+                # pending), so the task it held sees it. Its members still count as in flight
+                w._owner = None
             if self.group:
                 # a group out: only a suspect of its size joins, while it has room
                 if joins:
@@ -550,8 +560,9 @@ class AloneGate(Generic[M]):
                 if let_go is not False:   # let go alone, or without asking hold: not counted yet
                     w._in_flight += 1
             if alone:
-                if not self.group:   # it opens a group
+                if not self.group:   # it opens a group: the tasks it holds up wait for it anew
                     self.group_size, self._joined = max(size, 1), 0
+                    w._ends += 1
                 self.group.add(msg_id)
                 self._joined += 1
                 w._owner = self

@@ -539,3 +539,78 @@ def test_once_a_group_stood_still_a_suspect_alone_still_waits_for_the_next_group
     gate.turn_ended()
     assert other.ended(300) and (w.in_flight, w.owner) == (0, None)
 
+
+def test_a_task_held_back_by_a_group_whose_task_went_quiet_goes_on_after_the_message_timeout():
+    """Two Kafka spout tasks of one component in one worker, feeding an event-time window (its
+    watermark is the newest timestamp of the component's stream, less the lag). After a death,
+    a's suspects go out in a group (5 of them: its partitions had no more) and the window holds
+    them all until newer records come; b's records, which are those, wait while a's group is
+    out. a has nothing more to send, so it never asks the gate again (its queues are empty; a
+    task at max spout pending is not asked either): only a task that is held notices that
+    nothing moves. Before, b waited for good: a's group was seen standing still only by a's own
+    next ``hold``. Now a task held back by another's group (or claim) for the message timeout,
+    none of the worker's records ending nor a group opening meanwhile, lets it hold no one back
+    any more; its members still count as in flight (a suspect alone waits for them)."""
+    patience = 30.0
+    w = WorkerGate()
+    a: AloneGate[int] = AloneGate(3, w, patience)
+    b: AloneGate[int] = AloneGate(3, w, patience)
+    now = 0.0
+    for i in range(5):
+        assert not a.hold(True, 32, now)
+        a.emitted(i, a.goes_alone(True), 32)
+        a.turn_ended()
+    assert a.has_room and w.owner is a
+    while b.hold(False, 1, now):              # b's record waits behind the group
+        b.turn_ended()
+        now += 0.1
+        assert now < 3 * patience, "b waits for good behind a group that stood still"
+    assert now >= patience                    # it stood still that long
+    b.emitted(100, False)
+    b.turn_ended()
+    assert w.owner is None and w.in_flight == 6
+    assert not b.hold(False, 1, now)          # b's next ones go at once
+    b.emitted(101, False)
+    b.turn_ended()
+    assert b.hold(True, 1, now)               # a suspect alone still waits for a's group
+    b.turn_ended()
+    for i in range(5):                        # newer records moved the watermark: acked
+        assert a.in_group(i) and a.ended(i)
+    assert not b.ended(100) and not b.ended(101)
+    assert (w.in_flight, w.owner, a.group) == (0, b, set())   # its suspect waits, claiming
+    assert not b.hold(True, 1, now) and b.goes_alone(True)
+    b.emitted(102, True)
+    assert a.hold(False, 1, now)              # nothing beside b's suspect alone
+    a.turn_ended()
+    assert b.ended(102) and (w.in_flight, w.owner) == (0, None)
+
+
+def test_a_task_held_back_by_a_suspect_just_sent_alone_does_not_count_the_wait_before_it():
+    """A task's wait for another's claim restarts when a group of suspects opens: c's suspect
+    waited for what was in flight (a's record, held downstream) for the message timeout and
+    went out alone beside it; b, held back by c's claim all that time, must not count that
+    wait against c's suspect, whose tree has just started (b's poison record beside it would
+    charge c's good one)."""
+    patience = 30.0
+    w = WorkerGate()
+    a: AloneGate[int] = AloneGate(3, w, patience)
+    b: AloneGate[int] = AloneGate(3, w, patience)
+    c: AloneGate[int] = AloneGate(3, w, patience)
+    now = 0.0
+    assert not a.hold(False, 1, now)
+    a.emitted(1, False)
+    a.turn_ended()
+    while c.hold(True, 1, now):               # c's suspect waits for a's record, claiming
+        c.turn_ended()
+        assert b.hold(False, 1, now)          # b holds back meanwhile
+        b.turn_ended()
+        now += 0.1
+    assert now >= patience
+    c.emitted(2, c.goes_alone(True), 1)       # late: beside a's record, which stood still
+    c.turn_ended()
+    assert c.alone == 2 and w.owner is c
+    for _ in range(int(patience / 0.1) - 5):  # c's tree is fresh: b waits for it
+        now += 0.1
+        assert b.hold(False, 1, now)
+        b.turn_ended()
+    assert c.ended(2) and not a.ended(1) and (w.in_flight, w.owner) == (0, None)

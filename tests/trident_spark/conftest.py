@@ -161,3 +161,17 @@ def sentences(n: int, seed: int) -> list[str]:
     rnd = random.Random(seed)
     words = ["the", "cow", "jumped", "over", "moon", "to", "be", "or", "not", "storm", "spark", "trident"]
     return [" ".join(rnd.choice(words) for _ in range(rnd.randint(1, 6))) for _ in range(n)]
+
+
+def read_batch(reader, start, end) -> list:
+    """The tuples a Trident spout's Spark source reader gives for the micro-batch ``start`` to
+    ``end``, read partition by partition as Spark's tasks read them."""
+    from squall.trident.spark.rows import loads  # needs pyspark's Arrow: only where a test reads
+
+    return [loads(row) for p in reader.partitions(start, end) for rb in reader.read(p)
+            for row in rb.column(0).to_pylist()]
+
+
+def dead_letter_lines(caplog) -> list[str]:
+    """The log lines about dead letters that ``caplog`` caught, sorted."""
+    return sorted(r.getMessage() for r in caplog.records if "dead letter" in r.getMessage())

@@ -19,23 +19,13 @@ from squall import Fields
 from squall.external.trident_files import FileTridentSpout
 from squall.trident import MemoryMapState, TridentTopology
 from squall.trident.builtin import Count
-from squall.trident.spark.rows import loads
 from squall.trident.spark.source import PartitionedSpoutReader, SpoutSpec
 
 from ..external.conftest import redis_server  # noqa: F401 (its fixture: a redis-server on loopback)
-from .conftest import write_lines
+from .conftest import dead_letter_lines, read_batch, write_lines
 from .ops import refuse_bad
 
 pytestmark = pytest.mark.timeout(300)  # the live test may pay the package's cold SparkSession
-
-
-def _read(reader, start, end):
-    return [loads(row) for p in reader.partitions(start, end) for rb in reader.read(p)
-            for row in rb.column(0).to_pylist()]
-
-
-def _dead_letters(caplog) -> list[str]:
-    return sorted(r.getMessage() for r in caplog.records if "dead letter" in r.getMessage())
 
 
 def test_a_file_batch_of_dead_letters_only_moves_the_offset_past_them(tmp_path, caplog):
@@ -51,19 +41,19 @@ def test_a_file_batch_of_dead_letters_only_moves_the_offset_past_them(tmp_path, 
     start = driver.initialOffset()
     first = driver.latestOffset(start, None)  # bad1, bad2: no tuple, but past them
     assert first["txid"] == 1 and first["parts"]["a.txt"]["end"] == 10
-    assert _read(driver, start, first) == _read(driver, start, first) == []  # a task retried: nothing
+    assert read_batch(driver, start, first) == read_batch(driver, start, first) == []  # a task retried: nothing
     second = driver.latestOffset(first, None)
-    assert second["txid"] == 2 and _read(driver, first, second) == [["good1"]]  # good1, bad3
+    assert second["txid"] == 2 and read_batch(driver, first, second) == [["good1"]]  # good1, bad3
     third = driver.latestOffset(second, None)  # bad4, bad5
-    assert third["txid"] == 3 and _read(driver, second, third) == []
+    assert third["txid"] == 3 and read_batch(driver, second, third) == []
     # the driver restarted: a new reader (its emitter new) from the last offset Spark wrote
     restarted = reader()
     fourth = restarted.latestOffset(third, None)  # bad6, good2
-    assert fourth["txid"] == 4 and _read(restarted, third, fourth) == _read(restarted, third, fourth) == [["good2"]]
+    assert fourth["txid"] == 4 and read_batch(restarted, third, fourth) == read_batch(restarted, third, fourth) == [["good2"]]
     assert restarted.latestOffset(fourth, None) == fourth  # nothing new: no batch
     offsets = {"bad1": 0, "bad2": 5, "bad3": 16, "bad4": 21, "bad5": 26, "bad6": 31}
     txids = {"bad1": 1, "bad2": 1, "bad3": 2, "bad4": 3, "bad5": 3, "bad6": 4}
-    assert _dead_letters(caplog) == sorted(
+    assert dead_letter_lines(caplog) == sorted(
         f"FileTridentSpout dead letter: txid {txids[name]}: {path} offset {at}: ValueError: refused {name!r}"
         for name, at in offsets.items())  # each once, a retried read and the restart included
 
@@ -85,11 +75,11 @@ def test_a_redis_stream_batch_of_dead_letters_only_moves_the_offset_past_them(re
         if end == offset:
             break
         txids.append(end["txid"])
-        read += _read(reader, offset, end)
-        assert _read(reader, offset, end) == read[len(read) - len(_read(reader, offset, end)):]  # a retry: same
+        read += read_batch(reader, offset, end)
+        assert read_batch(reader, offset, end) == read[len(read) - len(read_batch(reader, offset, end)):]  # a retry: same
         offset = end
     assert txids == [1, 2, 3] and read == [["good"]]
-    assert _dead_letters(caplog) == sorted(
+    assert dead_letter_lines(caplog) == sorted(
         f"RedisStreamTridentSpout dead letter: txid {1 + i // 2}: stream 's' entry {entry}: "
         f"missing field 'value' (has ['other'])" for i, entry in enumerate(bad))
 

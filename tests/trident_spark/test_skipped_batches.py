@@ -20,23 +20,13 @@ from squall import Fields
 from squall.external.trident_files import FileTridentSpout
 from squall.trident import MemoryMapState, TridentTopology
 from squall.trident.builtin import Count
-from squall.trident.spark.rows import loads
 from squall.trident.spark.source import PartitionedSpoutReader, SpoutSpec
 
 from ..kafka_broker import QUIET, kafka_broker  # noqa: F401 (the module-scoped broker fixture)
-from .conftest import write_lines
+from .conftest import dead_letter_lines, read_batch, write_lines
 from .ops import skip_comment_records, skip_comments
 
 pytestmark = pytest.mark.timeout(300)  # the live test may pay the package's cold SparkSession
-
-
-def _read(reader, start, end):
-    return [loads(row) for p in reader.partitions(start, end) for rb in reader.read(p)
-            for row in rb.column(0).to_pylist()]
-
-
-def _dead_letters(caplog) -> list[str]:
-    return sorted(r.getMessage() for r in caplog.records if "dead letter" in r.getMessage())
 
 
 def _plan_all(reader, offset, plans: int = 10) -> tuple[list, list]:
@@ -47,8 +37,8 @@ def _plan_all(reader, offset, plans: int = 10) -> tuple[list, list]:
         end = reader.latestOffset(offset, None)
         if end == offset:
             break
-        got = _read(reader, offset, end)
-        assert _read(reader, offset, end) == got
+        got = read_batch(reader, offset, end)
+        assert read_batch(reader, offset, end) == got
         offsets.append(end)
         read += got
         offset = end
@@ -74,11 +64,11 @@ def test_a_file_batch_of_skipped_lines_only_moves_the_offset_past_them(tmp_path,
     start = driver.initialOffset()
     first = driver.latestOffset(start, None)  # #1, #2: no tuple, no dead letter, but past them
     assert first["txid"] == 1 and first["parts"]["a.txt"]["end"] == at["good1"], first
-    assert _read(driver, start, first) == _read(driver, start, first) == []  # a task retried: nothing
+    assert read_batch(driver, start, first) == read_batch(driver, start, first) == []  # a task retried: nothing
     second = driver.latestOffset(first, None)
-    assert second["txid"] == 2 and _read(driver, first, second) == [["good1"]]  # good1, #3
+    assert second["txid"] == 2 and read_batch(driver, first, second) == [["good1"]]  # good1, #3
     third = driver.latestOffset(second, None)  # #4, #5
-    assert third["txid"] == 3 and _read(driver, second, third) == []
+    assert third["txid"] == 3 and read_batch(driver, second, third) == []
     # the driver restarted: a new reader (its emitter new) from the last offset Spark wrote, that
     # of a batch of skipped lines only: it reads from after them (#6 on), not #4 and #5 again
     restarted = reader()
@@ -89,7 +79,7 @@ def test_a_file_batch_of_skipped_lines_only_moves_the_offset_past_them(tmp_path,
     assert read == [["good2"]]
     # every line: the two good ones read once each, the refused one logged once, none left
     refused = f"FileTridentSpout dead letter: txid 5: {path} offset {at['bad1']}: ValueError: refused 'bad1'"
-    assert _dead_letters(caplog) == [refused]
+    assert dead_letter_lines(caplog) == [refused]
     assert restarted.latestOffset(offsets[-1], None) == offsets[-1]  # nothing new: no batch
 
 
@@ -102,7 +92,7 @@ def test_a_plan_that_reads_nothing_is_still_no_micro_batch(tmp_path):
     assert reader.latestOffset(offsets[0], None) == offsets[0]  # asked again, nothing new: still none
     write_lines(tmp_path / "a.txt", ["#1"])
     second = reader.latestOffset(offsets[0], None)
-    assert second["txid"] == 2 and _read(reader, offsets[0], second) == []
+    assert second["txid"] == 2 and read_batch(reader, offsets[0], second) == []
     assert reader.latestOffset(second, None) == second
 
 
@@ -131,7 +121,7 @@ def test_a_delta_commit_that_adds_no_row_is_a_micro_batch_of_no_rows_past_it(tmp
     deltalake.write_deltalake(table, pa.table({"word": pa.array([], pa.string())}), mode="append")  # adds no file
     reader = PartitionedSpoutReader(SpoutSpec("delta", DeltaTridentSpout(table, ["word"]), {}))
     first = reader.latestOffset(reader.initialOffset(), None)  # both commits: x
-    assert _read(reader, reader.initialOffset(), first) == [["x"]]
+    assert read_batch(reader, reader.initialOffset(), first) == [["x"]]
     deltalake.write_deltalake(table, pa.table({"word": pa.array([], pa.string())}), mode="append")
     offsets, read = _plan_all(reader, first)  # version 2 alone: no row, but past it
     assert [o["parts"][table]["first_version"] for o in offsets] == [2] and read == []

@@ -989,7 +989,7 @@ class FileSpout(Spout, CountsDeadLetters):
             for offset, charge in c.charged.items():
                 # the highest charge, then the highest level (a task that read it since raised it)
                 was = self.charged.get(offset, Charge())
-                if offset >= start and (charge.retries, charge.level) > (was.retries, was.level):
+                if offset >= start and (charge.retries, charge.level, charge.beside) > (was.retries, was.level, was.beside):
                     self.charged[offset] = charge
             self.dead |= {offset for offset in c.dead if offset >= start}
         self.read_to = self.read_before
@@ -1006,9 +1006,24 @@ class FileSpout(Spout, CountsDeadLetters):
         return group_size(self.charged.get(offset, Charge()).level)
 
     def _charge(self, offset: int) -> Charge:
-        """The line's charge as it stands (its failures so far, its deaths alone so far, its level)."""
+        """The line's charge as it stands (its failures so far, its deaths alone so far, its
+        level, its deaths beside others)."""
         kept = self.charged.get(offset, Charge())
-        return Charge(self.inflight.tries(offset), kept.deaths, kept.level)
+        return Charge(self.inflight.tries(offset), kept.deaths, kept.level, kept.beside)
+
+    def _hold(self, suspect: bool, size: int) -> bool:
+        """`AloneGate.hold`; a suspect alone it set aside (others go out beside it from now on)
+        has its death charged before it went out made a death beside others, written before
+        anything goes out beside it."""
+        held = self.gate.hold(suspect, size, self.clock.now())
+        aside = self.gate.set_aside_alone()
+        if aside:
+            for offset in aside:
+                self.charged[offset] = self.charged[offset].set_aside()
+            self._write_charges()
+            for offset in aside:
+                self.gate.mark_beside(offset)
+        return held
 
     @staticmethod
     def _marked(charge: Charge, size: int) -> Charge:
@@ -1061,7 +1076,7 @@ class FileSpout(Spout, CountsDeadLetters):
 
         def may(offset: int) -> bool:
             nonlocal held
-            held = self.gate.hold(self._suspect(offset), self._group_size(offset), self.clock.now())
+            held = self._hold(self._suspect(offset), self._group_size(offset))
             return not held
 
         again = self.inflight.next_retry(self.clock.now(), may)
@@ -1087,7 +1102,7 @@ class FileSpout(Spout, CountsDeadLetters):
         offset = self.handle.tell()
         suspect = self._suspect(offset)
         size = self._group_size(offset)
-        if self.gate.hold(suspect, size, self.clock.now()):
+        if self._hold(suspect, size):
             self._maybe_commit()
             return
         try:
@@ -1104,7 +1119,7 @@ class FileSpout(Spout, CountsDeadLetters):
             self._set_aside(offset, lambda: None)
             return
         charge = self.charged.get(offset, Charge())
-        if suspect and self.backoff.gives_up(charge.retries):   # its worker died with it, alone, too often
+        if suspect and self.gate.gives_up(charge):   # its worker died with it too often (alone, or beside others)
             reason, cause = self.gate.death_reason(charge)
 
             def write() -> None:
@@ -1235,19 +1250,22 @@ class FileSpout(Spout, CountsDeadLetters):
             return
         offset = msg_id.offset
         grouped = self.gate.in_group(offset)
+        beside = self.gate.beside(offset)
         marked = self.gate.ended(offset)
         alone = marked and not grouped
         if self.gate.lost_worker(cause):
             self.suspects.add(offset)
         kept = self.charged.get(offset, Charge())
-        deaths = kept.deaths - alone          # alone: charged a death beforehand
+        deaths = kept.deaths - (alone and not beside)   # alone: charged a death beforehand
         level = kept.level - grouped          # in a group: its level raised beforehand
+        besides = kept.beside - beside        # set aside: a death beside others, beforehand
         given_up = self.inflight.fail(offset, cause, now=self.clock.now())
         if self.gate.counting and (marked or cause.record_caused):
             # alone, it was charged beforehand as a death: that charge becomes the failure it
             # caused, or is taken back (a timeout, a lost worker, a rollback: this spout lives);
-            # in a group, its level raised beforehand is taken back so too
-            self._set_charge(offset, Charge(self.inflight.tries(offset), deaths, level))
+            # in a group, its level raised beforehand is taken back so too, and set aside, its
+            # death beside others
+            self._set_charge(offset, Charge(self.inflight.tries(offset), deaths, level, besides))
         if given_up is not None:
             record = json.dumps(given_up.values, default=repr).encode()
             self._write_dead_letter(offset, give_up_reason(given_up),
@@ -1429,8 +1447,10 @@ class FileSpout(Spout, CountsDeadLetters):
         if getattr(self, "progress_path", None) is not None:
             for offset, grouped in [(o, g) for o, g in self.gate.marked() if o in self.inflight]:
                 kept = self.charged[offset]
-                self._set_charge(offset, Charge(self.inflight.tries(offset), kept.deaths - (not grouped),
-                                                kept.level - grouped))
+                beside = self.gate.beside(offset)
+                self._set_charge(offset, Charge(self.inflight.tries(offset),
+                                                kept.deaths - (not grouped and not beside),
+                                                kept.level - grouped, kept.beside - beside))
             if self.gate.counting and self.handle is not None:
                 # what it really read (not the read-ahead), or what a dead task may have
                 self.read_to = max(self.handle.tell(), self.read_before)

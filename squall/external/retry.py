@@ -227,16 +227,23 @@ def group_size(level: int) -> int:
 class Charge(NamedTuple):
     """What a record's durable budget holds: the failures charged to it (those it caused, and
     deaths of its spout's worker while it was in flight alone), of which ``deaths`` were deaths,
-    and its ``level``: how many times its worker died while it was in flight in a group of
-    suspects (`AloneGate`, `SUSPECT_GROUPS`), which is not a failure charged. Its text, kept by
-    each spout where it keeps its progress, is ``"<retries> <deaths>"``, then ``" <level>"`` if
-    the level is not 0 (a text of two fields, as written before levels, is level 0)."""
+    its ``level``: how many times its worker died while it was in flight in a group of suspects
+    (`AloneGate`, `SUSPECT_GROUPS`), which is not a failure charged, and ``beside``: how many
+    times its worker died while it was in flight as a suspect alone *set aside* (it stood still
+    for the message timeout, held downstream, and others went out beside it), not a failure
+    charged either but bounded apart (`beside_limit`). Its text, kept by each spout where it
+    keeps its progress, is ``"<retries> <deaths>"``, then ``" <level>"`` if the level or
+    ``beside`` is not 0, then ``" <beside>"`` if ``beside`` is not 0 (a text of two fields, as
+    written before levels, is level 0; one of three, as written before ``beside``, beside 0)."""
 
     retries: int = 0
     deaths: int = 0
     level: int = 0
+    beside: int = 0
 
     def __str__(self) -> str:
+        if self.beside:
+            return f"{self.retries} {self.deaths} {self.level} {self.beside}"
         if self.level:
             return f"{self.retries} {self.deaths} {self.level}"
         return f"{self.retries} {self.deaths}"
@@ -247,26 +254,45 @@ class Charge(NamedTuple):
         if text is None:
             return cls()
         fields = text.split(" ")
-        if not 1 <= len(fields) <= 3:
+        if not 1 <= len(fields) <= 4:
             raise ValueError(f"not a charge: {text!r}")
         charge = cls(*(int(f) for f in fields))
-        if charge.retries < 0 or not 0 <= charge.deaths <= charge.retries or charge.level < 0:
+        if (charge.retries < 0 or not 0 <= charge.deaths <= charge.retries or charge.level < 0
+                or charge.beside < 0):
             raise ValueError(f"not a charge: {text!r}")
         return charge
 
     @property
     def is_mark(self) -> bool:
-        """Whether there is anything to keep (a charge or a level): else the record's entry goes."""
-        return bool(self.retries or self.level)
+        """Whether there is anything to keep (a charge, a level or deaths beside others): else
+        the record's entry goes."""
+        return bool(self.retries or self.level or self.beside)
 
     def dying(self) -> Charge:
         """The charge written before the record goes out alone: as if its worker dies with it."""
-        return Charge(self.retries + 1, self.deaths + 1, self.level)
+        return Charge(self.retries + 1, self.deaths + 1, self.level, self.beside)
 
     def in_group(self) -> Charge:
         """The mark written before the record goes out in a group of suspects: its level raised,
         as if its worker dies with the group (nothing charged)."""
-        return Charge(self.retries, self.deaths, self.level + 1)
+        return Charge(self.retries, self.deaths, self.level + 1, self.beside)
+
+    def set_aside(self) -> Charge:
+        """The mark of a suspect alone (charged as `dying`) once it is set aside and others go
+        out beside it (`AloneGate.set_aside_alone`): the death charged before it went out taken
+        back, and one death beside others counted instead, as if its worker dies now."""
+        return Charge(self.retries - 1, self.deaths - 1, self.level, self.beside + 1)
+
+
+def beside_limit(max_retries: int) -> int:
+    """The deaths beside others (`Charge.beside`) past which a suspect is given up: twice the
+    deaths alone that give one up, less one (``2 * max_retries + 1``). Each of a poison
+    record's deaths alone is at most one death beside it for the suspects set aside in flight
+    with it, so the poison record reaches its own limit first, by ``max_retries + 1`` deaths;
+    a poison record that kills only once newer records move it on (in an event-time window)
+    never dies alone, and is given up here, with every suspect set aside beside it each time:
+    nothing tells them apart."""
+    return 2 * max_retries + 1
 
 
 WORKER_GATE_KEY = "squall.external.retry.WorkerGate"
@@ -376,7 +402,10 @@ class AloneGate(Generic[M]):
     window: the restarted task sent its first 32 suspects and nothing more, its windows never
     fired again). The members set aside keep their marks (`marked`), and a death from then on
     is charged as their marks say, though others are in flight beside them: the price of going
-    on. From then on the task's groups of more than one neither wait for what is in flight
+    on; but a suspect alone set aside is listed (`set_aside_alone`) for its spout to make its
+    mark a death beside others (`Charge.set_aside`, bounded apart: `beside_limit`) before
+    anything goes out beside it, so that a poison record's death is not charged to it as a
+    death alone (the `FileSpout` does; the Redis Streams and Kafka spouts do not yet). From then on the task's groups of more than one neither wait for what is in flight
     nor hold the others back (one is set aside as soon as a record cannot join it): a death
     with others beside such a group charges no one either (its members' levels are raised, and
     the others are read again as suspects), so only a suspect alone waits ``patience`` each
@@ -398,6 +427,11 @@ class AloneGate(Generic[M]):
         # more, so that nothing waits for them (the others' trees are being processed: a suspect
         # alone waits for them as for any record in flight)
         self._uncounted: set[M] = set()
+        # suspects alone (charged as dying) set aside as they stood still, not yet taken by the
+        # spout (`set_aside_alone`), and those whose mark the spout made a death beside others
+        # (`mark_beside`): a failure or close takes that back, not a death
+        self._stood_alone: list[M] = []
+        self._beside: set[M] = set()
         # since when this task has been held up (a group out, or a suspect waiting for the
         # worker's records to end) with none of the worker's records ending; None: it is not
         self._stuck_since: float | None = None
@@ -463,11 +497,15 @@ class AloneGate(Generic[M]):
         in flight (`_holds_trees`) stays counted: its trees are being processed, and a poison
         member's death beside a suspect alone would be charged to that suspect."""
         w = self.worker
+        # bounded by what is in flight, for a spout that never takes them (`set_aside_alone`)
+        self._stood_alone = [m for m in self._stood_alone if m in self.in_flight]
         for m in self.group:
             self._aside[m] = self.group_size
             if stood_still and m in self.in_flight:
                 w._in_flight -= 1
                 self._uncounted.add(m)
+                if self.group_size == 1:
+                    self._stood_alone.append(m)
         self.group = set()
         self.group_size = self._joined = 0
         self._stuck_since = None
@@ -534,6 +572,33 @@ class AloneGate(Generic[M]):
             self._let_go = False
             self._stuck_since = None
             return False
+
+    def set_aside_alone(self) -> list[M]:
+        """The suspects alone (charged as dying) that `hold` set aside since the last call, as
+        they stood still, still in flight: others go out beside each from now on, so before
+        anything goes out the spout makes its mark a death beside others (`Charge.set_aside`)
+        and says so (`mark_beside`). Else the death of a record sent beside it (a poison record
+        upstream of the window that holds it) is charged to it as a death alone."""
+        with self.worker._lock:
+            out = [m for m in self._stood_alone if m in self._aside and m in self.in_flight]
+            self._stood_alone = []
+            return out
+
+    def mark_beside(self, msg_id: M) -> None:
+        """The spout wrote the mark of ``msg_id``, a suspect alone set aside, as a death beside
+        others (`set_aside_alone`): its failure or the spout's close takes that back (`beside`)."""
+        self._beside.add(msg_id)
+
+    def beside(self, msg_id: M) -> bool:
+        """Whether ``msg_id``'s mark is a death beside others (`mark_beside`), to be taken back
+        at its failure (or deleted at its ack): ask before `ended`."""
+        return msg_id in self._beside
+
+    def gives_up(self, charge: Charge) -> bool:
+        """Whether a suspect with ``charge`` is past its limits: ``max_retries`` failures charged
+        (deaths alone among them), or `beside_limit` deaths beside others."""
+        m = self.max_retries
+        return m is not None and (charge.retries > m or charge.beside > beside_limit(m))
 
     def goes_alone(self, suspect: bool) -> bool:
         """Whether a record that may go (`hold` False) goes as a suspect, its mark written first
@@ -606,6 +671,7 @@ class AloneGate(Generic[M]):
                 if msg_id not in self._uncounted:   # one set aside as it stood still was not
                     w._in_flight -= 1
             self._uncounted.discard(msg_id)
+            self._beside.discard(msg_id)
             if aside:
                 del self._aside[msg_id]
                 return True
@@ -629,6 +695,8 @@ class AloneGate(Generic[M]):
             self.in_flight.clear()
             self._aside.clear()
             self._uncounted.clear()
+            self._stood_alone.clear()
+            self._beside.clear()
             self.group.clear()
             self.group_size = self._joined = 0
             self._waiting = False
@@ -655,6 +723,12 @@ class AloneGate(Generic[M]):
             said.append(f"its worker died each of the {charge.deaths} times it was in flight alone")
         if charge.retries > charge.deaths:
             said.append(f"{charge.retries - charge.deaths} failures it caused")
+        if charge.beside:
+            said.append(f"its worker died each of the {charge.beside} times it was in flight set aside "
+                        "beside others (held downstream past the message timeout)")
         told = "; ".join(said)
-        return (f"failed {charge.retries} times (max_retries {self.max_retries}): {told}",
+        limits = f"max_retries {self.max_retries}"
+        if self.max_retries is not None and charge.beside > beside_limit(self.max_retries):
+            limits += f", deaths beside others {beside_limit(self.max_retries)}"
+        return (f"failed {charge.retries} times ({limits}): {told}",
                 FailureCause(WORKER_LOST, "", -1, "", told))

@@ -477,7 +477,12 @@ def test_a_mark_keeps_its_level_and_reads_the_text_before_levels_as_level_0():
     assert Charge.parse("0 0 1") == Charge(0, 0, 1) and str(Charge(0, 0, 1)) == "0 0 1"
     assert Charge(0, 0).in_group() == Charge(0, 0, 1) and Charge(0, 0, 1).dying() == Charge(1, 1, 1)
     assert Charge(0, 0, 1).is_mark and not Charge(0, 0, 0).is_mark and Charge(1, 0).is_mark
-    for bad in ("1 1 -1", "1 1 1 1", "0 0 x"):
+    # deaths beside others (a suspect alone set aside): a fourth field, only when not 0; its
+    # death charged before it went out taken back
+    assert Charge.parse("1 1 0 2") == Charge(1, 1, 0, 2) and str(Charge(1, 1, 0, 2)) == "1 1 0 2"
+    assert str(Charge(1, 1, 2, 0)) == "1 1 2" and Charge(0, 0, 0, 1).is_mark
+    assert Charge(1, 1, 1).dying().set_aside() == Charge(1, 1, 1, 1)
+    for bad in ("1 1 -1", "1 1 1 -1", "1 1 1 1 1", "0 0 x"):
         with pytest.raises(ValueError):
             Charge.parse(bad)
     assert [group_size(level) for level in range(3)] == [SUSPECT_GROUPS[0], SUSPECT_GROUPS[-1], SUSPECT_GROUPS[-1]]

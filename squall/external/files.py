@@ -301,7 +301,7 @@ def load_charges(path: Path, spout: str, directory: str) -> dict[str, FileCharge
                                     frozenset(_dead_offset(o) for o in v["dead"]))
     except (AttributeError, KeyError, TypeError, ValueError):
         raise FileConnectorError(f"{named} is malformed (expected file name -> dev, ino, head_len, head, read_to, "
-                                 f"charged: byte offset -> \"<failures> <deaths> [<level>]\" and dead: byte offsets)") from None
+                                 f"charged: byte offset -> \"<failures> <deaths> [<level> [<beside>]]\" and dead: byte offsets)") from None
     return out
 
 

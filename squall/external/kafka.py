@@ -339,6 +339,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         self.read_before: dict[TopicPartition, int] = {}   # below it: emitted by a task that stopped
         self.emitted_end: dict[TopicPartition, int] = {}   # past the last offset emitted here
         self.suspects: set[MessageId] = set()              # failed as worker-died: alone from now on
+        self._aside: list[MessageId] = []                 # suspects alone set aside, their marks not yet beside
         self._unwritten: set[TopicPartition] = set()       # budgets changed since their last commit
         self._must_write = False   # and they must be committed before anything else goes out
         self._too_big_warned: set[TopicPartition] = set()
@@ -650,7 +651,13 @@ class KafkaSpout(Spout, CountsDeadLetters):
             if self.gate.counting:
                 suspect = self._suspect(msg_id)
                 size = self._group_size(r, msg_id) if suspect else 1
-                if self.gate.hold(suspect, size, self.clock.now()):
+                held = self.gate.hold(suspect, size, self.clock.now())
+                self._aside.extend(self.gate.set_aside_alone())
+                # a suspect alone set aside: its mark a death beside others, committed before
+                # anything goes out beside it (`AloneGate.set_aside_alone`)
+                if self._aside and not self._mark_aside():
+                    return _Outcome.HELD   # read again once the broker takes the commit
+                if held:
                     return _Outcome.HELD   # a suspect waits for what is in flight, and nothing goes out beside its group
                 if self._given_up_before(r, msg_id, suspect):
                     return _Outcome.SKIPPED
@@ -732,6 +739,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         num_fails = self.emitted.pop(msg_id)
         counting = self.gate.counting
         grouped = counting and self.gate.in_group(msg_id)
+        beside = counting and self.gate.beside(msg_id)
         marked = counting and self.gate.ended(msg_id)
         alone = marked and not grouped
         if counting and self.gate.lost_worker(cause):
@@ -742,9 +750,11 @@ class KafkaSpout(Spout, CountsDeadLetters):
         if held is not None and (marked or cause.record_caused):
             # alone, it was charged beforehand as a death: that charge becomes the failure it
             # caused, or is taken back (a timeout, a lost worker, a rollback: this spout lives);
-            # in a group, its level raised beforehand is taken back so too
-            self._set_charge(msg_id, Charge(num_fails, held.charge.deaths - alone, held.charge.level - grouped),
-                             held.tag)
+            # in a group, its level raised beforehand is taken back so too, and set aside, its
+            # death beside others
+            c = held.charge
+            self._set_charge(msg_id, Charge(num_fails, c.deaths - (alone and not beside), c.level - grouped,
+                                            c.beside - beside), held.tag)
         if not cause.record_caused:
             self.retry.reschedule(msg_id, num_fails)
             self.fails[msg_id] = num_fails
@@ -847,9 +857,9 @@ class KafkaSpout(Spout, CountsDeadLetters):
         if not suspect:
             return False
         charge = self._charge(r)
-        if not self.config.retry.gives_up(charge.retries):
+        if not self.gate.gives_up(charge):
             return False
-        # its worker died with it, alone, too often
+        # its worker died with it too often (alone, or beside others)
         reason, cause = self.gate.death_reason(charge)
         self._dead(r, reason)
         self.count_dead_letter(cause)
@@ -886,7 +896,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         if past:
             budget.emitted_to = r.offset + 1 + READ_AHEAD
         if alone:
-            now = Charge(num_fails, charge.deaths, charge.level)
+            now = Charge(num_fails, charge.deaths, charge.level, charge.beside)
             mark = now.dying() if size == 1 else now.in_group()
             budget.charged[r.offset] = TaggedCharge(mark, record_tag(r.key, r.value))
         self._unwritten.add(r.tp)
@@ -898,6 +908,25 @@ class KafkaSpout(Spout, CountsDeadLetters):
         else:
             budget.charged[r.offset] = before[1]
         return False
+
+    def _mark_aside(self) -> bool:
+        """Commits the mark of each suspect alone set aside (`_aside`) as a death beside others
+        instead of a death alone (`Charge.set_aside`), and tells the gate (`mark_beside`): its
+        failure or a close takes that back. False (kept for the next call) if the broker did not
+        take the commit."""
+        aside = [m for m in self._aside if m in self.emitted and m.offset in self.budgets[m.tp].charged]
+        before = {m: self.budgets[m.tp].charged[m.offset] for m in aside}
+        for m, held in before.items():
+            self.budgets[m.tp].charged[m.offset] = TaggedCharge(held.charge.set_aside(), held.tag)
+            self._unwritten.add(m.tp)
+        if aside and not self._guarded(self._write_budgets):
+            for m, held in before.items():
+                self.budgets[m.tp].charged[m.offset] = held
+            return False
+        for m in aside:
+            self.gate.mark_beside(m)
+        self._aside.clear()
+        return True
 
     def _set_charge(self, msg_id: MessageId, charge: Charge, tag: str) -> None:
         """Keeps ``charge`` for the record (none, if it is no charge and no level), to be committed."""
@@ -913,12 +942,14 @@ class KafkaSpout(Spout, CountsDeadLetters):
         the worker down (the spout closes, or loses their partition): each one's mark is taken
         back, alone the death charged before it went out, in a group its level raised."""
         for m, grouped in [(m, g) for m, g in self.gate.marked() if partitions is None or m.tp in partitions]:
+            beside = self.gate.beside(m)
             self.gate.ended(m)   # its ack will be ignored, or is not coming
             held = self.budgets[m.tp].charged.get(m.offset)
             if held is not None:
                 c = held.charge
-                self._set_charge(m, Charge(c.retries - (not grouped), c.deaths - (not grouped), c.level - grouped),
-                                 held.tag)
+                dying = not grouped and not beside   # alone, charged a death beforehand
+                self._set_charge(m, Charge(c.retries - dying, c.deaths - dying, c.level - grouped,
+                                           c.beside - beside), held.tag)
 
     def _metadata(self, tp: TopicPartition, offset: int) -> str:
         """``tp``'s commit metadata at ``offset``: this topology and task, and with a retry

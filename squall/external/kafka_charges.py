@@ -136,7 +136,7 @@ def read_charges(metadata: str | None) -> PartitionCharges | None:
         try:
             parsed = Charge.parse(charge)
         except ValueError:
-            raise MalformedCharges(f"charge {text!r} at offset {key!r} is not \"<retries> <deaths> [<level>] <tag>\"") from None
+            raise MalformedCharges(f"charge {text!r} at offset {key!r} is not \"<retries> <deaths> [<level> [<beside>]] <tag>\"") from None
         out.charged[_offset(key)] = TaggedCharge(parsed, _tag(tag))
     for key, tag in dead.items():
         out.dead[_offset(key)] = _tag(tag)

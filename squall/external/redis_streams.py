@@ -199,6 +199,7 @@ class _Tracked:
     charged: bool = False
     level: int = 0
     lone: bool = False
+    beside: int = 0   # deaths of its worker while it was in flight set aside beside others
 
     @property
     def group_size(self) -> int:
@@ -208,7 +209,7 @@ class _Tracked:
     @property
     def charge(self) -> Charge:
         """Its charge as it stands, no mark of a delivery in a group or alone on it."""
-        return Charge(self.retries, self.deaths, self.level)
+        return Charge(self.retries, self.deaths, self.level, self.beside)
 
 
 @dataclass(frozen=True)
@@ -293,7 +294,7 @@ def consumer_name(component_id: str, task_index: int) -> str:
 
 def charges_key(stream: str, group: str) -> str:
     """The hash that keeps the failures charged to the entries of ``stream`` that ``group``
-    holds (entry id -> ``"<charged> <deaths> [<level>]"``), across the spout's restarts."""
+    holds (entry id -> ``"<charged> <deaths> [<level> [<beside>]]"``), across the spout's restarts."""
     return f"{stream}:{group}:charged"
 
 
@@ -453,6 +454,7 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         # what goes out when; shared with every spout task of this worker that keeps charges
         self._gate: AloneGate[str] = AloneGate(self.backoff.max_retries, worker_gate(context), gate_patience(conf))
         self._to_write: dict[str, str] = {}        # charges the server did not take yet
+        self._aside: list[str] = []                # suspects alone set aside, their marks not yet beside
         self._to_forget: list[str] = []            # charges to delete with the acks held back
         self._set_up = False
         self._history_from: str | None = "0"       # own pending still to replay (None: done)
@@ -520,7 +522,13 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
                 self._ready.popleft()
                 continue
             size = t.group_size
-            if self._gate.hold(t.suspect, size, now):
+            held = self._gate.hold(t.suspect, size, now)
+            self._aside.extend(self._gate.set_aside_alone())
+            # a suspect alone set aside: its mark a death beside others, before anything goes
+            # out beside it (`AloneGate.set_aside_alone`)
+            if self._aside and not self._safely(now, self._mark_aside):
+                return
+            if held:
                 return   # a suspect waits for what is in flight, and nothing goes out beside its group
             alone = self._gate.goes_alone(t.suspect)
             # a suspect's mark beforehand (the death that would end this delivery leaves no one
@@ -706,9 +714,9 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         entries = [e for e in entries if e.id not in self._tracked and e.id not in acked and e.id not in self._dead]
         looked_up = self._look_up(entries) if again and self._counting else {}
         for entry in entries:
-            delivered, retries, deaths, level = looked_up.get(entry.id, (1, 0, 0, 0))
-            if self.backoff.gives_up(retries):
-                self._dead_letter(entry, *self._gate.death_reason(Charge(retries, deaths), delivered))
+            delivered, retries, deaths, level, beside = looked_up.get(entry.id, (1, 0, 0, 0, 0))
+            if self._gate.gives_up(Charge(retries, deaths, level, beside)):
+                self._dead_letter(entry, *self._gate.death_reason(Charge(retries, deaths, level, beside), delivered))
                 continue
             try:
                 values = self.translator(self.stream, entry)
@@ -727,14 +735,15 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
                 continue
             self._tracked[entry.id] = _Tracked(entry, values, retries, deaths, delivered,
                                                suspect=entry.id in looked_up,
-                                               charged=retries > 0 or level > 0, level=level)
+                                               charged=retries > 0 or level > 0 or beside > 0, level=level,
+                                               beside=beside)
             self._ready.append(entry.id)
 
-    def _look_up(self, entries: list[Entry]) -> dict[str, tuple[int, int, int, int]]:
-        """Each entry's delivery count and the failures (and deaths, and level) the hash of
-        charges keeps for it, in one script call per `_TOUCH_BATCH` ids."""
+    def _look_up(self, entries: list[Entry]) -> dict[str, tuple[int, int, int, int, int]]:
+        """Each entry's delivery count and the failures (and deaths, level, deaths beside
+        others) the hash of charges keeps for it, in one script call per `_TOUCH_BATCH` ids."""
         ids = [e.id for e in entries]
-        found: dict[str, tuple[int, int, int, int]] = {}
+        found: dict[str, tuple[int, int, int, int, int]] = {}
         for i in range(0, len(ids), _TOUCH_BATCH):
             batch = ids[i:i + _TOUCH_BATCH]
             reply = self._look_up_script(keys=[self.stream, self._charges], args=[self.group, *batch])
@@ -746,11 +755,11 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
                     # a Redis key any client may write: raising here failed this spout again at every
                     # restart, as it reads the same value first (the Kafka spout ignores its malformed
                     # budgets so too)
-                    log.warning("%s: the charge %r of entry %s in %s is not one (\"<failures> <deaths> [<level>]\"); "
+                    log.warning("%s: the charge %r of entry %s in %s is not one (\"<failures> <deaths> [<level> [<beside>]]\"); "
                                 "ignored: the entry starts with a fresh budget, and its next charge replaces it",
                                 self.consumer, str(charges)[:100], entry_id, self._charges)
                     charge = Charge()
-                found[entry_id] = (int(delivered), charge.retries, charge.deaths, charge.level)
+                found[entry_id] = (int(delivered), charge.retries, charge.deaths, charge.level, charge.beside)
         return found
 
     def _mark(self, entry_id: str, t: _Tracked, size: int) -> None:
@@ -761,6 +770,16 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         self._flush_acks()
         self.client.hset(self._charges, entry_id, str(mark))
         t.charged = True
+
+    def _mark_aside(self) -> None:
+        """Writes the mark of each suspect alone set aside (`_aside`) as a death beside others
+        instead of a death alone (`Charge.set_aside`); its failure or the spout's close writes
+        its charge as it stands, taking that back, as it takes back a death alone."""
+        marks = {m: str(t.charge.dying().set_aside()) for m in self._aside if (t := self._tracked.get(m)) is not None}
+        self._flush_acks()
+        if marks:
+            self.client.hset(self._charges, mapping=marks)
+        self._aside.clear()
 
     def _move_due_retries(self, now: float) -> None:
         """Moves the retries that are due to the front of the ready queue, after resetting

@@ -405,7 +405,7 @@ class AloneGate(Generic[M]):
     on; but a suspect alone set aside is listed (`set_aside_alone`) for its spout to make its
     mark a death beside others (`Charge.set_aside`, bounded apart: `beside_limit`) before
     anything goes out beside it, so that a poison record's death is not charged to it as a
-    death alone (the `FileSpout` does; the Redis Streams and Kafka spouts do not yet). From then on the task's groups of more than one neither wait for what is in flight
+    death alone (the file, Redis Streams and Kafka spouts do). From then on the task's groups of more than one neither wait for what is in flight
     nor hold the others back (one is set aside as soon as a record cannot join it): a death
     with others beside such a group charges no one either (its members' levels are raised, and
     the others are read again as suspects), so only a suspect alone waits ``patience`` each

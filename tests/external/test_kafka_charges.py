@@ -54,7 +54,7 @@ def test_metadata_without_budgets_holds_none(metadata):
     ({"emittedTo": 9, "charged": {"-1": f"1 1 {TAG}"}, "dead": {}}, "offset '-1' is not a decimal integer"),
     ({"emittedTo": 9, "charged": {"\u0663": f"1 1 {TAG}"}, "dead": {}}, "is not a decimal integer"),
     ({"emittedTo": 9, "charged": {"1": 3}, "dead": {}}, "charge 3 at offset '1' is not text"),
-    ({"emittedTo": 9, "charged": {"1": f"1 2 {TAG}"}, "dead": {}}, "is not \"<retries> <deaths> [<level>] <tag>\""),
+    ({"emittedTo": 9, "charged": {"1": f"1 2 {TAG}"}, "dead": {}}, "is not \"<retries> <deaths> [<level> [<beside>]] <tag>\""),
     ({"emittedTo": 9, "charged": {"1": "1 1"}, "dead": {}}, "record tag '1' is not 8 hex digits"),
     ({"emittedTo": 9, "charged": {"1": "1 1 XYZ"}, "dead": {}}, "record tag 'XYZ' is not 8 hex digits"),
     ({"emittedTo": 9, "charged": {}, "dead": {"3": None}}, "record tag None is not 8 hex digits"),

@@ -497,3 +497,45 @@ def test_a_groups_marks_end_with_its_members_a_failure_it_caused_charged_any_oth
     w.spout.close()
     assert set(metadata(commits, tp)["charged"]) == {"1", "3"}   # the levels taken back, the charges kept
     assert metadata(commits, tp)["charged"]["1"].startswith("1 0 ") and dead == []
+
+
+def test_a_poison_record_behind_suspects_held_in_a_window_is_the_only_dead_letter():
+    """300 records on one partition; record 120 kills the worker each time it is processed,
+    upstream of an event-time window that acks a record once one 10 newer went out (in the same
+    life). After its deaths beside others and in a group of suspects, each suspect goes alone;
+    the window holds it for the message timeout (30 simulated seconds), it is set aside and the
+    next goes beside it, until 120 goes and kills the worker. Before, each suspect set aside
+    kept the death charged before it went out, so 120's deaths dead-lettered the good records
+    set aside beside it too; now only 120 is dead-lettered, after max_retries + 1 deaths alone,
+    and every other record is acked and committed."""
+    tp = TopicPartition("t", 0)
+    logs, commits, dead = {tp: [str(i) for i in range(300)]}, {}, []
+    clock = SimulatedClock()
+    acked: set[int] = set()
+    deaths = 0
+    while not (tp in commits and commits[tp].offset == 300):
+        assert deaths <= 6, f"{deaths} deaths"
+        w = Worker(logs, commits, dead, clock)
+        held: dict[int, MessageId] = {}   # emitted in this life, held by the window
+        newest = -1
+        for _ in range(6000):   # 600 simulated seconds a life at most
+            clock.advance(0.1)
+            before = len(w.collector.emitted)
+            w.spout.next_tuple()
+            for (value,), msg_id in w.collector.emitted[before:]:
+                held[int(value)] = msg_id
+                newest = max(newest, int(value))
+            if 120 in held:
+                deaths += 1
+                break   # the old spout dropped: no close
+            for line in [x for x in held if x <= newest - 10 or newest == 299]:
+                acked.add(line)   # fired by a record 10 newer, or all at the end of the input
+                w.spout.ack(held.pop(line))
+        else:
+            w.spout.close()
+    assert [v for v, _ in dead] == ["120"]
+    assert re.fullmatch(r"failed 4 times \(max_retries 3\): its worker died each of the 4 times it was "
+                        r"in flight alone", dead[0][1]), dead[0][1]
+    assert acked == set(range(300)) - {120}
+    assert deaths == 6
+    assert metadata(commits, tp)["charged"] == {}

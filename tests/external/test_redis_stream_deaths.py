@@ -18,6 +18,7 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
+from squall.engine.clock import SimulatedClock
 from squall.external.redis_streams import RedisStreamSpout, charges_key
 from squall.external.retry import SUSPECT_GROUPS, RetryBackoff
 
@@ -44,12 +45,17 @@ class Worker:
 
     def die(self) -> None:
         """What a dead process leaves: nothing sent, its connections cut, no ``close``."""
-        reader = self.spout._reader
-        if reader.is_alive():
-            reader.stop()
-        else:
-            reader.client.close()
-        self.spout.client.close()
+        drop(self.spout)
+
+
+def drop(spout: RedisStreamSpout) -> None:
+    """What a dead process leaves of ``spout``: nothing sent, its connections cut, no ``close``."""
+    reader = spout._reader
+    if reader.is_alive():
+        reader.stop()
+    else:
+        reader.client.close()
+    spout.client.close()
 
 
 def test_an_entry_that_kills_its_spouts_worker_each_time_is_dead_lettered_after_its_budget(redis_server):
@@ -316,4 +322,70 @@ def test_after_its_worker_died_the_entries_it_held_drain_in_groups_of_suspects(r
         w.spout.close()
     assert rounds == -(-n // SUSPECT_GROUPS[0]) == 8, rounds
     assert sorted(out) == sorted(values) and r.xlen(f"{STREAM}:dead") == 0
+    assert r.xpending(STREAM, GROUP)["pending"] == 0 and r.hlen(charges_key(STREAM, GROUP)) == 0
+
+
+WINDOW_LAG = 10          # the window acks an entry once one WINDOW_LAG newer went out
+WINDOW_TIMEOUT = 30      # the topology's topology.message.timeout.secs (simulated)
+
+
+def test_a_poison_entry_behind_suspects_held_in_a_window_is_the_only_dead_letter(redis_server):
+    """300 entries; entry 120 kills the worker each time it is processed, upstream of an
+    event-time window that acks an entry once one WINDOW_LAG newer went out (in the same life).
+    After its deaths beside others and in a group of suspects, each suspect goes alone; the
+    window holds it for the message timeout (on a simulated clock), it is set aside and the
+    next goes beside it, until 120 goes and kills the worker. Before, each suspect set aside
+    kept the death charged before it went out, so 120's deaths dead-lettered the good entries
+    set aside beside it too; now only 120 is dead-lettered, after max_retries + 1 deaths alone,
+    and every other entry is acked."""
+    r = redis_server.client()
+    ids = {r.xadd(STREAM, {"payload": str(i)}): i for i in range(300)}
+    clock = SimulatedClock()
+    acked: set[int] = set()
+    deaths = 0
+    deadline = time.monotonic() + 120
+    while True:
+        assert deaths <= 6, f"{deaths} deaths"
+        spout = RedisStreamSpout(redis_server.url, STREAM, GROUP, ["payload"], batch_size=50, block_ms=20,
+                                 backoff=RetryBackoff(0.0, 0.001, MAX_RETRIES, 0.01), clock=clock)
+        out = Recorder()
+        spout.open({"topology.message.timeout.secs": WINDOW_TIMEOUT}, Context(), out)
+        died = False
+        idle = 0
+        while idle < 200:   # 200 turns with nothing emitted (simulated seconds apart): the input ended
+            assert time.monotonic() < deadline, (deaths, sorted(acked)[-5:], len(acked))
+            out.woken.clear()
+            before = len(out.emitted)
+            spout.next_tuple()
+            values = [ids[m] for _, m in out.emitted]
+            if 120 in values:
+                died = True
+                break
+            if len(out.emitted) == before:
+                idle += 1
+                clock.advance(1.0)
+                out.woken.wait(0.002)
+            else:
+                idle = 0
+            newest = max(values, default=-1)
+            for _, m in out.emitted:
+                if ids[m] <= newest - WINDOW_LAG and ids[m] not in acked:
+                    acked.add(ids[m])
+                    spout.ack(m)
+        if died:
+            deaths += 1
+            drop(spout)
+            continue
+        for _, m in out.emitted:   # the input ended: the window fires the rest
+            if ids[m] not in acked:
+                acked.add(ids[m])
+                spout.ack(m)
+        spout.close()
+        break
+    dead = [fields for _, fields in r.xrange(f"{STREAM}:dead")]
+    assert [json.loads(d["fields"])["payload"] for d in dead] == ["120"]
+    assert re.fullmatch(r"failed 4 times \(max_retries 3\): delivered \d+ times; its worker died each of the 4 "
+                        r"times it was in flight alone", dead[0]["error"]), dead[0]["error"]
+    assert acked == set(range(300)) - {120}
+    assert deaths == 6
     assert r.xpending(STREAM, GROUP)["pending"] == 0 and r.hlen(charges_key(STREAM, GROUP)) == 0

@@ -26,6 +26,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from .._config import Config, setting
 from .._failure import WORKER_DIED, WORKER_LOST, FailureCause
 
 # Stale heap entries (of records removed or rescheduled) a schedule tolerates beyond as many as
@@ -336,8 +337,7 @@ def gate_patience(conf: Any) -> float:
     """How long a group of suspects may hold a spout task's other records back without any of
     its trees ending (`AloneGate`'s ``patience``): the topology's
     ``topology.message.timeout.secs`` (30 s by default), the time a tree may take."""
-    value = (conf or {}).get("topology.message.timeout.secs")
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 30.0
+    return float(setting(conf or {}, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
 
 
 def worker_gate(context: Any) -> WorkerGate:

@@ -175,3 +175,29 @@ def read_batch(reader, start, end) -> list:
 def dead_letter_lines(caplog) -> list[str]:
     """The log lines about dead letters that ``caplog`` caught, sorted."""
     return sorted(r.getMessage() for r in caplog.records if "dead letter" in r.getMessage())
+
+
+def count_lines_live(spark, tmp_path: Path, lines: list[str], translator, max_batch_records: int = 3) -> dict:
+    """Counts per line of ``lines`` (one file) as a live Trident query on Spark counts them:
+    a `FileTridentSpout` with ``translator``, grouped by line into a `Count` in the driver's
+    `MemoryMapState`, run until it has read everything."""
+    from squall import Fields
+    from squall.external.trident_files import FileTridentSpout
+    from squall.trident import MemoryMapState, TridentTopology
+    from squall.trident.builtin import Count
+    from squall.trident.spark import start
+
+    directory = tmp_path / "in"
+    directory.mkdir()
+    write_lines(directory / "a.txt", lines)
+    factory = MemoryMapState.factory()  # the driver's: read here, in the driver process
+    topology = TridentTopology()
+    topology.new_stream("lines", FileTridentSpout(str(directory), ["line"], translator=translator,
+                                                  max_batch_records=max_batch_records)) \
+        .group_by(Fields("line")).persistent_aggregate(factory, Count(), Fields("count"))
+    query = start(topology, spark, str(tmp_path / "checkpoint"))
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    return dict(factory.make_state({}, None, 0, 1).get_tuples())

@@ -15,14 +15,11 @@ import pytest
 
 pytest.importorskip("pyspark.sql.datasource")
 
-from squall import Fields
 from squall.external.trident_files import FileTridentSpout
-from squall.trident import MemoryMapState, TridentTopology
-from squall.trident.builtin import Count
 from squall.trident.spark.source import PartitionedSpoutReader, SpoutSpec
 
 from ..external.conftest import redis_server  # noqa: F401 (its fixture: a redis-server on loopback)
-from .conftest import dead_letter_lines, read_batch, write_lines
+from .conftest import count_lines_live, dead_letter_lines, read_batch, write_lines
 from .ops import refuse_bad
 
 pytestmark = pytest.mark.timeout(300)  # the live test may pay the package's cold SparkSession
@@ -85,24 +82,9 @@ def test_a_redis_stream_batch_of_dead_letters_only_moves_the_offset_past_them(re
 
 
 def test_a_live_query_reads_past_batches_of_dead_letters_counting_each_good_line_once(spark, tmp_path, request):
-    from squall.trident.spark import start
-
-    directory = tmp_path / "in"
-    directory.mkdir()
     # txid 1: three refused lines, a micro-batch of no rows; txid 2: the good lines
     lines = ["bad1", "bad2", "bad3", "good1", "good2", "good1"]
-    write_lines(directory / "a.txt", lines)
-    factory = MemoryMapState.factory()  # the driver's: read here, in the driver process
-    topology = TridentTopology()
-    topology.new_stream("lines", FileTridentSpout(str(directory), ["line"], translator=refuse_bad,
-                                                  max_batch_records=3)) \
-        .group_by(Fields("line")).persistent_aggregate(factory, Count(), Fields("count"))
-    query = start(topology, spark, str(tmp_path / "checkpoint"))
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
-    assert dict(factory.make_state({}, None, 0, 1).get_tuples()) == {"good1": 2, "good2": 1}
+    assert count_lines_live(spark, tmp_path, lines, refuse_bad) == {"good1": 2, "good2": 1}
     # planned in Spark's Python source process, forked (through the fork server) with the stderr
     # of Spark's JVM, which is this process's from when the session started: pytest's global
     # capture, not a test's capfd

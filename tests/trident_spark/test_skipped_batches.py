@@ -16,14 +16,11 @@ import pytest
 
 pytest.importorskip("pyspark.sql.datasource")
 
-from squall import Fields
 from squall.external.trident_files import FileTridentSpout
-from squall.trident import MemoryMapState, TridentTopology
-from squall.trident.builtin import Count
 from squall.trident.spark.source import PartitionedSpoutReader, SpoutSpec
 
 from ..kafka_broker import QUIET, kafka_broker  # noqa: F401 (the module-scoped broker fixture)
-from .conftest import dead_letter_lines, read_batch, write_lines
+from .conftest import count_lines_live, dead_letter_lines, read_batch, write_lines
 from .ops import skip_comment_records, skip_comments
 
 pytestmark = pytest.mark.timeout(300)  # the live test may pay the package's cold SparkSession
@@ -182,20 +179,6 @@ def test_a_kafka_batch_of_skipped_records_only_moves_the_offset_past_them(kafka_
 
 
 def test_a_live_query_reads_past_batches_of_skipped_lines_counting_each_good_line_once(spark, tmp_path):
-    from squall.trident.spark import start
-
-    directory = tmp_path / "in"
-    directory.mkdir()
     # txid 1: three skipped lines, a micro-batch of no rows; txid 2: the good lines
-    write_lines(directory / "a.txt", ["#1", "#2", "#3", "good1", "good2", "good1"])
-    factory = MemoryMapState.factory()  # the driver's: read here, in the driver process
-    topology = TridentTopology()
-    topology.new_stream("lines", FileTridentSpout(str(directory), ["line"], translator=skip_comments,
-                                                  max_batch_records=3)) \
-        .group_by(Fields("line")).persistent_aggregate(factory, Count(), Fields("count"))
-    query = start(topology, spark, str(tmp_path / "checkpoint"))
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
-    assert dict(factory.make_state({}, None, 0, 1).get_tuples()) == {"good1": 2, "good2": 1}
+    lines = ["#1", "#2", "#3", "good1", "good2", "good1"]
+    assert count_lines_live(spark, tmp_path, lines, skip_comments) == {"good1": 2, "good2": 1}

@@ -226,12 +226,7 @@ def test_a_partition_back_at_another_task_waits_for_the_last_txid_that_listed_it
     """p2 is at task 0 in txid 2, gone in txid 3 and back at task 1 in txid 4, which task 1 runs
     before task 0 runs txid 2: txid 4 must fail there (not resume from txid 1 and take txid 2's
     records too), and its replay resume after txid 2."""
-    src = Lists(3, batch=2)
-    src.add(10)
-    src.visible = {"p0", "p1", "p2"}
-    spout = OpSpout(src)
-    spout.get_coordinator = lambda conf, context: VisibleCoord(src)
-    d = Driver(OpaquePartitionedTridentSpoutExecutor(spout), num_tasks=2)
+    src, d = _visible_partitions(3, opaque=True, tasks=2)
     committed = [r for [r] in d.emit(1)]
     d.success(1)
     d.start(2)
@@ -272,13 +267,7 @@ def test_a_task_that_missed_the_txid_before_checks_a_partition_moving_here_again
     (``lost``: it times out); task 0 runs txid 3 before task 1 runs txid 2. Only the store (the
     coordinator's metadata of txid 2) says that txid 2 listed p1: txid 3 must fail there, not
     resume p1 after txid 1 and take txid 2's records too, and its replay resume after txid 2."""
-    src = Lists(3, batch=2)
-    src.add(10)
-    src.visible = {"p0", "p1", "p2"}
-    spout = OpSpout(src) if opaque else TxSpout(src)
-    spout.get_coordinator = lambda conf, context: VisibleCoord(src)
-    adapter = OpaquePartitionedTridentSpoutExecutor if opaque else PartitionedTridentSpoutExecutor
-    d = Driver(adapter(spout), num_tasks=2)
+    src, d = _visible_partitions(3, opaque=opaque, tasks=2)
     committed = [r for [r] in d.emit(1)]
     d.success(1)
     d.start(2)  # task 0: p0 and p2, task 1: p1
@@ -331,12 +320,7 @@ def test_a_restarted_task_forgets_what_it_read_in_an_attempt_before_the_restart_
     listed again at txid 4, resumed after it: p1-2 and p1-3, in no committed batch, were lost.
     Each task that runs an attempt after the first of a txid it has not seen since it started
     forgets what an earlier attempt stored for the partitions this one does not list."""
-    src = Lists(2, batch=2)
-    src.add(10)
-    src.visible = {"p0", "p1"}
-    spout = OpSpout(src)
-    spout.get_coordinator = lambda conf, context: VisibleCoord(src)
-    d = Driver(OpaquePartitionedTridentSpoutExecutor(spout), num_tasks=1)
+    src, d = _visible_partitions(2, opaque=True, tasks=1)
     committed = [r for [r] in d.emit(1)]
     d.success(1)
     d.start(2)
@@ -375,3 +359,16 @@ def _assert_each_record_committed_once(run: Orders, seed: int) -> None:
     twice = sorted({r for r in run.committed if run.committed.count(r) > 1})
     assert not twice, f"seed {seed}: committed twice {twice[:10]}"
     assert sorted(set(run.committed)) == records, f"seed {seed}: records lost"
+
+
+def _visible_partitions(partitions: int, opaque: bool, tasks: int) -> tuple[Lists, Driver]:
+    """A source of ``partitions`` partitions holding 10 records each, all listed (its coordinator
+    lists those in ``visible``: a test changes it between txids), and a driver of a spout over it
+    (``opaque`` or transactional) with ``tasks`` tasks."""
+    src = Lists(partitions, batch=2)
+    src.add(10)
+    src.visible = {f"p{i}" for i in range(partitions)}
+    spout = OpSpout(src) if opaque else TxSpout(src)
+    spout.get_coordinator = lambda conf, context: VisibleCoord(src)
+    adapter = OpaquePartitionedTridentSpoutExecutor if opaque else PartitionedTridentSpoutExecutor
+    return src, Driver(adapter(spout), num_tasks=tasks)

@@ -75,6 +75,11 @@ class FrameTooLarge(ValueError):
     """A frame to send is over the bound its receiver takes (`FrameCodec.seal`)."""
 
 
+class RequestTooLarge(RpcError):
+    """A request over the bound its server takes (`Client.call`): refused here, nothing sent, and
+    the connection is still good."""
+
+
 class RpcSettings(NamedTuple):
     """How one end runs its connections: ``squall.encryption`` (auto, true, false), the
     largest frame it accepts from an authenticated peer, and (a server) how long a peer has to
@@ -304,8 +309,8 @@ class Client:
         try:  # a value msgpack refuses raises here, harmless
             frame = self._codec.seal({"op": op, "args": args}, limit=self._max_frame)
         except FrameTooLarge as e:  # the server would close the connection unread: say why here
-            raise RpcError(f"the request ({op}) is {e}, over the {self._max_frame} of {self._max_frame_key}; "
-                           f"nothing was sent") from None
+            raise RequestTooLarge(f"the request ({op}) is {e}, over the {self._max_frame} of {self._max_frame_key}; "
+                                  f"nothing was sent") from None
         try:
             self._sock_send(frame)
             reply = self._codec.open(self._recv_exactly(_frame_length(self._recv_exactly(4), self._max_frame)))

@@ -170,16 +170,23 @@ class DRPCClient:
             TypeError: ``function`` or ``args`` is not a string.
             AuthenticationError: the server does not hold our secret, or we not its.
             RpcError: no server in ``drpc.servers`` answered (the request was not sent: safe
-                to retry), or the connection broke while waiting (the request may have run:
-                retry only if the function is safe to run twice); the message says which.
+                to retry), the request is over ``drpc.max_buffer_size`` (not sent: `RequestTooLarge`),
+                or the connection broke while waiting (the request may have run: retry only if the
+                function is safe to run twice); the message says which.
         """
         if not isinstance(function, str) or not function:
             raise TypeError(f"DRPC function must be a non-empty string, got {function!r}")
         if not isinstance(args, str):
             raise TypeError(f"DRPC args of {function!r} must be a string, got {type(args).__name__}")
+        from .._wire import RequestTooLarge
         client = self._take(function)
         try:
             answer = client.call("execute", function=function, args=args)
+        except RequestTooLarge as e:
+            self._give_back(client)  # nothing was sent: the connection is as good as before
+            raise RequestTooLarge(f"DRPC call of {function!r}: {e} (its args are {len(args)} characters): "
+                                  f"not run; send smaller args, or raise drpc.max_buffer_size on the DRPC "
+                                  f"servers and their callers") from None
         except RpcError as e:
             client.close()
             # sent, and no answer: the topology may have run it (Storm's TTransportException

@@ -5,6 +5,7 @@ are refused, and which entries of drpc.servers name this machine."""
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -147,6 +148,28 @@ def test_an_oversized_request_closes_its_connection_only(server, server_conf):
         assert client.execute("exclaim", "small") == "small!"
     topology.close()
     assert server.server.book.stats().executed == 1
+
+
+def test_an_oversized_request_says_it_was_neither_sent_nor_run(server, server_conf):
+    """Args over drpc.max_buffer_size are refused before they are sent. On main the caller read
+    "the DRPC server ... stopped answering after the request was sent (...; nothing was sent); it
+    may have run, so retry only if running 'exclaim' twice is harmless": a server that answered,
+    a request both sent and not. Now it says what was wrong, and the connection is kept."""
+    topology = Topology(server_conf, "exclaim")
+    size = server_conf.get("drpc.max_buffer_size", 1048576)
+    with DRPCClient(server_conf) as client:
+        assert client.execute("exclaim", "first") == "first!"
+        with pytest.raises(RpcError) as raised:
+            client.execute("exclaim", "x" * (size + 1))
+        text = str(raised.value)
+        assert re.match(rf"DRPC call of 'exclaim': the request \(execute\) is \d+ bytes, over the {size} of "
+                        rf"drpc.max_buffer_size; nothing was sent \(its args are {size + 1} characters\): not run; ",
+                        text), text
+        assert "stopped answering" not in text and "may have run" not in text, text
+        assert client.execute("exclaim", "small") == "small!"
+        assert len(client._idle) == 1  # the one connection, used by all three calls
+    topology.close()
+    assert server.server.book.stats().executed == 2
 
 
 def test_shutdown_fails_waiting_callers(server_conf):

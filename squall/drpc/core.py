@@ -26,6 +26,11 @@ DEFAULT_REQUEST_TIMEOUT_SECS = float(default_of(Config.DRPC_REQUEST_TIMEOUT_SECS
 """Storm's ``drpc.request.timeout.secs``."""
 
 
+ASKED_KEPT = 1000
+"""Function names a `RequestBook` remembers spouts asking for (a bound: spouts name the
+functions, callers do not)."""
+
+
 class DRPCExceptionType(enum.Enum):
     """Why a request failed (Storm's ``DRPCExceptionType``)."""
 
@@ -133,6 +138,9 @@ class RequestBook:
         # still returns for the previous run's request of the same number (another caller's)
         self._run = secrets.token_hex(8)
         self._closed = False
+        # the functions a DRPC spout asked for, found or not (the first `ASKED_KEPT`): a request
+        # that times out unfetched says whether any running topology serves its function
+        self._asked: set[str] = set()
         self._executed = self._fetched = self._returned = self._failed = self._timed_out = 0
 
     def submit(self, function: str, args: str, now: float, on_done: Callable[[Outcome], None]) -> DRPCRequest:
@@ -162,6 +170,8 @@ class RequestBook:
     def fetch(self, function: str) -> DRPCRequest | None:
         """The oldest request of ``function`` not fetched yet, or None."""
         with self._lock:
+            if len(self._asked) < ASKED_KEPT:
+                self._asked.add(function)
             queue = self._queues.get(function)
             if not queue:
                 return None
@@ -208,11 +218,22 @@ class RequestBook:
             for entry in due:
                 self._forget(entry)
             self._timed_out += len(due)
-        for entry in due:
-            entry.on_done(Outcome(None, DRPCExecutionException(
-                f"Timed Out: {entry.request.function!r} had no result within {self.timeout_secs:g} s "
-                f"(drpc.request.timeout.secs)", DRPCExceptionType.SERVER_TIMEOUT)))
+            why = [self._timed_out_why(entry) for entry in due]
+        for entry, text in zip(due, why, strict=True):
+            entry.on_done(Outcome(None, DRPCExecutionException(text, DRPCExceptionType.SERVER_TIMEOUT)))
         return len(due)
+
+    def _timed_out_why(self, entry: _Outstanding) -> str:
+        # under the lock: what a timed-out request's caller is told; a function no DRPC spout
+        # ever asked this server for is named as such (a typo, a topology not running), where
+        # Storm's caller hears only that it timed out
+        function = entry.request.function
+        text = f"Timed Out: {function!r} had no result within {self.timeout_secs:g} s (drpc.request.timeout.secs)"
+        if entry.fetched or function in self._asked or len(self._asked) >= ASKED_KEPT:
+            return text
+        served = ", ".join(repr(f) for f in sorted(self._asked)[:20]) or "none"
+        return (f"{text}: no DRPC spout has asked this server for {function!r} since it started (no running "
+                f"topology serves it, or its spout has not started; the functions asked for: {served})")
 
     def deadline(self, request_id: str) -> float | None:
         """When ``request_id`` times out, or None if it is not outstanding."""

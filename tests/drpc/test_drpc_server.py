@@ -172,6 +172,35 @@ def test_an_oversized_request_says_it_was_neither_sent_nor_run(server, server_co
     assert server.server.book.stats().executed == 2
 
 
+def test_a_function_no_spout_asked_for_times_out_saying_so(server_conf):
+    """A call of a function no topology serves (a typo) times out, as Storm's does; on main its
+    message was the one of a served function that was slow ("Timed Out: 'exclaim-typo' had no
+    result within 0.5 s"). Now it says no DRPC spout asked for it and names those asked for."""
+    conf = {**server_conf, "drpc.request.timeout.secs": 0.5}
+    drpc = BackgroundDRPC.start_for_nimbus(conf)
+    topology = Topology(conf, "exclaim")
+    links = ClusterLinks.of(conf)
+    slow = links.link("127.0.0.1", links.drpc.invocations_port)
+    try:
+        assert slow.call("fetch_request", function="slow") is None  # a spout of 'slow' asks, answers nothing
+        with DRPCClient(conf) as client:
+            assert client.execute("exclaim", "x") == "x!"
+            with pytest.raises(DRPCExecutionException) as typo:
+                client.execute("exclaim-typo", "x")
+            with pytest.raises(DRPCExecutionException) as late:
+                client.execute("slow", "x")
+        assert typo.value.type is late.value.type is DRPCExceptionType.SERVER_TIMEOUT
+        assert str(typo.value) == (
+            "Timed Out: 'exclaim-typo' had no result within 0.5 s (drpc.request.timeout.secs): no DRPC spout "
+            "has asked this server for 'exclaim-typo' since it started (no running topology serves it, or its "
+            "spout has not started; the functions asked for: 'exclaim', 'slow')")
+        assert str(late.value) == "Timed Out: 'slow' had no result within 0.5 s (drpc.request.timeout.secs)"
+    finally:
+        topology.close()
+        slow.close()
+        drpc.stop()
+
+
 def test_shutdown_fails_waiting_callers(server_conf):
     drpc = BackgroundDRPC.start_for_nimbus(server_conf)
     out: list = []

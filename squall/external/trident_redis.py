@@ -357,6 +357,20 @@ class Options:
     expire_interval_secs: int = 0
 
     def __post_init__(self) -> None:
+        for name in ("local_cache_size", "expire_interval_secs"):
+            value = getattr(self, name)
+            if type(value) is not int:
+                raise TypeError(f"RedisMapState Options.{name} must be an int, got {type(value).__name__} {value!r}")
+        for name, optional in (("data_type", False), ("hash_key", True), ("global_key", False)):
+            value = getattr(self, name)
+            if not (isinstance(value, str) or (optional and value is None)):
+                raise TypeError(f"RedisMapState Options.{name} must be a string, got {type(value).__name__} "
+                                f"{value!r:.100}")
+        for name, methods in (("key_factory", ("build",)), ("serializer", ("serialize", "deserialize"))):
+            value = getattr(self, name)
+            if value is not None and not all(callable(getattr(value, m, None)) for m in methods):
+                raise TypeError(f"RedisMapState Options.{name} must be None or have {'() and '.join(methods)}(), "
+                                f"got {type(value).__name__} {value!r:.100}")
         if self.data_type not in ("string", "hash"):
             raise ValueError(f"RedisMapState Options.data_type is {self.data_type!r}: it must be 'string' or "
                              f"'hash' (storm-redis supports no other type for map states)")
@@ -395,17 +409,17 @@ class RedisMapState(IBackingMap):
     def transactional(url: str, options: Options | None = None, timeout: float = 2.0) -> RedisMapStateFactory:
         """A factory of transactional map states (values ``[txid, val]``) in the Redis at ``url``
         (``redis://[:password@]host:port/db``)."""
-        return RedisMapStateFactory(url, StateType.TRANSACTIONAL, options or Options(), timeout)
+        return RedisMapStateFactory(url, StateType.TRANSACTIONAL, Options() if options is None else options, timeout)
 
     @staticmethod
     def opaque(url: str, options: Options | None = None, timeout: float = 2.0) -> RedisMapStateFactory:
         """A factory of opaque map states (values ``[curr_txid, curr, prev]``)."""
-        return RedisMapStateFactory(url, StateType.OPAQUE, options or Options(), timeout)
+        return RedisMapStateFactory(url, StateType.OPAQUE, Options() if options is None else options, timeout)
 
     @staticmethod
     def non_transactional(url: str, options: Options | None = None, timeout: float = 2.0) -> RedisMapStateFactory:
         """A factory of non-transactional map states (plain values)."""
-        return RedisMapStateFactory(url, StateType.NON_TRANSACTIONAL, options or Options(), timeout)
+        return RedisMapStateFactory(url, StateType.NON_TRANSACTIONAL, Options() if options is None else options, timeout)
 
     def begin_commit(self, txid: int | None) -> None:
         """Batch ``txid`` starts updating the state: its writes are checked with this txid."""
@@ -542,6 +556,14 @@ class RedisMapStateFactory(StateFactory):
         if not isinstance(url, str) or "://" not in url:
             raise ValueError(f"RedisMapState: the Redis URL must be a string like redis://host:port/db, "
                              f"not {redact_text(repr(url))}")
+        try:  # here, where the user made the factory, rather than in every task at make_state
+            redis.connection.parse_url(url)
+        except ValueError as e:
+            raise ValueError(f"RedisMapState: bad Redis URL {redact_text(url)}: {e}") from None
+        if not isinstance(options, Options):
+            raise TypeError(f"RedisMapState: options must be an Options (squall.external.trident_redis.Options, "
+                            f"e.g. Options(data_type='hash', hash_key='counts')), got {type(options).__name__} "
+                            f"{redact_text(repr(options)):.200}")
         self.url = url
         self.state_type = state_type
         self.options = options

@@ -194,6 +194,13 @@ class RedisStreamTridentSpout(IPartitionedTridentSpout):
                  id_field: str | None = "id", translator: Callable[[str, Entry], list] | None = None,
                  output_fields: Sequence[str] | None = None, max_batch_entries: int = 1000,
                  start_id: str = "0-0", timeout: float = 5.0) -> None:
+        if not isinstance(url, str) or "://" not in url:
+            raise ValueError(f"RedisStreamTridentSpout: the Redis URL must be a string like redis://host:port/db, "
+                             f"not {redact_text(repr(url))}")
+        try:  # here, where the user made the spout, rather than in every task of the topology
+            redis.connection.parse_url(url)
+        except ValueError as e:
+            raise ValueError(f"RedisStreamTridentSpout: bad Redis URL {redact_text(url)}: {e}") from None
         if not streams or isinstance(streams, str):
             raise ValueError("RedisStreamTridentSpout: streams must be a list of at least one stream key")
         if max_batch_entries < 1:

@@ -19,6 +19,7 @@ deltalake = pytest.importorskip("deltalake")
 from squall.external.trident_delta import DeltaMapState, DeltaMapStateError  # noqa: E402
 from squall.external.trident_redis import (  # noqa: E402
     DefaultKeyFactory, Options, RedisMapState, RedisMapStateError)
+from squall.external.trident_redis_streams import RedisStreamTridentSpout  # noqa: E402
 
 
 class Add(ValueUpdater):
@@ -145,6 +146,36 @@ def test_redis_expiry_and_bad_options(redis_server):
     with pytest.raises(ValueError, match="redis://"):
         RedisMapState.opaque("localhost:6379")
 
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda: RedisMapState.opaque("redis://127.0.0.1:6379", {"data_type": "hash", "hash_key": "counts"}),
+     r"RedisMapState: options must be an Options \(squall.external.trident_redis.Options, .*got dict "
+     r"\{'data_type': 'hash', 'hash_key': 'counts'\}"),
+    (lambda: RedisMapState.transactional("redis://127.0.0.1:6379", {}), r"options must be an Options .*got dict \{\}"),
+    (lambda: Options(expire_interval_secs="60"), r"Options.expire_interval_secs must be an int, got str '60'"),
+    (lambda: Options(local_cache_size=10.5), r"Options.local_cache_size must be an int, got float 10.5"),
+    (lambda: Options(data_type="hash", hash_key=7), r"Options.hash_key must be a string, got int 7"),
+    (lambda: Options(serializer="json"), r"Options.serializer must be None or have serialize\(\) and "
+                                         r"deserialize\(\), got str 'json'"),
+    (lambda: RedisMapState.opaque("http://127.0.0.1:6379"), r"RedisMapState: bad Redis URL http://127.0.0.1:6379: "
+                                                            r"Redis URL must specify one of the following schemes"),
+    (lambda: RedisMapState.opaque("redis://:hunter2pw@127.0.0.1:63790x"),
+     r"RedisMapState: bad Redis URL redis://:\*\*\*@127.0.0.1:63790x: Port could not be cast"),
+    (lambda: RedisStreamTridentSpout("rediss//127.0.0.1:6379", ["events"]),
+     r"RedisStreamTridentSpout: the Redis URL must be a string like redis://host:port/db, not 'rediss//"),
+    (lambda: RedisStreamTridentSpout("redis://127.0.0.1:six", ["events"]),
+     r"RedisStreamTridentSpout: bad Redis URL redis://127.0.0.1:six: Port could not be cast"),
+])
+def test_a_misconfigured_redis_state_or_stream_spout_is_refused_where_it_is_made(make, says):
+    """Where the user writes it, naming what is wrong. On main: options given as a dict raised
+    `AttributeError: 'dict' object has no attribute 'serializer'` (and an empty one was taken
+    for the defaults), an option of the wrong type a `TypeError` from inside a comparison or
+    nothing until a task used it, and a URL Redis cannot parse passed, to fail in every task of
+    the topology once it ran (in a worker, on the process host)."""
+    with pytest.raises((TypeError, ValueError), match=says) as refused:
+        make()
+    assert "hunter2pw" not in str(refused.value)
 
 # -- Delta ----------------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from .._collectors import BasicOutputCollector, OutputFieldsDeclarer, SpoutOutpu
 from .._components import BasicBolt, Spout
 from .._config import Config
 from .._errors import FailedException
-from .._failure import UNKNOWN, DeadLetterCounts, FailureCause
+from .._failure import UNKNOWN, WORKER_LOST, DeadLetterCounts, FailureCause
 from .._fields import Fields
 from .._transactional import Delete, LaunchRefusedError, MasterBackend, Put
 from .._tuple import Tuple
@@ -467,6 +467,14 @@ class MasterBatchCoordinator(Spout):
         # per txid, why its last attempt failed (a FailureCause's wire form), for its replay's
         # $batch: a plain spout in it (a DRPC stream's) tells its records why
         self._causes: dict[int, tuple] = {}
+        # the txids a launch before this one started and did not commit: their replays say so
+        # (a DRPC request in one hears why it failed, not a bare "Request failed")
+        task = context.get_this_task_id()
+        for txid, attempt_id in sorted(self.core.attempt_ids.items()):
+            self._causes[txid] = FailureCause(
+                WORKER_LOST, self._component, task, "",
+                f"the master batch coordinator started again (a new launch of its worker) with Trident batch "
+                f"txid {txid} attempt {attempt_id} in flight, which it replays").wire()
         self._saves = _BackgroundSaves(self._component, collector.wake) if _over_the_network(self._states) else None
         log.info("Trident coordinator %s resumes at txid %d", self._component, self.core.current_txid)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import squall.trident.spout as spout_api
 
 import collections
+import threading
 
 import pytest
 
@@ -334,7 +335,8 @@ class RecordingCollector:
         return []
 
 
-def open_master(backend: MemoryBackend, spouts: int = 1) -> tuple[MasterBatchCoordinator, RecordingCollector]:
+def open_master(backend: MemoryBackend, spouts: int = 1,
+                collector: RecordingCollector | None = None) -> tuple[MasterBatchCoordinator, RecordingCollector]:
     adapters = [BatchSpoutAdapter(FixedBatchSpout(Fields("w"), 1, ["a"])) for _ in range(spouts)]
     keys = [f"spout{i}" for i in range(spouts)]
     master = MasterBatchCoordinator(keys, adapters)
@@ -343,7 +345,7 @@ def open_master(backend: MemoryBackend, spouts: int = 1) -> tuple[MasterBatchCoo
     conf = {"topology.name": "t", "topology.max.spout.pending": 1, "topology.trident.batch.emit.interval.millis": 0}
     context = TopologyContext(b.create_topology(), "t-1-2", {1: "$mastercoord-bg0"}, 1, 6700, [1], conf,
                               transactional_home=backend)
-    collector = RecordingCollector()
+    collector = collector or RecordingCollector()
     master.open(conf, context, collector)
     return master, collector
 
@@ -390,6 +392,60 @@ def test_a_restarted_coordinator_sends_the_success_of_the_newest_committed_txid_
     again.next_tuple()
     assert second.emitted == [(SUCCESS_STREAM, tx(1)), (BATCH_STREAM, tx(2, 1))]
 
+
+
+class CauseRecorder(RecordingCollector):
+    """Also keeps each ``$batch``'s cause (why the attempt before failed, as `FailureCause.wire`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.causes: list[tuple[TransactionAttempt, object]] = []
+
+    def emit(self, values, msg_id=None, stream="default"):
+        if stream == BATCH_STREAM:
+            self.causes.append((values[0], values[1]))
+        return super().emit(values, msg_id, stream)
+
+
+def test_a_restarted_coordinator_tells_the_batches_it_replays_why_and_so_a_drpc_caller() -> None:
+    """A Trident DRPC request whose batch was in flight when the master coordinator's worker
+    died (SIGKILLed on the process host) failed to its caller as a bare "Request failed": the
+    restarted coordinator replayed the txid with no cause, and the DRPC spout's emitter failed
+    the request it held without one. The replay now says why, and the caller hears it."""
+    from squall.drpc import DRPCSpout, LocalDRPC
+    from squall.trident.spout import _RichSpoutEmitter
+    from squall._failure import FailureCause
+
+    backend = MemoryBackend()
+    master, first = open_master(backend, 1, CauseRecorder())
+    master.next_tuple()  # txid 1 starts (attempt 0); its worker dies before it commits
+    assert first.causes == [(tx(1), None)]
+    again, second = open_master(backend, 1, CauseRecorder())
+    again.next_tuple()
+    [(attempt, cause)] = second.causes
+    assert attempt == tx(1, 1)
+    said = ("lost in [$mastercoord-bg0] task 1: the master batch coordinator started again (a new launch of its "
+            "worker) with Trident batch txid 1 attempt 0 in flight, which it replays")
+    assert FailureCause.from_wire(cause).describe() == said
+
+    # what the DRPC stream's spout executor does with that $batch: fail the request it held
+    with LocalDRPC() as drpc:
+        out: list = []
+        caller = threading.Thread(target=lambda: out.append(_outcome(drpc.execute, "totals", "u1")), daemon=True)
+        caller.start()
+        emitter = _RichSpoutEmitter(DRPCSpout("totals", drpc), {"topology.message.timeout.secs": 30}, None, 1)
+        batch_out = RecordingCollector()
+        assert wait_until(lambda: (emitter.emit_batch(tx(1), None, batch_out), batch_out.emitted)[1], 10)
+        emitter.failed_with(1, FailureCause.from_wire(cause))  # what SpoutEmitterBody does with the cause
+        caller.join(10)
+    assert out == [f"DRPCExecutionException: Request failed: {said}"]
+
+
+def _outcome(execute, function, args) -> str:
+    try:
+        return execute(function, args)
+    except Exception as e:  # noqa: BLE001 (the caller's error, compared as text)
+        return f"{type(e).__name__}: {e}"
 
 # --- a launch the master no longer runs ------------------------------------------------------------
 

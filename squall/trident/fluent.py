@@ -11,6 +11,7 @@ on, so a typo fails where it was written, not in a worker.
 from __future__ import annotations
 
 import enum
+import inspect
 import os
 import sys
 from collections.abc import Sequence
@@ -338,6 +339,7 @@ class TridentTopology:
 
     def new_static_state(self, state_factory: Any) -> TridentState:
         """A state nothing in the topology writes, to be read with ``state_query``."""
+        _check_factory("new_static_state", state_factory)
         g = self._graph
         state_id = g.next_state_id()
         g.states[state_id] = StateSpec(state_id, state_factory)
@@ -420,10 +422,10 @@ class TridentTopology:
         if all(grouped):
             if not isinstance(reducer, GroupedMultiReducer):
                 raise ValueError(f"multi_reduce: over GroupedStreams the reducer must be a GroupedMultiReducer, "
-                                 f"got {type(reducer).__name__}")
+                                 f"got {_given(reducer)}")
         elif not isinstance(reducer, MultiReducer):
             raise ValueError(f"multi_reduce: over Streams the reducer must be a MultiReducer, got "
-                             f"{type(reducer).__name__}")
+                             f"{_given(reducer)}")
         plain = [s.to_stream() for s in streams]
         self._check_own(plain, "multi_reduce")
         if inputs is None:
@@ -581,7 +583,38 @@ def _is_fields_arg(value: Any) -> bool:
                                          and all(isinstance(v, str) for v in value))
 
 
+def _given(obj: Any) -> str:
+    """What a builder's error says the user passed: the name of its type, or, for a class or a
+    function where an object is wanted (its parentheses forgotten: ``Count``,
+    ``MemoryMapState.factory``), which one and what to pass instead (where the type's name said
+    ``ABCMeta`` or ``function``)."""
+    if isinstance(obj, type):
+        return f"the class {obj.__name__} (pass an instance: {obj.__name__}(...))"
+    if inspect.isfunction(obj) or inspect.ismethod(obj) or inspect.isbuiltin(obj):
+        name = getattr(obj, "__qualname__", getattr(obj, "__name__", repr(obj)))
+        return f"the function {name} (pass what it returns: {name}(...))"
+    return type(obj).__name__
+
+
+def _check_factory(operation: str, state_factory: Any) -> None:
+    """A state factory is refused where the user gives it, not by every task of the state (which
+    raised ``AttributeError: 'function' object has no attribute 'make_state'`` in a worker).
+
+    Raises:
+        ValueError: ``state_factory`` has no ``make_state``, or is a class.
+    """
+    factory = callable(getattr(state_factory, "make_state", None))
+    if isinstance(state_factory, type) or not factory:
+        # a class with no make_state (RedisMapState, whose factories make one) is not to be made
+        given = _given(state_factory) if factory or not isinstance(state_factory, type) else \
+            f"the class {state_factory.__name__}"
+        raise ValueError(f"{operation}: {given} is not a StateFactory (an object with "
+                         f"make_state(conf, metrics, partition_index, num_partitions))")
+
+
 def _spout_fields(spout: Any) -> Fields:
+    if isinstance(spout, type) or inspect.isfunction(spout):
+        raise ValueError(f"new_stream: {_given(spout)} is not a Trident spout or a Spout")
     get = getattr(spout, "get_output_fields", None)
     if get is not None:
         return _as_fields(get())
@@ -596,7 +629,7 @@ def _spout_fields(spout: Any) -> Fields:
         if info is None:
             raise ValueError(f"new_stream: spout {type(spout).__name__} declares no default stream")
         return info.fields
-    raise ValueError(f"new_stream: {type(spout).__name__} is not a Trident spout or a Spout")
+    raise ValueError(f"new_stream: {_given(spout)} is not a Trident spout or a Spout")
 
 
 class Stream:
@@ -658,7 +691,7 @@ class Stream:
                 raise ValueError(f"each: a filter ({type(op).__name__}) takes no function fields")
             return self._next(self._add("each", self.get_output_fields(), P.FilterProcessor(inputs, op)))
         if not isinstance(op, BaseFunction):
-            raise ValueError(f"each: {type(op).__name__} is neither a BaseFunction nor a BaseFilter")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+            raise ValueError(f"each: {_given(op)} is neither a BaseFunction nor a BaseFilter")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         out = _as_fields(function_fields)
         if out is None:
             raise ValueError(f"each: the function {type(op).__name__} needs function_fields")
@@ -668,14 +701,14 @@ class Stream:
     def map(self, function: MapFunction, out_fields: Fields | list[str] | None = None) -> Stream:
         """One tuple out per tuple in; with ``out_fields`` the output is only those fields."""
         if not isinstance(function, MapFunction):
-            raise ValueError(f"map: {type(function).__name__} is not a MapFunction")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+            raise ValueError(f"map: {_given(function)} is not a MapFunction")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         out = _as_fields(out_fields) or self.get_output_fields()
         return self._next(self._add("map", out, P.MapProcessor("map", function, self.get_output_fields())))
 
     def flat_map(self, function: FlatMapFunction, out_fields: Fields | list[str] | None = None) -> Stream:
         """Any number of tuples out per tuple in; with ``out_fields`` the output is only those fields."""
         if not isinstance(function, FlatMapFunction):
-            raise ValueError(f"flat_map: {type(function).__name__} is not a FlatMapFunction")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+            raise ValueError(f"flat_map: {_given(function)} is not a FlatMapFunction")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         out = _as_fields(out_fields) or self.get_output_fields()
         return self._next(self._add("flat_map", out, P.MapProcessor("flat_map", function, self.get_output_fields())))
 
@@ -690,7 +723,7 @@ class Stream:
     def peek(self, consumer: Consumer) -> Stream:
         """``consumer.accept`` sees every tuple, which passes on unchanged."""
         if not isinstance(consumer, Consumer):
-            raise ValueError(f"peek: {type(consumer).__name__} is not a Consumer")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+            raise ValueError(f"peek: {_given(consumer)} is not a Consumer")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         fields = self.get_output_fields()
         return self._next(self._add("peek", fields, P.MapProcessor("peek", consumer, fields)))
 
@@ -729,7 +762,7 @@ class Stream:
         elif len(args) == 4:
             factory, input_fields, aggregator, function_fields = args
             if not isinstance(factory, WindowsStoreFactory):
-                raise ValueError(f"window: {type(factory).__name__} is not a WindowsStoreFactory")
+                raise ValueError(f"window: {_given(factory)} is not a WindowsStoreFactory")
         else:
             raise ValueError("window: give (window_config, input_fields, aggregator, function_fields) or "
                              "(window_config, window_store_factory, input_fields, aggregator, function_fields)")
@@ -773,7 +806,7 @@ class Stream:
         except ValueError as e:
             raise ValueError(f"{operation}: {e}") from None
         if not isinstance(factory, WindowsStoreFactory):
-            raise ValueError(f"{operation}: {type(factory).__name__} is not a WindowsStoreFactory")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+            raise ValueError(f"{operation}: {_given(factory)} is not a WindowsStoreFactory")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         inputs = _as_fields(input_fields)
         if inputs is None:
             raise ValueError(f"{operation}: input_fields are required")
@@ -834,13 +867,13 @@ class Stream:
     def partition(self, custom_grouping: CustomStreamGrouping) -> Stream:
         """Repartition with a `CustomStreamGrouping` (it sees the values after a leading batch id)."""
         if not isinstance(custom_grouping, CustomStreamGrouping):
-            raise ValueError(f"partition: {type(custom_grouping).__name__} is not a CustomStreamGrouping")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+            raise ValueError(f"partition: {_given(custom_grouping)} is not a CustomStreamGrouping")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         return self._partition("partition", Partitioning("custom", custom=custom_grouping))
 
     def apply_assembly(self, assembly: Assembly) -> Stream:
         """``assembly.apply(self)``."""
         if not isinstance(assembly, Assembly):
-            raise ValueError(f"apply_assembly: {type(assembly).__name__} is not an Assembly")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+            raise ValueError(f"apply_assembly: {_given(assembly)} is not an Assembly")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         return assembly.apply(self)
 
     # aggregation
@@ -921,6 +954,7 @@ class Stream:
 
         ``persistent_aggregate(factory, aggregator, function_fields)`` takes the whole tuple.
         """
+        _check_factory("persistent_aggregate", state_factory)
         if not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
             input_fields, aggregator, function_fields = None, input_fields, aggregator
         inputs = _as_fields(input_fields)
@@ -935,7 +969,7 @@ class Stream:
             return self.global_()._persist(
                 "persistent_aggregate", state_factory, inputs if inputs is not None else self.get_output_fields(),
                 ReducerAggStateUpdater(aggregator), out)
-        raise ValueError(f"persistent_aggregate: {type(aggregator).__name__} is not a CombinerAggregator "
+        raise ValueError(f"persistent_aggregate: {_given(aggregator)} is not a CombinerAggregator "
                          "or a ReducerAggregator")
 
     def partition_persist(self, state_factory: Any, input_fields: Fields | list[str] | None,
@@ -945,14 +979,15 @@ class Stream:
 
         What the updater emits (``function_fields``) is `TridentState.new_values_stream()`.
         """
+        _check_factory("partition_persist", state_factory)
         if updater is None or not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
             input_fields, updater, function_fields = None, input_fields, updater
         inputs = _as_fields(input_fields)
         _check("partition_persist", inputs, self, updater)
         if inputs is None:
             inputs = self.get_output_fields()
-        if not callable(getattr(updater, "update_state", None)):
-            raise ValueError(f"partition_persist: {type(updater).__name__} has no update_state")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+        if isinstance(updater, type) or not callable(getattr(updater, "update_state", None)):
+            raise ValueError(f"partition_persist: {_given(updater)} has no update_state")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         return self._persist("partition_persist", state_factory, inputs, updater, _as_fields(function_fields) or Fields())
 
     def _persist(self, operation: str, state_factory: Any, inputs: Fields, updater: Any, out: Fields) -> TridentState:
@@ -981,8 +1016,8 @@ class Stream:
         _check("state_query", inputs, self, query_function)
         if inputs is None:
             inputs = self.get_output_fields()
-        if not callable(getattr(query_function, "batch_retrieve", None)):
-            raise ValueError(f"state_query: {type(query_function).__name__} has no batch_retrieve")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+        if isinstance(query_function, type) or not callable(getattr(query_function, "batch_retrieve", None)):
+            raise ValueError(f"state_query: {_given(query_function)} has no batch_retrieve")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         out = _need_fields("state_query", function_fields)
         _check_new("state_query", out, self, query_function)
         state_id = state._state_id
@@ -1060,7 +1095,7 @@ def _aggregate(stream: Stream, operation: str, inputs: Fields | None, aggregator
     elif isinstance(aggregator, BaseAggregator):
         agg = aggregator
     else:
-        raise ValueError(f"{operation}: {type(aggregator).__name__} is not a CombinerAggregator, "  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+        raise ValueError(f"{operation}: {_given(aggregator)} is not a CombinerAggregator, "  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
                          "ReducerAggregator or BaseAggregator")
     ins = inputs if inputs is not None else fields
     if scope == "partition":
@@ -1145,6 +1180,7 @@ class GroupedStream:
     def persistent_aggregate(self, state_factory: Any, input_fields: Any, aggregator: Any = None,
                              function_fields: Any = None) -> TridentState:
         """Aggregate every batch into a `MapState` keyed by the group's values."""
+        _check_factory("persistent_aggregate", state_factory)
         inputs, aggregator, out = self._args("persistent_aggregate", input_fields, aggregator, function_fields)
         if isinstance(aggregator, CombinerAggregator):
             totals = _aggregate(self._stream, "persistent_aggregate", inputs, aggregator, out, "batch", self._group)
@@ -1155,7 +1191,7 @@ class GroupedStream:
             return self._stream.partition_by(self._group)._persist(
                 "persistent_aggregate", state_factory, _union(self._group, ins),
                 MapReducerAggStateUpdater(aggregator, self._group, ins), _concat(self._group, out))
-        raise ValueError(f"persistent_aggregate: {type(aggregator).__name__} is not a CombinerAggregator "
+        raise ValueError(f"persistent_aggregate: {_given(aggregator)} is not a CombinerAggregator "
                          "or a ReducerAggregator")
 
     def state_query(self, state: TridentState, input_fields: Any, query_function: Any = None,
@@ -1208,7 +1244,7 @@ class ChainedAggregatorDeclarer:
                aggregator)
         out = _need_fields(operation, function_fields)
         if not isinstance(aggregator, (CombinerAggregator, ReducerAggregator, BaseAggregator)):
-            raise ValueError(f"{operation}: {type(aggregator).__name__} is not a CombinerAggregator, "  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+            raise ValueError(f"{operation}: {_given(aggregator)} is not a CombinerAggregator, "  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
                              "ReducerAggregator or BaseAggregator")
         if isinstance(aggregator, (CombinerAggregator, ReducerAggregator)) and len(out) != 1:
             raise ValueError(f"{operation}: a {'CombinerAggregator' if isinstance(aggregator, CombinerAggregator) else 'ReducerAggregator'} "

@@ -193,6 +193,43 @@ def test_other_bad_calls_name_the_operation() -> None:
         s.parallelism_hint(0)
 
 
+
+def test_a_class_or_a_function_given_for_an_object_is_refused_when_called_saying_which() -> None:
+    """Parentheses forgotten. On main ``persistent_aggregate(MemoryMapState.factory, ...)`` (or
+    ``RedisMapState.opaque``, or a string) built, and every task of the state then crashed its
+    worker with ``AttributeError: 'function' object has no attribute 'make_state'``; ``state_query``
+    took the class ``MapGet`` to fail in a worker too; ``new_stream`` with a spout's class raised
+    ``TypeError: ... missing 1 required positional argument: 'self'``; and ``each(Split)``,
+    ``aggregate(Count)`` said ``ABCMeta is neither a BaseFunction nor a BaseFilter``."""
+    from squall.trident.builtin import Count, MapGet
+    from squall.trident.state import StateFactory
+
+    topo, s = sentences()
+    words = s.each(Fields("sentence"), Split(), Fields("word")).group_by(Fields("word"))
+    factory = r" is not a StateFactory \(an object with make_state\(conf, metrics, partition_index, num_partitions\)\)$"
+    with pytest.raises(ValueError, match=r"^persistent_aggregate: the function MemoryMapState.factory \(pass what it "
+                                         r"returns: MemoryMapState.factory\(...\)\)" + factory):
+        words.persistent_aggregate(MemoryMapState.factory, Count(), Fields("count"))
+    with pytest.raises(ValueError, match=r"^persistent_aggregate: the class StateFactory \(pass an instance: "
+                                         r"StateFactory\(...\)\)" + factory):
+        s.persistent_aggregate(StateFactory, CountCombiner(), Fields("count"))
+    with pytest.raises(ValueError, match=r"^partition_persist: str" + factory):
+        s.partition_persist("redis://localhost:6379", Fields("sentence"), CombinerAggStateUpdater(CountCombiner()))
+    with pytest.raises(ValueError, match=r"^new_static_state: NoneType" + factory):
+        topo.new_static_state(None)
+    counts = words.persistent_aggregate(MemoryMapState.factory(), Count(), Fields("count"))
+    with pytest.raises(ValueError, match=r"^state_query: the class MapGet \(pass an instance: MapGet\(...\)\) has "
+                                         r"no batch_retrieve$"):
+        s.state_query(counts, Fields("sentence"), MapGet, Fields("n"))
+    with pytest.raises(ValueError, match=r"^new_stream: the class ListSpout \(pass an instance: ListSpout\(...\)\) is "
+                                         r"not a Trident spout or a Spout$"):
+        topo.new_stream("again", ListSpout)
+    with pytest.raises(ValueError, match=r"^each: the class Split \(pass an instance: Split\(...\)\) is neither"):
+        s.each(Fields("sentence"), Split, Fields("w"))
+    with pytest.raises(ValueError, match=r"^aggregate: the class Count \(pass an instance: Count\(...\)\) is not a "
+                                         r"CombinerAggregator"):
+        s.aggregate(Count, Fields("n"))
+
 def test_a_missing_field_names_the_stream_and_the_line_that_asked_for_it() -> None:
     # with two spouts and many operations, "each: field 'x' is not in the stream's fields ['a',
     # 'b']" did not say which stream the field was asked of: the error names the user's

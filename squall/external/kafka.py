@@ -347,6 +347,9 @@ class KafkaSpout(Spout, CountsDeadLetters):
         self.managers: dict[TopicPartition, OffsetManager] = {}
         self.emitted: dict[MessageId, int] = {}  # in flight -> number of failures so far
         self.fails: dict[MessageId, int] = {}    # scheduled for retry -> failures so far
+        # in flight on its last try (a failure it causes gives it up): its record's tag, for the
+        # dead mark that keeps a task dying before the commit from giving it up a second time
+        self.last_tries: dict[MessageId, str] = {}
         self.waiting: dict[TopicPartition, deque[Record]] = {}
         self._dead = cfg.dead_letter or log_dead_letter
         self.start_dead_letter_counts()
@@ -513,6 +516,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         keep = set(wanted)
         self.emitted = {m: n for m, n in self.emitted.items() if m.tp in keep}
         self.fails = {m: n for m, n in self.fails.items() if m.tp in keep}
+        self.last_tries = {m: t for m, t in self.last_tries.items() if m.tp in keep}
         self.suspects = {m for m in self.suspects if m.tp in keep}
         for m in [m for m in self.gate.in_flight if m.tp not in keep]:
             self.gate.ended(m)   # its ack will be ignored: the worker's other tasks stop waiting for it
@@ -661,14 +665,15 @@ class KafkaSpout(Spout, CountsDeadLetters):
                     return _Outcome.HELD   # a suspect waits for what is in flight, and nothing goes out beside its group
                 if self._given_up_before(r, msg_id, suspect):
                     return _Outcome.SKIPPED
+            elif self._dead_marked(r, msg_id):
+                return _Outcome.SKIPPED
         try:
             values = self.config.translator(r)
         except Exception as e:  # noqa: BLE001 (a user translator: any error is a poison record)
             # Raising here would kill the worker and the restarted task would poll this record
             # again first: a crash loop. It goes to the dead letters instead.
             why = e if isinstance(e, ValueError) else f"translator raised {type(e).__name__}: {e}"
-            self._dead(r, f"malformed record: {why}")
-            self.count_dead_letter(None)
+            self._malformed(r, f"malformed record: {why}")
             values = None
         else:
             if values is None and self.config.emit_null_tuples:  # a tuple of nulls, not emit(None)
@@ -676,8 +681,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
             # a wrong count would make emit raise: the restarted task polls this record first again
             wrong = None if values is None else arity_error(values, self.config.output_fields)
             if wrong is not None:
-                self._dead(r, f"malformed record: {wrong}")
-                self.count_dead_letter(None)
+                self._malformed(r, f"malformed record: {wrong}")
                 values = None
         if not self._alo:
             if values is not None:
@@ -697,6 +701,8 @@ class KafkaSpout(Spout, CountsDeadLetters):
         om.add_to_emitted(r.offset)
         self.emitted[msg_id] = num_fails
         if self.gate.counting:
+            if self.config.retry.gives_up(num_fails + 1):   # a failure it causes gives it up
+                self.last_tries[msg_id] = record_tag(r.key, r.value)
             self.gate.emitted(msg_id, alone, size)
             self.emitted_end[r.tp] = max(self.emitted_end.get(r.tp, 0), r.offset + 1)
         self.collector.emit(values, msg_id=msg_id)
@@ -708,6 +714,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         if not self._alo or msg_id not in self.emitted:
             return
         del self.emitted[msg_id]
+        self.last_tries.pop(msg_id, None)
         self.retry.done(msg_id)   # its uncharged failures back off from the start if it comes again
         self.managers[msg_id.tp].add_to_acked(msg_id.offset)
         if not self.gate.counting:
@@ -737,6 +744,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         if not self._alo or msg_id not in self.emitted:
             return
         num_fails = self.emitted.pop(msg_id)
+        last_try = self.last_tries.pop(msg_id, None)
         counting = self.gate.counting
         grouped = counting and self.gate.in_group(msg_id)
         beside = counting and self.gate.beside(msg_id)
@@ -766,10 +774,12 @@ class KafkaSpout(Spout, CountsDeadLetters):
             self.count_dead_letter(cause)
             self.managers[msg_id.tp].add_to_acked(msg_id.offset)
             self.suspects.discard(msg_id)
-            if held is not None:   # read again after a death before its commit: done, no second letter
+            # read again after a death before its commit: done, no second letter
+            tag = held.tag if held is not None else last_try
+            if tag is not None:
                 budget = self.budgets[msg_id.tp]
                 budget.charged.pop(msg_id.offset, None)
-                budget.dead[msg_id.offset] = held.tag
+                budget.dead[msg_id.offset] = tag
                 self._unwritten.add(msg_id.tp)
                 self._must_write = True
         if alone:   # settled in Kafka before the next one goes out
@@ -787,7 +797,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         is ignored with a warning: its records start with fresh budgets, and the next commit
         replaces it (a crash loop over a partition's metadata would stop the partition)."""
         none = PartitionCharges(start)
-        if not self.gate.counting or committed is None or committed.offset != start:
+        if not self._alo or committed is None or committed.offset != start:
             return none
         try:
             budget = read_charges(committed.metadata)
@@ -799,6 +809,8 @@ class KafkaSpout(Spout, CountsDeadLetters):
         if budget is None:
             return none
         budget.prune(start)
+        if not self.gate.counting:   # no budgets without a limit: only the dead marks (`_malformed`)
+            return PartitionCharges(start, dead=budget.dead)
         budget.emitted_to = max(budget.emitted_to, start)
         return budget
 
@@ -846,14 +858,8 @@ class KafkaSpout(Spout, CountsDeadLetters):
         """Whether ``r`` is done without a tuple: dead-lettered by a task that died before its
         commit passed it, or a suspect charged past ``max_retries`` (dead-lettered now)."""
         budget = self.budgets[r.tp]
-        dead = budget.dead.get(r.offset)
-        if dead is not None:
-            if dead == record_tag(r.key, r.value):
-                self._done_without_tuple(msg_id)
-                return True
-            self._stale(r, "dead-letter mark")
-            del budget.dead[r.offset]
-            self._unwritten.add(r.tp)
+        if self._dead_marked(r, msg_id):
+            return True
         if not suspect:
             return False
         charge = self._charge(r)
@@ -869,6 +875,34 @@ class KafkaSpout(Spout, CountsDeadLetters):
         self._unwritten.add(r.tp)
         self._must_write = True   # after its dead letter: a death before repeats the letter
         return True
+
+    def _dead_marked(self, r: Record, msg_id: MessageId) -> bool:
+        """Whether ``r`` was dead-lettered by a task that died before its commit passed it
+        (its dead mark in the commit metadata): then it is done, without a second letter."""
+        budget = self.budgets[r.tp]
+        dead = budget.dead.get(r.offset)
+        if dead is None:
+            return False
+        if dead == record_tag(r.key, r.value):
+            self._done_without_tuple(msg_id)
+            return True
+        self._stale(r, "dead-letter mark")
+        del budget.dead[r.offset]
+        self._unwritten.add(r.tp)
+        return False
+
+    def _malformed(self, r: Record, reason: str) -> None:
+        """``r`` cannot be a tuple: to the dead letters, once. AT_LEAST_ONCE: its dead mark is
+        committed next, before anything else goes out, so a task that dies before the offsets
+        commit past it does not leave it to be dead-lettered again by the next one (only a death
+        between the letter and that commit, which takes one round trip, repeats the letter)."""
+        self._dead(r, reason)
+        self.count_dead_letter(None)
+        if self._alo:
+            self.budgets[r.tp].dead[r.offset] = record_tag(r.key, r.value)
+            self._unwritten.add(r.tp)
+            self._must_write = True
+            self._guarded(self._write_budgets)
 
     def _done_without_tuple(self, msg_id: MessageId) -> None:
         """The record counts as done (its offset may commit) without a tuple."""
@@ -954,8 +988,8 @@ class KafkaSpout(Spout, CountsDeadLetters):
     def _metadata(self, tp: TopicPartition, offset: int) -> str:
         """``tp``'s commit metadata at ``offset``: this topology and task, and with a retry
         limit the partition's budgets (`charges_metadata`)."""
-        if not self.gate.counting:
-            return self.metadata
+        if not self.gate.counting and not any(o >= offset for o in self.budgets[tp].dead):
+            return self.metadata   # without a limit, budgets only while a dead mark waits for the commit
         text, dropped = charges_metadata(self._base_metadata, self.budgets[tp], offset)
         if dropped and tp not in self._too_big_warned:
             self._too_big_warned.add(tp)

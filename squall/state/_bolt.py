@@ -381,20 +381,33 @@ class StatefulBoltExecutor(_CheckpointAware):
             for t in done:
                 self.collector.ack(t)
         elif action == ROLLBACK:
-            self.bolt.pre_rollback()
-            self.state.rollback()
-            done, self.prepared = self.prepared + self.out.take_acked(), []
-            why = (f"the state of [{self._task[0]}] task {self._task[1]} rolled back to its last commit "
-                   f"(checkpoint rollback at txid {txid}): what this tuple changed in it was dropped, so it replays")
-            # not charged to the records' retry budgets: what they changed was fine, the state
-            # rolled back under them (a worker died, a checkpoint failed)
-            fail_all_because(self.collector, done, *self._task, why, ROLLED_BACK)
+            self._roll_back(f"checkpoint rollback at txid {txid}")
         elif action == INITSTATE and not self.initialized:
             self.bolt.init_state(self.state)
             self.initialized = True
             waiting, self.waiting = self.waiting, []
             self._run_waiting(waiting)
+        elif action == INITSTATE and getattr(self.bolt, "fired_since_prepare", False):
+            # The spout recovers (a step failed: a worker died). A live persistent window that
+            # fired since its last PREPARE sent results (unanchored) that may have died with a
+            # sink's worker, and the checkpoint that follows them (`CheckpointTupleForwarder`)
+            # would pass the restarted sink, which never got them: the next commit would record
+            # those windows as fired, their results lost. Back to the last commit: they fire again.
+            self._roll_back(f"the checkpoint spout's recovery at txid {txid}, after a window fired "
+                            f"since the last prepare")
         return True
+
+    def _roll_back(self, cause: str) -> None:
+        """Back to the last commit: the changes since are dropped, and every tuple acked since
+        is failed, so its spout replays it."""
+        self.bolt.pre_rollback()
+        self.state.rollback()
+        done, self.prepared = self.prepared + self.out.take_acked(), []
+        why = (f"the state of [{self._task[0]}] task {self._task[1]} rolled back to its last commit "
+               f"({cause}): what this tuple changed in it was dropped, so it replays")
+        # not charged to the records' retry budgets: what they changed was fine, the state
+        # rolled back under them (a worker died, a checkpoint failed)
+        fail_all_because(self.collector, done, *self._task, why, ROLLED_BACK)
 
 
 class InputsInFlight:

@@ -150,6 +150,9 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
         codec = StateCodec(conf, owner_of(namespace, context))
         self.store = WindowStore(self.window_state, codec, self.bolt.max_events_in_memory())
         self.restored = False
+        # a window fired since the last PREPARE: its results are in no transaction yet
+        # (`StatefulBoltExecutor` rolls such a task back at a recovery's INITSTATE)
+        self.fired_since_prepare = False
 
     def add(self, tup: Tuple, ts: int) -> None:
         try:
@@ -167,6 +170,7 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
 
     def on_activation(self, seqs: list[int], new: list[int], expired: list[int], end_ts: int | None) -> None:
         store = self.store
+        self.fired_since_prepare = True
         self.run_window(store.tuples_of(seqs), store.tuples_of(new), store.tuples_of(expired), end_ts, None)
         store.forget(expired)
 
@@ -184,6 +188,7 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
         since, prev, expired, eviction, trigger = manager.get_state()
         self.store.save(live, [[since, runs(prev), runs(expired), eviction, trigger], wm])
         self.window_state.prepare_commit(txid)
+        self.fired_since_prepare = False
 
     def pre_commit(self, txid: int) -> None:
         self.bolt.pre_commit(txid)
@@ -205,6 +210,7 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
             if wm is not None and self.watermarks is not None:
                 self.watermarks.restore_state(wm)
         self.restored = True
+        self.fired_since_prepare = False
 
 
 def windowed_executor(bolt: BaseWindowedBolt) -> WindowedBoltExecutor:

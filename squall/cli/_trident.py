@@ -77,6 +77,7 @@ def cmd_trident(args: argparse.Namespace) -> int:
     except ImportError:
         raise UserError("squall trident --host spark needs pyspark 4.2 or later (pip install 'squall[trident-spark]')") \
             from None
+    from ..cluster.spark import check_master
     from ..trident.spark import compile_topology, start
     from ..trident.spark.launcher import use_installed_pyspark
 
@@ -93,6 +94,7 @@ def cmd_trident(args: argparse.Namespace) -> int:
             raise UserError(f"{path.name}: {e}") from None
         builder = SparkSession.builder.appName(name)
         if args.spark_master:
+            check_master(args.spark_master)  # before the JVM: Spark's refusal read as a Java missing
             builder = builder.master(args.spark_master)
         # Spark's Python processes import the installed, compiled pyspark (see the module); -c overrides
         builder = builder.config("spark.python.daemon.module", "squall.trident.spark.daemon")

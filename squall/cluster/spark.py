@@ -85,9 +85,39 @@ def require_spark() -> Any:
     return pyspark
 
 
+# Spark's own forms of a master URL (SparkMasterRegex, SparkSubmit): what SparkContext parses
+_LOCAL_MASTER = re.compile(r"local(\[(?P<n>[0-9]+|\*)(\s*,\s*[0-9]+)?\])?"
+                           r"|local-cluster\[\s*(?P<e>[0-9]+)\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]")
+_SPARK_MASTER = re.compile(r"spark://(\[[^\]]+\]|[^,/:\[\]\s]+):[0-9]+(,(\[[^\]]+\]|[^,/:\[\]\s]+):[0-9]+)*")
+_MASTER_FORMS = ("local, local[N], local[*], local[N,F], local-cluster[E,C,M], spark://HOST:PORT "
+                 "(standby masters: spark://HOST1:PORT1,HOST2:PORT2), yarn or k8s://https://HOST:PORT")
+
+
+def check_master(master: str) -> None:
+    """Refuse a Spark master URL that Spark would refuse, before Spark's JVM starts, naming it.
+    spark-submit refuses one that does not start with local, spark, k8s or yarn by exiting before
+    pyspark hears from it (pyspark says only that its Java gateway exited, which read as a Java
+    missing); one SparkContext cannot parse (``local[x]``, ``spark://HOST`` without a port) failed
+    seconds later as a Py4J error from inside the JVM's constructor."""
+    m = _LOCAL_MASTER.fullmatch(master)
+    if m and m.group("n") != "0" and m.group("e") != "0":
+        return
+    if (_SPARK_MASTER.fullmatch(master) or master == "yarn"
+            or master.startswith(("k8s://", "mesos://"))):  # mesos: pyspark 3.5 still has it
+        return
+    why = ("it asks for no thread or executor" if m else
+           "a spark:// master needs HOST:PORT, each standby master's too" if master.startswith("spark") else
+           "not a form Spark knows")
+    raise SquallError(f"the Spark master {master!r} is not a master URL Spark accepts ({why}): give one of "
+                      f"{_MASTER_FORMS}")
+
+
 def spark_session(master: str | None = None, app_name: str = "squall", settings: dict[str, str] | None = None) -> Any:
     """A SparkSession for squall: the active one (checked, see `check_session`), else a new one
-    on ``master`` (else ``spark.master`` from spark-submit, else ``local[*]``) with `FORCED`."""
+    on ``master`` (else ``spark.master`` from spark-submit, else ``local[*]``) with `FORCED`.
+    A ``master`` Spark would refuse is refused first (`check_master`)."""
+    if master:
+        check_master(master)
     require_spark()
     from pyspark.sql import SparkSession
     active = SparkSession.getActiveSession()

@@ -101,3 +101,53 @@ def test_a_crashed_python_workers_failure_ends_with_sparks_word_for_it_not_a_bar
     # a cause with a message is kept: it is the why
     said = spark_failure(RuntimeError("Job aborted\nCaused by: java.io.IOException: No space left on device"))
     assert said.splitlines()[-1] == "Caused by: java.io.IOException: No space left on device", said
+
+
+@pytest.fixture
+def no_session(monkeypatch):
+    """A Spark session started is this test's failure (and no JVM is left in the process)."""
+    from pyspark.sql import SparkSession
+
+    def started(self):
+        raise AssertionError("a Spark session (and its JVM) was started for a master URL Spark refuses")
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", started)
+
+
+def test_squall_jar_with_a_master_url_spark_refuses_names_the_url_not_java(no_session, tmp_path, capsys):
+    """A user's typo in ``--spark-master``: spark-submit refused it by exiting before pyspark heard
+    from its JVM, and squall said ``Spark could not start its JVM (...); check that JAVA_HOME or the
+    java on PATH is a Java that pyspark supports``, with Java installed and fine."""
+    from squall.cli import main
+    topology = tmp_path / "topo.py"
+    topology.write_text("raise SystemExit('the topology file is not run for a bad master URL')\n")
+    code = main(["jar", str(topology), "--host", "spark", "--spark-master", "bogus",
+                 "-c", f"storm.local.dir={tmp_path / 'storm-local'}"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "squall: error: the Spark master 'bogus' is not a master URL Spark accepts" in err, err
+    assert "local[N]" in err and "spark://HOST:PORT" in err and "Java" not in err, err
+
+
+@pytest.mark.parametrize(("master", "why"), [
+    ("local[x]", "not a form Spark knows"),  # was a Py4JJavaError from JavaSparkContext's constructor
+    ("local[0]", "no thread"),
+    ("spark://127.0.0.1", "HOST:PORT"),  # no port: "Invalid master URL", from inside the JVM
+    ("spark://h1:7077,h2", "HOST:PORT"),
+    ("127.0.0.1:7077", "not a form Spark knows"),
+])
+def test_a_master_url_spark_refuses_is_refused_naming_it_before_a_session_starts(no_session, tmp_path, master, why):
+    from squall.cluster.spark import SparkCluster
+    with pytest.raises(SquallError) as e:
+        SparkCluster(master=master, conf={"storm.local.dir": str(tmp_path / "storm-local"), "nimbus.thrift.port": 0})
+    said = str(e.value)
+    assert f"the Spark master {master!r} is not a master URL Spark accepts" in said and why in said, said
+
+
+@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local[2,3]", "local[*, 4]",
+                                    "local-cluster[2,1,1024]", "local-cluster[ 2 , 1 , 1024 ]",
+                                    "spark://127.0.0.1:7077", "spark://h1:7077,h2:7077", "spark://[::1]:7077",
+                                    "yarn", "k8s://https://api:443"])
+def test_every_master_url_spark_accepts_passes_the_check(master):
+    from squall.cluster.spark import check_master
+    check_master(master)
+

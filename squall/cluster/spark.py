@@ -137,10 +137,37 @@ def spark_session(master: str | None = None, app_name: str = "squall", settings:
         if "JAVA_GATEWAY_EXITED" in str(e) or "Java gateway" in str(e):
             raise SquallError(f"Spark could not start its JVM ({e}); check that JAVA_HOME or the java on "
                               f"PATH is a Java that pyspark supports (17 or 21 for pyspark 4)") from e
+        said = stopped_at_start(master or _submitted_master(), e)
+        if said:
+            raise SquallError(said) from e
         raise
     session.sparkContext.setLogLevel("WARN")
     warn_once([w for w in [security_warning(session.sparkContext)] if w])
     return session
+
+
+def stopped_at_start(master: str | None, error: BaseException) -> str | None:
+    """What to tell the user when the SparkContext ``getOrCreate`` made was stopped before the
+    session was: on a standalone master (``spark://``), Spark's client stops the application when
+    no master answered its registration (three tries, 20 s apart: ``All masters are unresponsive!
+    Giving up.``) or the master removed it. pyspark then raised a Py4JJavaError with the JVM's
+    stack, ``Cannot call methods on a stopped SparkContext``, naming neither the master nor why."""
+    if not (master or "").startswith("spark://") or "stopped SparkContext" not in str(error):
+        return None
+    return (f"Spark stopped the application before it started: the standalone master {master} did not take it. "
+            f"Spark's log above says why: 'All masters are unresponsive! Giving up.' when no master answered "
+            f"there for 60 s (check the URL against the one the master's log prints, 'Starting Spark master "
+            f"at spark://HOST:PORT', that the master runs, and that this machine reaches that port), or 'Master "
+            f"removed our application' with the master's reason")
+
+
+def _submitted_master() -> str | None:
+    """``spark.master`` as spark-submit set it (a session started without ``master``)."""
+    try:
+        from pyspark import SparkConf
+        return SparkConf().get("spark.master", None)
+    except Exception:  # noqa: BLE001 (only to name the master in an error: without it the error is Spark's own)
+        return None
 
 
 def check_session(sc: Any) -> list[str]:

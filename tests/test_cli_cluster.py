@@ -528,6 +528,22 @@ def test_an_unreachable_master_is_one_line(tmp_path, capsys, verb):
                                        f"Connection refused\n")
 
 
+@pytest.mark.parametrize("verb", [["list"], ["kill", "x"]])
+def test_a_client_given_the_masters_port_0_is_told_it_names_no_port(tmp_path, capsys, verb):
+    """A user whose squall.yaml had ``nimbus.thrift.port: 0`` (a master, here ``squall jar
+    --host spark``, on any free port) ran ``squall list`` with it: ``cannot reach the master at
+    127.0.0.1:0: Connection refused``, as if the master were down."""
+    config = write_conf(tmp_path, **{"nimbus.thrift.port": 0})
+    assert main([verb[0], "--config", config, *verb[1:]]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"squall: error: cannot reach the master at 127.0.0.1:0: nimbus.thrift.port is 0 "
+                          f"(read {config}), which lets a master listen on any free port"), err
+    assert "-c nimbus.thrift.port=PORT" in err and "Connection refused" not in err, err
+    assert main([verb[0], "-c", f"storm.local.dir={tmp_path / 'storm-local'}", "-c", "nimbus.thrift.port=0",
+                 *verb[1:]]) == 1
+    assert "nimbus.thrift.port is 0" in capsys.readouterr().err
+
+
 def test_list_from_a_directory_without_squall_yaml_says_how_to_point_at_the_cluster(tmp_path, capsys, monkeypatch):
     (port,) = free_ports(1)
     monkeypatch.chdir(tmp_path)

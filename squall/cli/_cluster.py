@@ -171,6 +171,13 @@ def _master_error(e: RpcError, conf: dict[str, Any], missing_secret: bool, conf_
         f" (no squall.yaml here or in $SQUALL_CONF_DIR, so this is the default address); {_POINT_AT_THE_CLUSTER}")
     if len(nimbus_seeds(conf)) > 1:  # the reason names each seed and what it said
         return UserError(f"cannot reach the leading master among nimbus.seeds {describe_seeds(conf)}: {reason}{hint}")
+    if port == 0:  # a master's own setting (any free port), copied into the client's: no port to reach
+        return UserError(
+            f"cannot reach the master at {host}:0: nimbus.thrift.port is 0"
+            f"{f' (read {conf_file})' if conf_file is not None else ''}, which lets a master listen on any "
+            f"free port and tells a client nothing: give the port the master listens on, which it printed "
+            f"(`squall master on Spark ... at HOST:PORT`) and logged (`squall master listening on HOST:PORT`), "
+            f"with -c nimbus.thrift.port=PORT, or set a fixed nimbus.thrift.port in the master's squall.yaml")
     return UserError(f"cannot reach the master at {host}:{port}: {reason}{hint}")
 
 

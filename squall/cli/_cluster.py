@@ -50,13 +50,14 @@ from ._topology_file import check_file, on_sys_path, submit_file
 def cmd_nimbus(args: argparse.Namespace) -> int:
     """``squall nimbus [--host process|spark] [--spark-master URL] [--no-supervisor]``: the
     master, in the foreground (on Spark: in a new Spark driver, its task slots the workers')."""
-    conf, _ = cluster_conf_of(args)
+    conf, topology_over = cluster_conf_of(args)
     _daemon_logging(args.debug)
     drpc = drpc_beside_nimbus(conf)  # when drpc.servers names this machine, as `squall drpc` would
     try:
         if args.host == "spark":
             from ..cluster.spark import run_spark_nimbus
-            return run_spark_nimbus(conf, args.spark_master, on_ready=_print_ready)
+            _, settings = spark_settings(topology_over)
+            return run_spark_nimbus(conf, args.spark_master, on_ready=_print_ready, settings=settings)
         if args.spark_master:
             raise UserError("--spark-master goes with --host spark", code=2)
         return run_nimbus(conf, supervise=not args.no_supervisor, on_ready=_print_ready)
@@ -291,7 +292,8 @@ def cmd_jar(args: argparse.Namespace) -> int:
         return 0
     path = flux.path if flux is not None else check_file(args.file)
     if args.host == "spark":
-        return _jar_on_spark(args, conf, path, topology_over, flux)
+        topology_over, settings = spark_settings(topology_over)
+        return _jar_on_spark(args, conf, path, topology_over, flux, settings)
     if args.spark_master:
         raise UserError("--spark-master goes with --host spark", code=2)
     client_conf, missing = _client_conf(conf)
@@ -327,13 +329,22 @@ def _squall_options_after_file(args: argparse.Namespace) -> None:
 
 
 def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, topology_over: dict[str, Any],
-                  flux: FluxRun | None = None) -> int:
+                  flux: FluxRun | None = None, settings: dict[str, str] | None = None) -> int:
     file = _FileOnSpark(args, path, topology_over, flux)
-    return run_on_spark(args, conf, file.submit, file.names, what=path.name)
+    return run_on_spark(args, conf, file.submit, file.names, what=path.name, settings=settings)
+
+
+def spark_settings(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``-c`` topology keys of a verb that starts a Spark driver (``jar``/``nimbus --host
+    spark``), split into the others and Spark's own (``spark.*``, as text, as Spark takes them),
+    which configure the SparkSession, as ``squall trident``'s do: in the topology's
+    configuration they were read by nobody, and Spark never saw them."""
+    spark = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in overrides.items() if k.startswith("spark.")}
+    return {k: v for k, v in overrides.items() if k not in spark}, spark
 
 
 def run_on_spark(args: argparse.Namespace, conf: dict[str, Any], submit: Callable[[_ToCluster], None],
-                 names: Callable[[], list[str]], what: str) -> int:
+                 names: Callable[[], list[str]], what: str, settings: dict[str, str] | None = None) -> int:
     """A master started here in a new Spark driver (``--spark-master``), to which ``submit``
     sends ``what``'s topologies through the `_ToCluster` it is given (``jar --host spark``,
     ``sparse submit --host spark``). The driver owns the topologies ``what`` submitted (or
@@ -344,7 +355,7 @@ def run_on_spark(args: argparse.Namespace, conf: dict[str, Any], submit: Callabl
     from ..cluster.spark import SparkCluster, exit_if_spark_gone, stop_on_signals
     _daemon_logging(args.debug)
     local_dir = conf_value(conf, Config.STORM_LOCAL_DIR)
-    cluster = SparkCluster(master=args.spark_master, conf=conf,
+    cluster = SparkCluster(master=args.spark_master, conf=conf, settings=settings,
                            check_recovered=lambda recovered: _refuse_others(recovered, names, what, local_dir))
     target: _ToCluster | None = None
     killed: list[str] = []

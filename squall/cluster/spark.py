@@ -123,6 +123,10 @@ def spark_session(master: str | None = None, app_name: str = "squall", settings:
     active = SparkSession.getActiveSession()
     if active is not None:
         warn_once(check_session(active.sparkContext))
+        if settings:
+            warn_once([(f"a Spark session runs already in this process: {', '.join(sorted(settings))} "
+                        f"{'were' if len(settings) > 1 else 'was'} not applied (give Spark's settings to "
+                        f"whatever started that session: spark-submit's --conf, say)")])
         return active
     builder = SparkSession.builder.appName(app_name)
     if master:
@@ -142,7 +146,9 @@ def spark_session(master: str | None = None, app_name: str = "squall", settings:
             raise SquallError(said) from e
         raise
     session.sparkContext.setLogLevel("WARN")
-    warn_once([w for w in [security_warning(session.sparkContext)] if w])
+    # the caller's settings (-c spark.*) may override FORCED: checked as a given session's are
+    warn_once(check_session(session.sparkContext) if settings else
+              [w for w in [security_warning(session.sparkContext)] if w])
     return session
 
 
@@ -504,6 +510,8 @@ class SparkCluster(MasterClient):
         ui_port: serve the UI daemon's REST API (docs/ui.md) in this driver on
             ``ui.host``:``ui_port`` (0: a free port; needs the ``ui`` extra) until `shutdown`;
             `ui_port` is then the bound port. It reaches the master over RPC, as ``squall ui``.
+        settings: Spark settings (``spark.*``) for the new session, over those squall forces
+            (`FORCED`); not applied to ``spark`` or to a session already running.
         check_recovered: called with the names of the topologies the master recovered from
             ``storm.local.dir`` (none: an empty list) before the master listens and before any
             worker starts; what it raises ends the start, with nothing recovered run or
@@ -512,12 +520,13 @@ class SparkCluster(MasterClient):
 
     def __init__(self, spark: Any = None, master: str | None = None, conf: dict[str, Any] | None = None,
                  slots: int | None = None, ui_port: int | None = None,
-                 check_recovered: Callable[[list[str]], None] | None = None) -> None:
+                 check_recovered: Callable[[list[str]], None] | None = None,
+                 settings: Mapping[str, str] | None = None) -> None:
         if spark is None:
             require_spark()
             from pyspark.sql import SparkSession
             self._own_session = SparkSession.getActiveSession() is None
-            spark = spark_session(master)
+            spark = spark_session(master, settings=dict(settings or {}))
         else:
             self._own_session = False
             warn_once(check_session(spark.sparkContext))
@@ -695,11 +704,13 @@ def _master_addresses(sc: Any, host: str) -> tuple[str, str]:
 
 
 def run_spark_nimbus(conf: dict[str, Any], spark_master: str | None,
-                     on_ready: Callable[[str, int, str], None] | None = None) -> int:
+                     on_ready: Callable[[str, int, str], None] | None = None,
+                     settings: Mapping[str, str] | None = None) -> int:
     """``squall nimbus --host spark``: the master in a new Spark driver, until SIGINT/SIGTERM.
     ``on_ready(host, port, what)`` is called once the master listens and the task slots are
-    known (``what``: the Spark master and the slots)."""
-    cluster = SparkCluster(master=spark_master, conf=conf)
+    known (``what``: the Spark master and the slots). ``settings``: the session's Spark
+    settings (``-c spark.KEY=VALUE``)."""
+    cluster = SparkCluster(master=spark_master, conf=conf, settings=settings)
     try:
         stop = stop_on_signals()
         if on_ready is not None:

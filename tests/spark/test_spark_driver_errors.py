@@ -195,3 +195,45 @@ def test_a_standalone_master_that_never_answered_is_named_not_a_stopped_sparkcon
     monkeypatch.setattr(SparkSession.Builder, "getOrCreate", stopped)
     with pytest.raises(RuntimeError, match="stopped SparkContext"):
         SparkCluster(master="local[2]", conf={"storm.local.dir": str(tmp_path / "storm-local2"), "nimbus.thrift.port": 0})
+
+
+class _Captured(Exception):
+    """Raised by a stand-in ``getOrCreate`` with the options the session would have had."""
+
+
+@pytest.fixture
+def session_options(monkeypatch):
+    """The options of the SparkSession a verb asks for (none is started: no JVM)."""
+    from pyspark.sql import SparkSession
+
+    asked: list[dict[str, str]] = []
+
+    def capture(self):
+        asked.append(dict(self._options))
+        raise _Captured("no session in this test")
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", capture)
+
+    def options(argv: list[str]) -> dict[str, str]:
+        from squall.cli import main
+        assert main(argv) == 1  # "squall: error: unexpected _Captured: no session in this test"
+        (one,) = asked
+        return one
+    return options
+
+
+@pytest.mark.parametrize("verb", ["jar", "nimbus"])
+def test_spark_settings_on_the_command_line_configure_the_session_of_a_spark_driver(session_options, tmp_path, verb):
+    """``squall jar FILE --host spark --spark-master spark://... -c spark.cores.max=2`` (a
+    standalone application asked to take two cores) put ``spark.cores.max`` in the topology's
+    configuration, read by nobody: the application took every core of the cluster, with no word
+    said (``squall trident``'s ``-c spark.*`` configured its session all along)."""
+    topology = tmp_path / "topo.py"
+    topology.write_text("raise SystemExit('FILE runs after the session starts')\n")
+    file = [str(topology)] if verb == "jar" else []
+    options = session_options([verb, *file, "--host", "spark", "--spark-master", "local[2]",
+                               "-c", "spark.cores.max=2", "-c", "spark.executor.memory=1g",
+                               "-c", "spark.authenticate=true", "-c", f"storm.local.dir={tmp_path / 'storm-local'}"])
+    assert options["spark.master"] == "local[2]", options
+    assert (options["spark.cores.max"], options["spark.executor.memory"], options["spark.authenticate"]) == \
+        ("2", "1g", "true"), options
+    assert options["spark.speculation"] == "false" and "storm.local.dir" not in options, options

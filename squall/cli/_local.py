@@ -70,19 +70,40 @@ def _ui_port(asked: int | None, daemon_over: dict[str, Any], config: str | None)
     return int(setting(cluster_conf(daemon_over, config), Config.UI_PORT))
 
 
+# what `traceback.format_exc()` gives outside an ``except``: pystorm's ``raise_exception(e, tup)``
+# called after catching (or without raising) ends its error with it, which says nothing
+_NO_EXCEPTION = "NoneType: None"
+
+
+def _telling_lines(text: str) -> list[str]:
+    """The non-blank lines of ``text``, stripped, but `_NO_EXCEPTION`'s."""
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() != _NO_EXCEPTION]
+
+
+def one_line(text: str) -> str:
+    """An error's text on one line, as the live figures and the summary show it: a report with a
+    traceback (pystorm's ``Python ValueError raised while processing Tuple ...`` and the
+    traceback under it) keeps its first line and the exception's last line; ``--debug``, the
+    worker's log and ``squall get-errors`` have all of it."""
+    lines = _telling_lines(text)
+    if len(lines) <= 1:
+        return lines[0] if lines else text.strip()
+    return f"{lines[0]} {lines[-1]} (--debug shows the traceback)"
+
+
 class _OneLine(logging.Filter):
     """Without --debug, a log record keeps its first line and the exception's last line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        lines = [ln for ln in message.splitlines() if ln.strip()]
+        lines = _telling_lines(message)
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
             lines.append(f"{type(exc).__name__}: {exc}")
             record.exc_info = None
             record.exc_text = None
         if len(lines) > 1:
-            record.msg, record.args = f"{lines[0]} {lines[-1].strip()} (--debug shows the traceback)", None
+            record.msg, record.args = f"{lines[0]} {lines[-1]} (--debug shows the traceback)", None
         return True
 
 
@@ -288,7 +309,7 @@ def _last_error(info: dict[str, Any]) -> str | None:
         return None
     e = max(info["errors"], key=last_time)
     ago = max(0.0, time.time() - last_time(e))
-    return f"[{e['component']}] task {e['task']}: {e['error']}{times(e)} ({_duration(ago)} ago)"
+    return f"[{e['component']}] task {e['task']}: {one_line(e['error'])}{times(e)} ({_duration(ago)} ago)"
 
 
 def crashes(final: dict[str, dict[str, Any]]) -> int:
@@ -445,9 +466,11 @@ def _print_summary(final: dict[str, dict[str, Any]], reason: str, debug: bool) -
         print(f"  errors: {len(errors)}" + (f" (the latest {len(shown)} below)" if len(shown) < len(errors) else ""))
         for e in shown:
             fatal = " (worker crashed)" if e["fatal"] else ""
-            print(f"    [{e['component']}] task {e['task']}: {e['error']}{times(e)}{fatal}")
-            if debug and e["traceback"]:
-                print("      " + e["traceback"].rstrip().replace("\n", "\n      "))
+            print(f"    [{e['component']}] task {e['task']}: {one_line(e['error'])}{times(e)}{fatal}")
+            # an exception's traceback, else a reported error's own lines (pystorm's has its traceback)
+            full = e["traceback"] or (e["error"] if "\n" in e["error"].strip() else "")
+            if debug and full:
+                print("      " + full.rstrip().replace("\n", "\n      "))
     sys.stdout.flush()
 
 

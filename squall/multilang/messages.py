@@ -225,7 +225,13 @@ def reported_line(error: str) -> str:
     return line if len(line) <= MAX_MESSAGE_CHARS else line[:MAX_MESSAGE_CHARS] + "..."
 
 
+# what `traceback.format_exc()` gives outside an ``except``: pystorm's ``raise_exception(e, tup)``
+# called after catching (or without raising) ends its report with it, which says nothing
+_NO_EXCEPTION = "NoneType: None"
+
+
 def last_line(text: str) -> str:
-    """The last non-blank line of ``text``, stripped: a traceback's exception and message."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    """The last non-blank line of ``text``, stripped: a traceback's exception and message (but
+    not `_NO_EXCEPTION`: then pystorm's first line, ``Python ValueError raised while ...``)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and line.strip() != _NO_EXCEPTION]
     return lines[-1] if lines else text.strip()

@@ -7,7 +7,9 @@ does on Storm's local mode. ``submit`` sends it to the running squall master (``
 way: ``--config``/``-c`` name the cluster) or, with ``--host spark``, to a master started here
 in a new Spark driver. sparse's options keep their letters: ``-n NAME``, ``-e ENV``,
 ``-o KEY=VALUE`` (VALUE read as YAML, as sparse reads it), ``-d`` (``topology.debug``, and
-tracebacks), ``-w WORKERS``, ``-a ACKERS``;
+tracebacks), ``-w WORKERS``, ``-a ACKERS``; ``submit`` also ``-f`` (kill the topology of that
+name first, after ``--wait`` seconds, and wait until it is gone) and ``-N NAME`` (submit under
+NAME);
 ``--multilang`` runs the Python components as ``streamparse_run`` subprocesses over Storm's
 multilang protocol, as Storm does, instead of in squall's workers.
 """
@@ -16,18 +18,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from .._config import Config
 from .._errors import NotAliveException
 from .._submitter import StormSubmitter
+from ..cluster.client import MasterClient
 from ..cluster.local import LocalCluster
 from ..sparse import LoadedTopology, load
 from ._cluster import _client_conf, _master_errors, _ToCluster, _ToMaster, run_on_spark
 from ._local import _LiveView, _PlainView, _print_summary, _sigterm_stops, _squall_logging, _watch
-from ._options import UserError, cluster_conf_of, conf_file, parse_overrides, positive_int
+from ._options import UserError, cluster_conf_of, conf_file, parse_overrides, positive_int, wait_seconds
+
+# how long ``-f`` waits, beyond ``--wait``, for the master to remove the topology it killed
+_GONE_SECS = 60.0
 
 
 def register(verbs: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
@@ -50,6 +58,14 @@ def register(verbs: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
     submit.add_argument("--host", choices=("process", "spark"), default="process",
                         help="the running master (default), or a new Spark driver (docs/spark.md)")
     submit.add_argument("--spark-master", metavar="URL", help="with --host spark: the Spark master")
+    submit.add_argument("-f", "--force", action="store_true",
+                        help="kill the running topology of that name first and wait until it is gone, as sparse's "
+                             "-f (with the running master)")
+    submit.add_argument("--wait", type=wait_seconds, default=5.0, metavar="SECS",
+                        help="with -f: seconds the killed topology is deactivated before it is removed (default: 5, "
+                             "as sparse's)")
+    submit.add_argument("-N", "--override_name", "--override-name", dest="override_name", metavar="NAME",
+                        help="submit the topology under NAME instead of its file's name, as sparse's -N")
     for p in (run, submit):
         p.add_argument("-n", "--name", help="the topology (topologies/NAME.py); needed when there are several")
         p.add_argument("-e", "--environment", metavar="ENV", help="the env of config.json (needed when it has several)")
@@ -121,14 +137,43 @@ def cmd_submit(args: argparse.Namespace) -> int:
     """``squall sparse submit [-n NAME] [--host process|spark] ...``: sparse submit to squall."""
     conf, topology_over = cluster_conf_of(args)
     loaded = _load(args, topology_over)
+    if args.override_name and args.override_name != loaded.name:
+        print(f'Deploying "{loaded.name}" topology with name "{args.override_name}"...', flush=True)
+        loaded = dataclasses.replace(loaded, name=args.override_name)
     if args.host == "spark":
+        if args.force:  # a new driver's master runs only what it recovers or is given
+            raise UserError("-f goes with the running master: a --host spark driver starts its own", code=2)
         return _submit_on_spark(args, conf, loaded)
     if args.spark_master:
         raise UserError("--spark-master goes with --host spark", code=2)
     client_conf, missing = _client_conf(conf)
     with StormSubmitter.using_conf(client_conf), _master_errors(conf, missing, args):
+        if args.force:
+            _kill_existing(client_conf, loaded.name, args.wait)
         _ToMaster(client_conf).submit_topology(loaded.name, loaded.conf, loaded.topology)
     return 0
+
+
+def _kill_existing(client_conf: dict[str, Any], name: str, wait: float) -> None:
+    """sparse's ``-f``: kill the topology ``name`` if the master has one (``wait`` seconds
+    deactivated first) and return once the master no longer lists it, so that the submit after
+    takes the name; an error if it is still listed `_GONE_SECS` after its wait."""
+    with MasterClient(client_conf) as master:
+        def listed() -> bool:
+            return any(t["name"] == name for t in master.list_topologies())
+
+        if not listed():
+            return
+        print(f'Killing current "{name}" topology.', flush=True)
+        with contextlib.suppress(NotAliveException):  # killed already, and waiting to go
+            master.kill_topology(name, wait_secs=wait)
+        deadline = time.monotonic() + wait + _GONE_SECS
+        while listed():
+            if time.monotonic() > deadline:
+                raise UserError(f"topology {name!r} is still on the cluster {wait + _GONE_SECS:.0f} s after -f "
+                                f"killed it (squall list); nothing was submitted", code=1)
+            time.sleep(0.2)
+        print("Killed.", flush=True)
 
 
 def _submit_on_spark(args: argparse.Namespace, conf: dict[str, Any], loaded: LoadedTopology) -> int:

@@ -19,9 +19,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import json
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .._config import Config
@@ -99,6 +101,22 @@ def yaml_value(item: str, text: str) -> Any:
         raise UserError(f"-o {item!r}: VALUE is not YAML ({problem})", code=2) from e
 
 
+def _check_config_is_squalls(args: argparse.Namespace) -> None:
+    """sparse's ``--config`` names the project's ``config.json``; here, as on every squall verb,
+    the cluster's ``squall.yaml``: a ``config.json`` given there (a JSON object with sparse's
+    ``envs`` or ``topology_specs``) is refused, saying so, rather than read as the cluster's."""
+    if args.config is None or not Path(args.config).is_file():
+        return  # conf_file says it is missing
+    try:
+        data = json.loads(Path(args.config).read_text())
+    except (ValueError, OSError):
+        return  # not JSON: a squall.yaml
+    if isinstance(data, dict) and ("envs" in data or "topology_specs" in data):
+        raise UserError(f"--config {args.config}: that is a streamparse config.json; squall's --config names the "
+                        f"cluster's squall.yaml (docs/cli.md). The project's config.json is read from its directory: "
+                        f"--project {Path(args.config).parent or '.'}", code=2)
+
+
 def _load(args: argparse.Namespace, topology_over: dict[str, Any]) -> LoadedTopology:
     topology_keys, other_keys = parse_overrides(args.options, "-o", yaml_value)
     options = {**topology_keys, **other_keys}  # sparse's -o: every key is the topology's
@@ -114,6 +132,7 @@ def _load(args: argparse.Namespace, topology_over: dict[str, Any]) -> LoadedTopo
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``squall sparse run [-n NAME] [-t SECS] ...``: sparse run on a LocalCluster."""
+    _check_config_is_squalls(args)
     topology_over, daemon_over = parse_overrides(args.overrides)
     config = conf_file(args.config)
     loaded = _load(args, topology_over)
@@ -135,6 +154,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     """``squall sparse submit [-n NAME] [--host process|spark] ...``: sparse submit to squall."""
+    _check_config_is_squalls(args)
     conf, topology_over = cluster_conf_of(args)
     loaded = _load(args, topology_over)
     if args.override_name and args.override_name != loaded.name:

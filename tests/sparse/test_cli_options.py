@@ -76,3 +76,16 @@ def test_topology_debug_sets_pystorm_log_level_debug_as_sparse_does(project: Pat
     from squall.sparse import load
     assert load(project, options={"topology.debug": True}).conf["pystorm.log.level"] == "debug"
     assert load(project).conf.get("pystorm.log.level") != "debug"
+
+
+@pytest.mark.parametrize("verb", ["run", "submit"])
+def test_a_config_json_given_as_dash_dash_config_says_that_it_names_squall_yaml(project: Path, capsys,
+                                                                               verb: str) -> None:
+    # sparse's --config names config.json; squall's names the cluster's squall.yaml
+    config = project / "config.json"
+    timed = ["-t", "1"] if verb == "run" else []  # on main, run read it as squall.yaml and ran on
+    assert main(["sparse", verb, "--project", str(project), "--config", str(config), *timed]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"squall: error: --config {config}: that is a streamparse config.json; squall's --config names "
+                   f"the cluster's squall.yaml (docs/cli.md). The project's config.json is read from its "
+                   f"directory: --project {project}")

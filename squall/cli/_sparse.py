@@ -9,7 +9,7 @@ in a new Spark driver. sparse's options keep their letters: ``-n NAME``, ``-e EN
 ``-o KEY=VALUE`` (VALUE read as YAML, as sparse reads it), ``-d`` (``topology.debug``, and
 tracebacks), ``-w WORKERS``, ``-a ACKERS``; ``submit`` also ``-f`` (kill the topology of that
 name first, after ``--wait`` seconds, and wait until it is gone) and ``-N NAME`` (submit under
-NAME);
+NAME); ``kill`` and ``list`` are sparse's, to the running master (``squall kill``, ``squall list``);
 ``--multilang`` runs the Python components as ``streamparse_run`` subprocesses over Storm's
 multilang protocol, as Storm does, instead of in squall's workers.
 """
@@ -32,7 +32,9 @@ from .._submitter import StormSubmitter
 from ..cluster.client import MasterClient
 from ..cluster.local import LocalCluster
 from ..sparse import LoadedTopology, load
-from ._cluster import _client_conf, _master_errors, _ToCluster, _ToMaster, run_on_spark
+from ..sparse.project import environment, find_project, topology_file
+from . import _cluster
+from ._cluster import _client_conf, _master, _master_errors, _ToCluster, _ToMaster, run_on_spark
 from ._local import _LiveView, _PlainView, _print_summary, _sigterm_stops, _squall_logging, _watch
 from ._options import UserError, cluster_conf_of, conf_file, parse_overrides, positive_int, wait_seconds
 
@@ -68,6 +70,22 @@ def register(verbs: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
                              "as sparse's)")
     submit.add_argument("-N", "--override_name", "--override-name", dest="override_name", metavar="NAME",
                         help="submit the topology under NAME instead of its file's name, as sparse's -N")
+    kill = sub.add_parser("kill", parents=list(parents), help="kill the project's topology on the cluster",
+                          description="Kill the project's topology (or -n NAME) on the running squall master, as "
+                                      "sparse kill: its spouts deactivated for --wait seconds (default: its "
+                                      "topology.message.timeout.secs), then removed (as squall kill NAME).")
+    kill.set_defaults(run=cmd_kill, verb_parser=kill)
+    kill.add_argument("-n", "--name", help="the topology's name (default: the project's only topology)")
+    kill.add_argument("-e", "--environment", metavar="ENV", help="the env of config.json (checked to exist)")
+    kill.add_argument("--wait", type=wait_seconds, metavar="SECS",
+                      help="seconds deactivated before it is removed (default: topology.message.timeout.secs)")
+    kill.add_argument("--project", metavar="DIR", default=".", help="the project's directory (default: .)")
+    listing = sub.add_parser("list", parents=list(parents), help="list the topologies on the cluster",
+                             description="List the topologies on the running squall master, as sparse list "
+                                         "(the table of squall list).")
+    listing.set_defaults(run=cmd_list, verb_parser=listing)
+    for p in (kill, listing):
+        p.add_argument("-d", "--debug", action="store_true", help="show tracebacks on errors")
     for p in (run, submit):
         p.add_argument("-n", "--name", help="the topology (topologies/NAME.py); needed when there are several")
         p.add_argument("-e", "--environment", metavar="ENV", help="the env of config.json (needed when it has several)")
@@ -194,6 +212,26 @@ def _kill_existing(client_conf: dict[str, Any], name: str, wait: float) -> None:
                                 f"killed it (squall list); nothing was submitted", code=1)
             time.sleep(0.2)
         print("Killed.", flush=True)
+
+
+def cmd_kill(args: argparse.Namespace) -> int:
+    """``squall sparse kill [-n NAME] [--wait SECS]``: sparse kill, to the running master. Any
+    NAME may be given (as sparse allows, for a topology not in this checkout); without it, the
+    project's only topology."""
+    _check_config_is_squalls(args)
+    project = find_project(args.project)
+    environment(project, args.environment)
+    name = args.name if args.name is not None else topology_file(project, None)[0]
+    with _master(args) as master:
+        master.kill_topology(name, wait_secs=args.wait)
+    print(f"Killed topology: {name}", flush=True)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """``squall sparse list``: sparse list, as ``squall list``."""
+    _check_config_is_squalls(args)
+    return _cluster.cmd_list(args)
 
 
 def _submit_on_spark(args: argparse.Namespace, conf: dict[str, Any], loaded: LoadedTopology) -> int:

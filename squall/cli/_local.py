@@ -127,25 +127,36 @@ def _squall_logging(debug: bool) -> Iterator[None]:
     root = logging.getLogger("squall")
     emits = logging.getLogger("squall.debug")
     tuples = logging.getLogger("squall.flux.wrappers")
+    # a streamparse component's own records, which Storm's local mode shows (pystorm sends them
+    # to Storm's log as ShellLog lines): its ``self.logger`` (at pystorm.log.level, which
+    # `squall.sparse.component` sets on it) and its ``self.log(...)`` (at the level it gives)
+    sparse = logging.getLogger("squall.sparse")
+    pystorm = logging.getLogger("pystorm.component")
     handler = _CurrentStderr()
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactingFilter())
     if not debug:
         handler.addFilter(_OneLine())
-    saved = (root.level, root.propagate, emits.level, tuples.level)
+    saved = (root.level, root.propagate, emits.level, tuples.level, sparse.level, pystorm.propagate)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
     emits.setLevel(logging.INFO)
     tuples.setLevel(logging.INFO)
+    sparse.setLevel(logging.DEBUG if debug else logging.INFO)
     root.propagate = False
+    pystorm.propagate = False  # shown here once, not again by the root logger's handlers
     root.addHandler(handler)
+    pystorm.addHandler(handler)
     try:
         yield
     finally:
         root.removeHandler(handler)
+        pystorm.removeHandler(handler)
         root.setLevel(saved[0])
         root.propagate = saved[1]
         emits.setLevel(saved[2])
         tuples.setLevel(saved[3])
+        sparse.setLevel(saved[4])
+        pystorm.propagate = saved[5]
 
 
 @contextlib.contextmanager

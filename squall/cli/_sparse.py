@@ -68,6 +68,8 @@ def register(verbs: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
     submit.add_argument("--wait", type=wait_seconds, default=5.0, metavar="SECS",
                         help="with -f: seconds the killed topology is deactivated before it is removed (default: 5, "
                              "as sparse's)")
+    submit.add_argument("-i", "--inactive", action="store_true",
+                        help="refused: squall submits active (sparse's -i); run squall deactivate NAME after it")
     submit.add_argument("-N", "--override_name", "--override-name", dest="override_name", metavar="NAME",
                         help="submit the topology under NAME instead of its file's name, as sparse's -N")
     kill = sub.add_parser("kill", parents=list(parents), help="kill the project's topology on the cluster",
@@ -173,6 +175,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     """``squall sparse submit [-n NAME] [--host process|spark] ...``: sparse submit to squall."""
     _check_config_is_squalls(args)
+    if args.inactive:  # as squall jar refuses Flux's -i: a submit is active, deactivating is a verb of its own
+        raise UserError("-i/--inactive: squall sparse submit submits active; run `squall deactivate NAME` after it",
+                        code=2)
     conf, topology_over = cluster_conf_of(args)
     loaded = _load(args, topology_over)
     if args.override_name and args.override_name != loaded.name:

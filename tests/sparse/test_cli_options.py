@@ -89,3 +89,10 @@ def test_a_config_json_given_as_dash_dash_config_says_that_it_names_squall_yaml(
     assert err == (f"squall: error: --config {config}: that is a streamparse config.json; squall's --config names "
                    f"the cluster's squall.yaml (docs/cli.md). The project's config.json is read from its "
                    f"directory: --project {project}")
+
+
+def test_submit_inactive_is_refused_saying_what_to_do_instead(project: Path, capsys) -> None:
+    # sparse's -i submits inactive; squall submits active, as squall jar refuses Flux's -i
+    assert main(["sparse", "submit", "--project", str(project), "-i"]) == 2
+    assert capsys.readouterr().err.strip() == ("squall: error: -i/--inactive: squall sparse submit submits active; "
+                                               "run `squall deactivate NAME` after it")

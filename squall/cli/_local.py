@@ -21,6 +21,7 @@ from .._errors import NotAliveException
 from .._redact import RedactingFilter
 from .._system import is_system_id
 from ..cluster.local import LocalCluster
+from ..multilang.messages import NO_EXCEPTION
 from ..worker.stats_history import ALL_TIME
 from ._flux import from_args, sleep_seconds
 from ._options import UserError, conf_file, parse_overrides
@@ -70,14 +71,9 @@ def _ui_port(asked: int | None, daemon_over: dict[str, Any], config: str | None)
     return int(setting(cluster_conf(daemon_over, config), Config.UI_PORT))
 
 
-# what `traceback.format_exc()` gives outside an ``except``: pystorm's ``raise_exception(e, tup)``
-# called after catching (or without raising) ends its error with it, which says nothing
-_NO_EXCEPTION = "NoneType: None"
-
-
 def _telling_lines(text: str) -> list[str]:
-    """The non-blank lines of ``text``, stripped, but `_NO_EXCEPTION`'s."""
-    return [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() != _NO_EXCEPTION]
+    """The non-blank lines of ``text``, stripped, but `NO_EXCEPTION`'s."""
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() != NO_EXCEPTION]
 
 
 def one_line(text: str) -> str:

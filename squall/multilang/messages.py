@@ -227,11 +227,11 @@ def reported_line(error: str) -> str:
 
 # what `traceback.format_exc()` gives outside an ``except``: pystorm's ``raise_exception(e, tup)``
 # called after catching (or without raising) ends its report with it, which says nothing
-_NO_EXCEPTION = "NoneType: None"
+NO_EXCEPTION = "NoneType: None"
 
 
 def last_line(text: str) -> str:
     """The last non-blank line of ``text``, stripped: a traceback's exception and message (but
-    not `_NO_EXCEPTION`: then pystorm's first line, ``Python ValueError raised while ...``)."""
-    lines = [line.strip() for line in text.splitlines() if line.strip() and line.strip() != _NO_EXCEPTION]
+    not `NO_EXCEPTION`: then pystorm's first line, ``Python ValueError raised while ...``)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and line.strip() != NO_EXCEPTION]
     return lines[-1] if lines else text.strip()

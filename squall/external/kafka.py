@@ -57,6 +57,7 @@ from .._fields import Fields
 from ..engine.clock import Clock
 from ._arity import arity_error
 from .kafka_charges import (
+    MAX_DEAD_MARKS,
     METADATA_MAX_BYTES,
     READ_AHEAD,
     MalformedCharges,
@@ -779,9 +780,9 @@ class KafkaSpout(Spout, CountsDeadLetters):
             if tag is not None:
                 budget = self.budgets[msg_id.tp]
                 budget.charged.pop(msg_id.offset, None)
-                budget.dead[msg_id.offset] = tag
-                self._unwritten.add(msg_id.tp)
-                self._must_write = True
+                if self._mark_dead(msg_id.tp, msg_id.offset, tag) or held is not None:
+                    self._unwritten.add(msg_id.tp)
+                    self._must_write = True
         if alone:   # settled in Kafka before the next one goes out
             self._must_write = True
         if self._must_write:
@@ -898,11 +899,22 @@ class KafkaSpout(Spout, CountsDeadLetters):
         between the letter and that commit, which takes one round trip, repeats the letter)."""
         self._dead(r, reason)
         self.count_dead_letter(None)
-        if self._alo:
-            self.budgets[r.tp].dead[r.offset] = record_tag(r.key, r.value)
+        if self._alo and self._mark_dead(r.tp, r.offset, record_tag(r.key, r.value)):
             self._unwritten.add(r.tp)
             self._must_write = True
             self._guarded(self._write_budgets)
+
+    def _mark_dead(self, tp: TopicPartition, offset: int, tag: str) -> bool:
+        """Notes ``offset``'s dead mark; whether a commit may carry it. Past `MAX_DEAD_MARKS`
+        waiting for the commit it cannot fit in Kafka's metadata (`charges_metadata` would drop
+        it), so no commit is made for it: committed per mark, the metadata rebuilt each time,
+        a run of malformed records behind one record in flight cost one commit each, and
+        (1,600 of them) 299 s of ``next_tuple``. A later commit past the marks before it may
+        still carry it."""
+        dead = self.budgets[tp].dead
+        dead[offset] = tag
+        # the marks of the lowest offsets are the ones kept
+        return len(dead) <= MAX_DEAD_MARKS or sum(1 for o in dead if o < offset) < MAX_DEAD_MARKS
 
     def _done_without_tuple(self, msg_id: MessageId) -> None:
         """The record counts as done (its offset may commit) without a tuple."""

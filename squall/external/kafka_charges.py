@@ -51,6 +51,8 @@ from .retry import Charge
 READ_AHEAD = 512
 # Kafka's default offset.metadata.max.bytes: a commit with longer metadata is refused.
 METADATA_MAX_BYTES = 4096
+# The most dead marks a commit's metadata can hold: each takes at least ``"0":"<tag>",``.
+MAX_DEAD_MARKS = METADATA_MAX_BYTES // len('"0":"01234567",')
 _KEYS = ("emittedTo", "charged", "dead")
 _TAG = re.compile(r"[0-9a-f]{8}")
 
@@ -158,10 +160,28 @@ def charges_metadata(base: dict[str, Any], charges: PartitionCharges, committed:
                "dead": {str(o): t for o, t in dead[:n_dead]}}
         return json.dumps(doc, separators=(",", ":"))
 
+    # What each entry adds to the text (``"offset":"text"`` and its comma), so that the entries
+    # that fit are counted in one pass: built again per entry dropped, the text cost a spout with
+    # a few thousand dead marks waiting for a commit (malformed records behind one in flight)
+    # minutes of next_tuple, one cubic commit after another.
+    def sizes(entries: list[tuple[str, str]]) -> list[int]:
+        return [len(json.dumps(k)) + 1 + len(json.dumps(v)) + 1 for k, v in entries]
+
+    dead_sizes = sizes([(str(o), t) for o, t in dead])
+    charged_sizes = sizes([(str(o), f"{c.charge} {c.tag}") for o, c in charged])
     n_charged, n_dead = len(charged), len(dead)
+    # the text without a budget, plus the entries (an object's last entry has no comma)
+    size = len(text(0, 0).encode()) + sum(dead_sizes) - (1 if dead else 0) + sum(charged_sizes) - (1 if charged else 0)
+    while size > METADATA_MAX_BYTES and (n_charged or n_dead):
+        if n_dead:   # dead marks first, the last (highest offset) first
+            n_dead -= 1
+            size -= dead_sizes[n_dead] - (1 if n_dead == 0 else 0)
+        else:
+            n_charged -= 1
+            size -= charged_sizes[n_charged] - (1 if n_charged == 0 else 0)
     out = text(n_charged, n_dead)
-    while len(out.encode()) > METADATA_MAX_BYTES and (n_charged or n_dead):
-        if n_dead:   # one at a time: a rare path, and no more is dropped than must be
+    while len(out.encode()) > METADATA_MAX_BYTES and (n_charged or n_dead):   # (never: the sizes add up)
+        if n_dead:
             n_dead -= 1
         else:
             n_charged -= 1

@@ -16,6 +16,7 @@ import pytest
 
 from squall.engine.clock import SimulatedClock
 from squall.external.kafka import MalformedRecord, RetryBackoff, TopicPartition
+from squall.external.kafka_charges import METADATA_MAX_BYTES
 
 from .test_kafka import MemoryConsumer, open_spout
 
@@ -99,3 +100,41 @@ def test_a_record_failed_past_its_budget_is_dead_lettered_once_though_the_worker
     run_to_the_end(spout, collector, logs, commits, clock, fails={"v1"})
     assert "v1" not in [v for (v,), _ in collector.emitted]
     assert [o for o, _ in dead] == [1], dead
+
+
+def test_a_run_of_malformed_records_behind_one_in_flight_commits_the_dead_marks_that_fit_once_each():
+    """``v0`` stays in flight (a stateful bolt acks it at its checkpoint) while 600 malformed
+    records follow it: each goes to the dead letters once, and its dead mark waits in the commit
+    metadata for the offset to pass it. Only the marks of the lowest offsets fit in Kafka's 4,096
+    bytes, so a commit is made for each of those, not one per record: before, every malformed
+    record committed all the marks since ``v0`` again, the metadata rebuilt once per mark dropped
+    (600 records: 600 commits; 1,600: 299 s of ``next_tuple`` before ``v-end`` went out). A death
+    then: the next life skips the records whose marks were committed, and dead-letters the others
+    a second time (the documented limit of the metadata), every record counted."""
+    n = 600
+    logs, commits, dead = {TP: ["v0"] + [f"bad-{i}" for i in range(n)] + ["v-end"]}, {}, []
+    clock = SimulatedClock()
+    consumer = MemoryConsumer(logs, commits)
+    spout, collector, _ = open_spout(consumer, clock=clock, translator=parse,
+                                     retry=RetryBackoff(0.0, 0.001, None, 0.01),
+                                     dead_letter=lambda r, why: dead.append((r.offset, why)))
+    for _ in range(n + 10):
+        spout.next_tuple()
+        if len(collector.emitted) == 2:
+            break
+    assert [v for (v,), _ in collector.emitted] == ["v0", "v-end"]
+    assert sorted(o for o, _ in dead) == list(range(1, n + 1))   # each once
+    assert commits[TP].offset == 0   # v0 in flight holds the offset back
+    metadata = commits[TP].metadata
+    marked = {int(o) for o in json.loads(metadata)["dead"]}
+    assert len(metadata.encode()) <= METADATA_MAX_BYTES and marked == set(range(1, len(marked) + 1))
+    assert 150 < len(marked) < n
+    # a mark takes 15 bytes at least: at most 273 fit, one commit each (on main: 600)
+    assert len(consumer.commit_calls) <= METADATA_MAX_BYTES // 15 + 1, len(consumer.commit_calls)
+
+    spout, collector = life(logs, commits, dead, clock, None)   # the first one died, v0 in flight
+    run_to_the_end(spout, collector, logs, commits, clock)
+    assert [v for (v,), _ in collector.emitted] == ["v0", "v-end"]
+    again = sorted(o for o, _ in dead[n:])
+    assert again == list(range(len(marked) + 1, n + 1)), again[:5]   # those whose marks did not fit
+    assert len(dead) == n + (n - len(marked))

@@ -77,13 +77,15 @@ def cmd_trident(args: argparse.Namespace) -> int:
     except ImportError:
         raise UserError("squall trident --host spark needs pyspark 4.2 or later (pip install 'squall[trident-spark]')") \
             from None
-    from ..cluster.spark import check_master
+    from ..cluster.spark import checked_master
     from ..trident.spark import compile_topology, start
     from ..trident.spark.launcher import use_installed_pyspark
 
     topology_over, daemon_over = parse_overrides(args.overrides)
     overrides = {**daemon_over, **topology_over}
     spark_conf = {k: v for k, v in overrides.items() if k.startswith("spark.")}
+    # before the JVM (Spark's refusal read as a Java missing) and the file: -c spark.master=URL too
+    master = checked_master(args.spark_master, spark_conf)
     path = check_file(args.file)
     name = args.name or topology_name(path)
     with on_sys_path(path.parent):
@@ -94,13 +96,12 @@ def cmd_trident(args: argparse.Namespace) -> int:
             raise UserError(f"{path.name}: {e}") from None
         builder = SparkSession.builder.appName(name)
         if args.spark_master:
-            check_master(args.spark_master)  # before the JVM: Spark's refusal read as a Java missing
             builder = builder.master(args.spark_master)
         # Spark's Python processes import the installed, compiled pyspark (see the module); -c overrides
         builder = builder.config("spark.python.daemon.module", "squall.trident.spark.daemon")
         # and so do the ones the driver starts without the daemon (the Data Source's planners),
         # unless the user chose Spark's Python (PYSPARK_PYTHON, -c spark.pyspark.python)
-        use_installed_pyspark(spark_conf, args.spark_master or spark_conf.get("spark.master"))
+        use_installed_pyspark(spark_conf, master)
         for key, value in spark_conf.items():
             builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
         spark = builder.getOrCreate()

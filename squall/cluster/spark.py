@@ -89,6 +89,7 @@ def require_spark() -> Any:
 _LOCAL_MASTER = re.compile(r"local(\[(?P<n>[0-9]+|\*)(\s*,\s*[0-9]+)?\])?"
                            r"|local-cluster\[\s*(?P<e>[0-9]+)\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]")
 _SPARK_MASTER = re.compile(r"spark://(\[[^\]]+\]|[^,/:\[\]\s]+):[0-9]+(,(\[[^\]]+\]|[^,/:\[\]\s]+):[0-9]+)*")
+_SPARK_MASTER_KEY = "spark.master"  # Spark's key, not squall's: a -c setting may give the master
 _MASTER_FORMS = ("local, local[N], local[*], local[N,F], local-cluster[E,C,M], spark://HOST:PORT "
                  "(standby masters: spark://HOST1:PORT1,HOST2:PORT2), yarn or k8s://https://HOST:PORT")
 
@@ -112,12 +113,30 @@ def check_master(master: str) -> None:
                       f"{_MASTER_FORMS}")
 
 
+def checked_master(master: str | None, settings: Mapping[str, Any] | None) -> str | None:
+    """The master a session asked for with ``master`` (``--spark-master``) and Spark settings
+    (``-c spark.master=URL``) gets, checked (`check_master`): a ``spark.master`` setting went
+    past the check, to fail as a Java missing, and, applied after ``master``, won over it
+    without a word, so two different masters are refused."""
+    given = (settings or {}).get(_SPARK_MASTER_KEY)
+    if given is not None:
+        given = str(given)
+        if master and given != master:
+            raise SquallError(f"two Spark masters given: {master!r} (--spark-master) and {given!r} "
+                              f"(-c {_SPARK_MASTER_KEY}): give one")
+        master = given
+    if master:
+        check_master(master)
+    return master
+
+
 def spark_session(master: str | None = None, app_name: str = "squall", settings: dict[str, str] | None = None) -> Any:
     """A SparkSession for squall: the active one (checked, see `check_session`), else a new one
     on ``master`` (else ``spark.master`` from spark-submit, else ``local[*]``) with `FORCED`.
-    A ``master`` Spark would refuse is refused first (`check_master`)."""
-    if master:
-        check_master(master)
+    A ``master`` Spark would refuse is refused first (`check_master`), and so is a
+    ``spark.master`` among ``settings`` (``-c spark.master=URL``), or one that contradicts
+    ``master``: given after it, it won without a word."""
+    master = checked_master(master, settings)
     require_spark()
     from pyspark.sql import SparkSession
     active = SparkSession.getActiveSession()

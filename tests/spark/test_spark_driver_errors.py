@@ -237,3 +237,27 @@ def test_spark_settings_on_the_command_line_configure_the_session_of_a_spark_dri
     assert (options["spark.cores.max"], options["spark.executor.memory"], options["spark.authenticate"]) == \
         ("2", "1g", "true"), options
     assert options["spark.speculation"] == "false" and "storm.local.dir" not in options, options
+
+
+@pytest.mark.parametrize("verb", ["jar", "nimbus", "trident"])
+def test_a_master_given_with_c_spark_master_is_checked_and_may_not_contradict_spark_master(
+        no_session, tmp_path, capsys, verb):
+    """``-c spark.master=URL`` configures the session too (since -c spark.* does): a URL Spark
+    refuses went past the check of --spark-master, and ``squall jar`` said again that Spark
+    could not start its JVM, to check JAVA_HOME; given beside ``--spark-master``, it was applied
+    after it and won, without a word. Neither starts a session now."""
+    from squall.cli import main
+    topology = tmp_path / "topo.py"
+    topology.write_text("raise SystemExit('the topology file is not run for a bad master URL')\n")
+    file = [str(topology)] if verb != "nimbus" else []
+    local_dir = ["-c", f"storm.local.dir={tmp_path / 'storm-local'}"]
+    extra = ["--checkpoint", str(tmp_path / "cp")] if verb == "trident" else []
+    code = main([verb, *file, "--host", "spark", *extra, "-c", "spark.master=bogus", *local_dir])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "the Spark master 'bogus' is not a master URL Spark accepts" in err and "Java" not in err, err
+    code = main([verb, *file, "--host", "spark", *extra, "--spark-master", "local[2]",
+                 "-c", "spark.master=local[4]", *local_dir])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "two Spark masters given: 'local[2]' (--spark-master) and 'local[4]' (-c spark.master): give one" in err, err

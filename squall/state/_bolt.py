@@ -393,9 +393,25 @@ class StatefulBoltExecutor(_CheckpointAware):
             # sink's worker, and the checkpoint that follows them (`CheckpointTupleForwarder`)
             # would pass the restarted sink, which never got them: the next commit would record
             # those windows as fired, their results lost. Back to the last commit: they fire again.
+            self._redo_since_prepare(txid)
+        return True
+
+    def _redo_since_prepare(self, txid: int) -> None:
+        """Back to the last commit, and the inputs taken since (acked, their acks deferred to the
+        next commit) executed again here, so that the windows they fired fire again, their results
+        sent before the INITSTATE passed on. Failed instead, they replayed from their spouts,
+        and their records' other tuples, which other tasks had taken and kept (a sibling window
+        task that had not fired, a stateful bolt upstream), were taken twice: a record split over
+        two window tasks counted twice in the one that had not fired."""
+        if self.prepared:  # (never at a recovery: its COMMIT acked them) a rollback fails them all
             self._roll_back(f"the checkpoint spout's recovery at txid {txid}, after a window fired "
                             f"since the last prepare")
-        return True
+            return
+        since = self.out.take_acked()
+        self.bolt.pre_rollback()
+        self.state.rollback()
+        for t in since:
+            self._execute(t)
 
     def _roll_back(self, cause: str) -> None:
         """Back to the last commit: the changes since are dropped, and every tuple acked since

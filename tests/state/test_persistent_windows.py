@@ -137,8 +137,9 @@ def test_a_rollback_keeps_the_committed_tuples_in_the_window_and_fails_the_other
 def test_a_live_window_that_fired_since_its_last_prepare_fires_again_when_the_spout_recovers():
     """A window fires between PREPARE 1 and COMMIT 1 and its result goes to a sink whose worker
     dies; the checkpoint spout, its COMMIT 1 failed with the worker, commits 1 again and sends
-    INITSTATE. The window rolls back to commit 1, where it had not fired: the tuples since
-    PREPARE 1 are failed, and their replays fire it again. Before, INITSTATE changed nothing in a
+    INITSTATE. The window rolls back to commit 1, where it had not fired, and the task executes
+    the tuples it took since PREPARE 1 again: the window fires again, its result sent before the
+    INITSTATE passes on, and no tuple is failed. Before cd9a9fe5, INITSTATE changed nothing in a
     live task: PREPARE 2 passed the restarted sink (which never got the result), COMMIT 2
     recorded the window as fired, and its result was lost for good (on the process host, 2 or 3
     of 121 (window, key) results in 4 of 26 runs with 6 worker SIGKILLs each: the longer runs
@@ -153,13 +154,84 @@ def test_a_live_window_that_fired_since_its_last_prepare_fires_again_when_the_sp
     ex.execute(cp(1, COMMIT))
     ex.execute(cp(1, COMMIT))     # the recovery commits 1 again (a no-op here) ...
     ex.execute(cp(1, INITSTATE))  # ... and initializes the states again
-    assert rec.failed == later and _acked(rec) == first
-    _feed(ex, [3, 4])  # the replays
     assert _sums(rec) == [(10, 4, 10), (10, 4, 10)]   # fired again: its result is sent again
+    assert not rec.failed and _acked(rec) == first
+    assert ex.state.get("windows") == 1   # the user's state rolled back under the window fired again
     ex.execute(cp(2, PREPARE))
     ex.execute(cp(2, COMMIT))
+    assert _acked(rec) == first + later   # each once
+    _feed(ex, [5])
     ex.execute(cp(2, INITSTATE))  # a recovery with no window fired since the last prepare
-    assert len(rec.failed) == len(later) and len(_acked(rec)) == len(first) + len(later)   # nothing rolled back
+    assert not rec.failed and _sums(rec) == [(10, 4, 10), (10, 4, 10)]   # nothing rolled back
+
+
+@pytest.mark.parametrize("kind", sorted(WINDOWS))
+def test_a_recovery_fails_no_tuple_of_a_live_window_that_fired_its_results_are_those_of_a_run_without_it(kind):
+    """The recovery's INITSTATE after windows fired since the last PREPARE: the task runs the
+    tuples it took since that PREPARE again instead of failing them. Failed (cd9a9fe5), each
+    replayed from its spout, and the other tuples of its record, which other tasks had taken
+    and kept (a sibling window task of a fields grouping that had not fired since its PREPARE,
+    a stateful bolt upstream), were taken a second time: counted twice there, and committed
+    so. Here no tuple is failed, each is acked once, at the next commit, and the windows that
+    fire after the recovery are those of a run without it, those fired since the PREPARE
+    fired again first."""
+    timer = kind == "event time"
+    ref, ref_rec = _executor(WINDOWS[kind]().with_persistence(), HostMemory())
+    _feed(ref, range(1, 31), timer)
+
+    ex, rec = _executor(WINDOWS[kind]().with_persistence(), HostMemory())
+    committed = _feed(ex, range(1, 9), timer)
+    ex.execute(cp(0, PREPARE))
+    ex.execute(cp(0, COMMIT))
+    ex.execute(cp(1, PREPARE))
+    before = len(_sums(rec))
+    since = _feed(ex, range(9, 19), timer)
+    fired = _sums(rec)[before:]
+    assert fired and ex.bolt.fired_since_prepare
+    ex.execute(cp(1, COMMIT))
+    ex.execute(cp(1, INITSTATE))   # the recovery: a worker died
+    if timer:
+        ex.bolt.on_timer()   # the watermark, restored as committed, moves with the tuples again
+    assert not rec.failed, [t.values for t in rec.failed]   # on main: the 10 tuples since PREPARE 1
+    assert _sums(rec)[before + len(fired):] == fired   # fired again, the same results
+    rest = _feed(ex, range(19, 31), timer)
+    ex.execute(cp(2, PREPARE))
+    ex.execute(cp(2, COMMIT))
+    assert _sums(rec)[:before] + _sums(rec)[before + len(fired):] == _sums(ref_rec)
+    assert _acked(rec) == committed + since + rest and not rec.failed   # each once
+
+
+def test_a_recovery_does_not_count_a_record_twice_in_a_sibling_window_task_that_had_not_fired():
+    """Each record splits into a tuple for window task A (``r``) and one for task B (``100 + r``),
+    as a fields grouping sends the words of a sentence. Records 3 and 4 come after PREPARE 1:
+    A's window [1..4] fires, B's (5 tuples) does not. A worker dies; the recovery's INITSTATE.
+    With cd9a9fe5 A failed 3 and 4, their spout replayed records 3 and 4, and B, live and not
+    rolled back, took 103 and 104 a second time: its first window summed 101, 102, 103, 104, 103
+    (513), not 101..105 (515), and committed so. Here the spout replays what a task fails
+    (none)."""
+    a, rec_a = _executor(Sums().with_tumbling_window(Count(4)).with_persistence(), HostMemory())
+    b, rec_b = _executor(Sums().with_tumbling_window(Count(5)).with_persistence(), HostMemory())
+
+    def records(rs):
+        for r in rs:
+            _feed(a, [r])
+            _feed(b, [100 + r])
+    records([1, 2])
+    for ex in (a, b):
+        ex.execute(cp(1, PREPARE))
+    records([3, 4])
+    assert _sums(rec_a) == [(10, 4, 10)] and _sums(rec_b) == []
+    for step in (COMMIT, COMMIT, INITSTATE):   # COMMIT 1 failed with a worker: the recovery
+        for ex in (a, b):
+            ex.execute(cp(1, step))
+    replayed = sorted({t[0] % 100 for t in rec_a.failed + rec_b.failed})   # what the spout replays
+    records(replayed)
+    records([5])
+    assert _sums(rec_b) == [(515, 5, 515)], replayed   # on main: [(513, 5, 513)], replayed [3, 4]
+    for ex in (a, b):
+        ex.execute(cp(2, PREPARE))
+        ex.execute(cp(2, COMMIT))
+    assert len(_acked(rec_a)) == len(_acked(rec_b)) == 5 and not rec_a.failed and not rec_b.failed
 
 
 def test_a_non_persistent_window_still_fails_what_it_holds_on_rollback():

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from .._config import Config
 from .._errors import InvalidTopologyException
 from .._fields import GlobalStreamId
 from .._grouping import DIRECT, GLOBAL, Grouping
@@ -161,11 +162,16 @@ def _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topol
             cluster.advance_cluster_time(11)
         deadline = time.monotonic() + timeout_secs
         idle_checks = 0
+        looks = 0
         while idle_checks < 3:
+            if looks % 10 == 0:  # every 50 ms or so: a look costs about 1 ms
+                _raise_on_crash(cluster, name)
+            looks += 1
             if time.monotonic() > deadline:
                 done = {c: (f"{s.completed()}/{len(s.tuples)} tuples completed" if isinstance(s, FixedTupleSpout)
                             else "not exhausted") for c, s in spouts.items() if not s.is_exhausted()}
-                raise AssertionError(f"Test timed out ({timeout_secs}s); spouts not done: {done}")
+                raise AssertionError(f"Test timed out ({timeout_secs}s); spouts not done: {done}"
+                                     + _where_held(cluster, name, rewritten, capture_id))
             if all(s.is_exhausted() for s in spouts.values()) and cluster.is_idle(name):
                 idle_checks += 1
             else:
@@ -183,3 +189,51 @@ def _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topol
             if callable(getattr(spout, "clean", None)):
                 spout.clean()
     return result
+
+
+_WINDOW_KEYS = (Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT, Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_DURATION_MS)
+
+
+def _info(cluster: Any, name: str) -> dict[str, Any] | None:
+    get = getattr(cluster, "get_topology_info", None)
+    return get(name) if callable(get) else None
+
+
+def _raise_on_crash(cluster: Any, name: str) -> None:
+    """A worker that crashed (its ``open``/``prepare`` raised, or a bolt's ``execute`` with
+    ``topology.bolt.fail.fast``) fails the test at once, naming it, as Storm's local mode halts
+    the test's JVM: waiting out the timeout would end in "spouts not done" and no word of why."""
+    info = _info(cluster, name)
+    for e in (info or {}).get("errors", []):
+        if e.get("fatal"):
+            raise AssertionError(
+                f"complete_topology: a worker of the topology crashed in component [{e['component']}] "
+                f"task {e['task']}: {e['error']}\n{e['traceback']}".rstrip())
+
+
+def _where_held(cluster: Any, name: str, topology: StormTopology, capture_id: str) -> str:
+    """For the timeout's message: the bolts that executed tuples they neither acked nor failed
+    (where the spouts' tuples wait), and the errors reported."""
+    info = _info(cluster, name)
+    if info is None:
+        return ""
+    held = []
+    for cid, c in info.get("components", {}).items():
+        spec = topology.components.get(cid)
+        if cid == capture_id or spec is None or spec.kind != "bolt":
+            continue
+        n = c["executed"] - c["acked"] - c["failed"]
+        if n > 0:
+            why = ""
+            if any(k in spec.conf for k in _WINDOW_KEYS):
+                why = (", a windowed bolt: it acks a tuple when the tuple leaves its last window, and a count "
+                       "or event-time window keeps its last tuples until newer ones come (docs/testing.md)")
+            held.append(f"[{cid}] holds {n} of the {c['executed']} tuples it executed, neither acked nor "
+                        f"failed{why}")
+    out = "; " + "; ".join(held) if held else ""
+    errors = [e for e in info.get("errors", []) if e.get("component") != capture_id]
+    if errors:
+        out += "; errors reported: " + ", ".join(
+            f"[{e['component']}] task {e['task']}: {e['error'].strip().splitlines()[0] if e['error'].strip() else '?'}"
+            + (f" (x{e['count']})" if e.get("count", 1) > 1 else "") for e in errors)
+    return out

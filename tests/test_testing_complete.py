@@ -1,0 +1,124 @@
+"""`complete_topology` when the topology under test has a bug: a worker that crashes fails the
+test at once, naming the component, task and error; a topology that never completes times out
+with a message naming the bolts that hold the spouts' tuples, and the errors reported."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from squall import BaseWindowedBolt, BasicBolt, Bolt, Count, Duration, Fields, LocalCluster, TopologyBuilder
+from squall.testing import (
+    FeederSpout,
+    complete_topology,
+    read_tuples,
+    track_and_capture_topology,
+    tracked_wait,
+    with_tracked_cluster,
+)
+
+
+class CannotConnect(Bolt):
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+
+    def prepare(self, conf, context, collector):
+        raise RuntimeError("cannot connect to the database")
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+class NeverAcks(Bolt):
+    def execute(self, tup):
+        pass
+
+
+class OddRaises(BasicBolt):
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+
+    def execute(self, tup, collector):
+        if tup["n"] % 2:
+            raise ValueError("odd number")
+        collector.emit([tup["n"]])
+
+
+class WindowSum(BaseWindowedBolt):
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("sum"))
+
+    def execute(self, window):
+        self.collector.emit([sum(t["n"] for t in window.get())])
+
+
+def test_a_worker_that_crashes_fails_complete_topology_at_once_naming_component_task_and_error():
+    """Before, `prepare` raising crash-looped the bolt's worker while complete_topology waited out
+    its timeout, then said only "spouts not done: {'numbers': '0/3 tuples completed'}"."""
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", FeederSpout(Fields("n")))
+    builder.set_bolt("db", CannotConnect()).shuffle_grouping("numbers")
+    with LocalCluster() as cluster:
+        with pytest.raises(AssertionError) as raised:
+            complete_topology(cluster, builder.create_topology(), {"numbers": [[1], [2], [3]]}, timeout_secs=20)
+        assert not cluster.get_topology_names()  # killed all the same
+    message = str(raised.value)
+    assert "timed out" not in message
+    assert message.startswith("complete_topology: a worker of the topology crashed in component [db] task ")
+    assert "RuntimeError: cannot connect to the database" in message
+    assert "in prepare" in message  # the user's frame, from the traceback
+
+
+def test_a_timeout_names_the_bolts_holding_the_tuples_and_the_errors_reported():
+    """Before, the message was only "spouts not done: {'numbers': '3/6 tuples completed'}"."""
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", FeederSpout(Fields("n")))
+    builder.set_bolt("odd", OddRaises()).shuffle_grouping("numbers")
+    builder.set_bolt("stuck", NeverAcks()).shuffle_grouping("numbers")
+    builder.set_bolt("sums", WindowSum().with_tumbling_window(Count.of(4))).shuffle_grouping("numbers")
+    with pytest.raises(AssertionError) as raised:
+        complete_topology(None, builder.create_topology(), {"numbers": [[n] for n in range(6)]}, timeout_secs=1)
+    message = str(raised.value)
+    # the 3 odd numbers failed: they count as done
+    assert message.startswith("Test timed out (1s); spouts not done: {'numbers': '3/6 tuples completed'}; ")
+    assert "[stuck] holds 6 of the 6 tuples it executed, neither acked nor failed;" in message
+    # one window of 4 fired; its tuples leave it only when the next one fires
+    assert ("[sums] holds 6 of the 6 tuples it executed, neither acked nor failed, a windowed bolt: it acks "
+            "a tuple when the tuple leaves its last window") in message
+    assert "[odd]" not in message.split("; errors reported:")[0]  # it acked 3, failed 3
+    assert re.search(r"; errors reported: \[odd\] task \d+: ValueError: odd number \(x3\)$", message)
+
+
+def test_a_topology_that_completes_reports_nothing_of_the_kind():
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", FeederSpout(Fields("n")))
+    builder.set_bolt("odd", OddRaises()).shuffle_grouping("numbers")
+    result = complete_topology(None, builder.create_topology(), {"numbers": [[n] for n in range(6)]})
+    assert read_tuples(result, "numbers") == [[n] for n in range(6)]
+    assert read_tuples(result, "odd") == [[0], [2], [4]]
+
+
+def test_windows_are_tested_with_a_tracked_wait_which_waits_for_processing_not_acks():
+    """What docs/testing.md advises for count and event-time windows, which keep their last
+    tuples: every window that can fire has fired once `tracked_wait` returns."""
+    feeder = FeederSpout(Fields("n", "ts"))
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", feeder)
+    builder.set_bolt("by_count", WindowSum().with_tumbling_window(Count.of(4))).global_grouping("numbers")
+    builder.set_bolt("by_time", WindowSum().with_tumbling_window(Duration.seconds(5)).with_timestamp_field("ts")
+                     .with_watermark_interval(Duration.of(100))).global_grouping("numbers")
+    with with_tracked_cluster() as cluster:
+        captured = track_and_capture_topology(cluster, builder.create_topology())
+        cluster.submit_topology("windows", {}, captured.topology)
+        for n in range(1, 21):
+            feeder.feed([n, 700 * n])  # 700 ms apart: 0.7 s ... 14 s
+        tracked_wait(captured, 20)
+        cluster.advance_cluster_time(1)  # the watermark's timer
+        tracked_wait(captured, 0)
+        results = captured.capturer.get_results()
+    assert read_tuples(results, "numbers") == [[n, 700 * n] for n in range(1, 21)]
+    assert read_tuples(results, "by_count") == [[1 + 2 + 3 + 4], [5 + 6 + 7 + 8], [9 + 10 + 11 + 12],
+                                                 [13 + 14 + 15 + 16], [17 + 18 + 19 + 20]]
+    # (0, 5 s]: 1..7; (5 s, 10 s]: 8..14; the watermark (14 s) has not reached 15 s
+    assert read_tuples(results, "by_time") == [[sum(range(1, 8))], [sum(range(8, 15))]]

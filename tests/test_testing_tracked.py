@@ -8,6 +8,7 @@ final when it returns (nothing sleeps, nothing polls)."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from unittest import mock
@@ -282,6 +283,33 @@ def test_tracked_wait_times_out_naming_what_is_not_processed():
         feeder.assert_num_acks(2)
         with pytest.raises(AssertionError, match=r"the spouts emitted 0 of the 1 tuples waited for \(2 in all\)"):
             tracked_wait(tracked, 1, timeout_secs=0.2)  # nothing more was fed
+
+
+class CannotConnect(Bolt):
+    def prepare(self, conf, context, collector):
+        raise RuntimeError("cannot connect to the database")
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+def test_tracked_wait_times_out_naming_the_worker_that_crashed():
+    """Before, a bolt whose prepare raised took its worker (and the spout in it) down, and the
+    timeout said only "the spouts emitted 0 of the 1 tuples waited for (0 in all)"."""
+    feeder = FeederSpout(Fields("n"))
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", feeder)
+    builder.set_bolt("db", CannotConnect()).shuffle_grouping("numbers")
+    with with_tracked_cluster() as cluster:
+        tracked = TrackedTopology(builder.create_topology(), cluster)
+        cluster.submit_topology("db", {}, tracked)
+        feeder.feed([1])
+        with pytest.raises(AssertionError) as caught:
+            tracked_wait(tracked, 1, timeout_secs=0.5)
+    message = str(caught.value)
+    assert message.startswith("Test timed out (0.5s) in tracked_wait(1): ")  # then what the counts tell
+    assert re.search(r"; errors reported: \[db\] task \d+: RuntimeError: cannot connect to the database "
+                     r"\(worker crashed\)$", message)
 
 
 def test_tracked_wait_without_submission_says_so():

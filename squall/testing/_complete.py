@@ -230,10 +230,16 @@ def _where_held(cluster: Any, name: str, topology: StormTopology, capture_id: st
                        "or event-time window keeps its last tuples until newer ones come (docs/testing.md)")
             held.append(f"[{cid}] holds {n} of the {c['executed']} tuples it executed, neither acked nor "
                         f"failed{why}")
-    out = "; " + "; ".join(held) if held else ""
-    errors = [e for e in info.get("errors", []) if e.get("component") != capture_id]
-    if errors:
-        out += "; errors reported: " + ", ".join(
-            f"[{e['component']}] task {e['task']}: {e['error'].strip().splitlines()[0] if e['error'].strip() else '?'}"
-            + (f" (x{e['count']})" if e.get("count", 1) > 1 else "") for e in errors)
-    return out
+    return ("; " + "; ".join(held) if held else "") + errors_reported(info, skip=capture_id)
+
+
+def errors_reported(info: Mapping[str, Any], skip: str = "") -> str:
+    """``"; errors reported: [component] task N: first line (xN)"`` for the errors in a
+    `get_topology_info` answer (``(worker crashed)`` for a fatal one), or ``""``."""
+    errors = [e for e in info.get("errors", []) if e.get("component") != skip]
+    if not errors:
+        return ""
+    return "; errors reported: " + ", ".join(
+        f"[{e['component']}] task {e['task']}: {e['error'].strip().splitlines()[0] if e['error'].strip() else '?'}"
+        + (f" (x{e['count']})" if e.get("count", 1) > 1 else "") + (" (worker crashed)" if e.get("fatal") else "")
+        for e in errors)

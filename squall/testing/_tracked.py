@@ -25,7 +25,7 @@ from .._topology import StormTopology
 from .._tuple import Source, Tuple
 from ..engine.clock import SimulatedClock
 from ..engine.tracking import TRACKED_KEY, TupleCounts
-from ._complete import capture_spec
+from ._complete import capture_spec, errors_reported
 from ._helpers import TupleCaptureBolt
 
 TEST_TIMEOUT_SECS = 10.0
@@ -118,7 +118,19 @@ class TrackedTopology:
                            f"died or the transport dropped")
         if not self.names:
             waiting.append("it was never submitted: cluster.submit_topology(name, conf, tracked)")
-        return f"Test timed out ({timeout_secs}s) in tracked_wait({amt}): " + "; ".join(waiting)
+        return f"Test timed out ({timeout_secs}s) in tracked_wait({amt}): " + "; ".join(waiting) + self._errors()
+
+    def _errors(self) -> str:
+        """The errors its topology reported (a worker that crashes in ``prepare`` emits nothing,
+        which is all the counts can tell)."""
+        get = getattr(self.cluster, "get_topology_info", None)
+        if not self.names or not callable(get):
+            return ""
+        try:
+            info = get(self.names[-1])
+        except Exception:  # killed since: nothing to add  # noqa: BLE001
+            return ""
+        return errors_reported(info)
 
     def global_amt(self, key: str) -> int:
         """One count of this topology: ``"spout-emitted"``, ``"transferred"`` or ``"processed"``

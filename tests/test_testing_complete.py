@@ -122,3 +122,51 @@ def test_windows_are_tested_with_a_tracked_wait_which_waits_for_processing_not_a
                                                  [13 + 14 + 15 + 16], [17 + 18 + 19 + 20]]
     # (0, 5 s]: 1..7; (5 s, 10 s]: 8..14; the watermark (14 s) has not reached 15 s
     assert read_tuples(results, "by_time") == [[sum(range(1, 8))], [sum(range(8, 15))]]
+
+
+class Router(Bolt):
+    """Evens on "default", odds on "odd", and each number straight to one of [sink]'s tasks."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+        declarer.declare_stream("odd", Fields("n"))
+        declarer.declare_stream("to_sink", Fields("n"), direct=True)
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.sinks = context.get_component_tasks("sink")
+
+    def execute(self, tup):
+        n = tup["n"]
+        self.collector.emit([n], tup, stream="odd" if n % 2 else "default")
+        self.collector.emit_direct(self.sinks[n % len(self.sinks)], [n], tup, stream="to_sink")
+        self.collector.ack(tup)
+
+
+class Sink(Bolt):
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n", "task"))
+
+    def execute(self, tup):
+        self.collector.emit([tup["n"], self.context.get_this_task_id()], tup)
+        self.collector.ack(tup)
+
+
+def test_reading_a_direct_stream_which_nothing_captures_is_an_error_naming_where_its_tuples_went():
+    """emit_direct sends a tuple only to the task it names, never to the capture bolt (Storm's
+    too). Before, read_tuples of a direct stream gave [] for the 20 tuples emitted on it."""
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", FeederSpout(Fields("n")), 2)
+    builder.set_bolt("router", Router(), 3).shuffle_grouping("numbers")
+    builder.set_bolt("sink", Sink(), 2).direct_grouping("router", "to_sink")
+    result = complete_topology(None, builder.create_topology(), {"numbers": [[n] for n in range(20)]})
+    assert sorted(read_tuples(result, "numbers")) == [[n] for n in range(20)]
+    assert sorted(read_tuples(result, "router")) == [[n] for n in range(0, 20, 2)]
+    assert sorted(read_tuples(result, "router", "odd")) == [[n] for n in range(1, 20, 2)]
+    with pytest.raises(ValueError, match=r"^read_tuples: stream \[to_sink\] of \[router\] is a direct stream: "
+                                         r"each emit_direct goes only to the task it names, never to the capture.*"
+                                         r"read what the components it goes to emitted: \[sink\]$"):
+        read_tuples(result, "router", "to_sink")
+    got = read_tuples(result, "sink")
+    assert sorted(n for n, _task in got) == list(range(20))
+    assert len({task for _n, task in got}) == 2  # evens to one task, odds to the other

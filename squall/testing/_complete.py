@@ -47,9 +47,12 @@ class MockedSources:
 class CompleteTopologyResult:
     """What `complete_topology` captured: ``{component: [(stream, values), ...]}``."""
 
-    def __init__(self, captured: dict[str, list[tuple[str, list]]], topology_name: str) -> None:
+    def __init__(self, captured: dict[str, list[tuple[str, list]]], topology_name: str,
+                 direct_streams: dict[tuple[str, str], list[str]] | None = None) -> None:
         self.captured = captured
         self.topology_name = topology_name
+        # (component, stream) of each direct stream -> the components that subscribe to it
+        self.direct_streams = direct_streams or {}
 
     def __repr__(self) -> str:
         return f"CompleteTopologyResult({ {k: len(v) for k, v in self.captured.items()} })"
@@ -61,6 +64,13 @@ def read_tuples(result: CompleteTopologyResult | Mapping[str, list[tuple[str, li
     task. ``result`` is what `complete_topology` returned, or what a `TupleCaptureBolt` gave
     (``get_results()``, as `capture_topology` leaves it: ``{component: [(stream, values), ...]}``)."""
     captured = result.captured if isinstance(result, CompleteTopologyResult) else result
+    if isinstance(result, CompleteTopologyResult) and (component_id, stream) in result.direct_streams:
+        receivers = result.direct_streams[(component_id, stream)]
+        raise ValueError(
+            f"read_tuples: stream [{stream}] of [{component_id}] is a direct stream: each emit_direct goes only to "
+            f"the task it names, never to the capture, so nothing of it is captured (as in Storm's "
+            f"completeTopology); read what the components it goes to emitted: "
+            f"{', '.join(f'[{r}]' for r in receivers) or 'none subscribes'}")
     return [values for s, values in captured.get(component_id, []) if s == stream]
 
 
@@ -182,7 +192,9 @@ def _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topol
             time.sleep(0.005)
     finally:
         cluster.kill_topology(name, wait_secs=0)
-    result = CompleteTopologyResult(capture.results(), name)
+    direct = {(cid, stream): sorted(r for r, rs in comps.items() if GlobalStreamId(cid, stream) in rs.inputs)
+              for cid, spec in comps.items() for stream, info in spec.streams.items() if info.direct}
+    result = CompleteTopologyResult(capture.results(), name, direct)
     if cleanup_state:
         capture.discard()
         for spout in spouts.values():

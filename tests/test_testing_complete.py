@@ -5,10 +5,21 @@ with a message naming the bolts that hold the spouts' tuples, and the errors rep
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
 
-from squall import BaseWindowedBolt, BasicBolt, Bolt, Count, Duration, Fields, LocalCluster, TopologyBuilder
+from squall import (
+    BaseWindowedBolt,
+    BasicBolt,
+    Bolt,
+    Config,
+    Count,
+    Duration,
+    Fields,
+    LocalCluster,
+    TopologyBuilder,
+)
 from squall.testing import (
     FeederSpout,
     complete_topology,
@@ -17,6 +28,7 @@ from squall.testing import (
     tracked_wait,
     with_tracked_cluster,
 )
+from squall.testing._registry import SharedFlag
 
 
 class CannotConnect(Bolt):
@@ -170,3 +182,39 @@ def test_reading_a_direct_stream_which_nothing_captures_is_an_error_naming_where
     got = read_tuples(result, "sink")
     assert sorted(n for n, _task in got) == list(range(20))
     assert len({task for _n, task in got}) == 2  # evens to one task, odds to the other
+
+
+class WaitsOnTwo(Bolt):
+    """Blocks on the number 2 until the flag is set (at most 10 s), like a call that hangs."""
+
+    def __init__(self, flag):
+        self.flag = flag
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+
+    def execute(self, tup):
+        if tup["n"] == 2:
+            self.flag.wait(10)
+        self.collector.emit([tup["n"]], tup)
+        self.collector.ack(tup)
+
+
+def test_a_timeout_names_the_bolt_whose_inbox_waits_behind_a_call_that_hangs():
+    """Before: "spouts not done: {'numbers': '2/5 tuples completed'}", and no word of [hangs]."""
+    flag = SharedFlag()
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", FeederSpout(Fields("n")))
+    builder.set_bolt("hangs", WaitsOnTwo(flag)).shuffle_grouping("numbers") \
+        .add_configuration(Config.TOPOLOGY_EXECUTOR_OWN_THREAD, True)
+    # let go just after the timeout, so that the kill that follows it need not wait for the call
+    release = threading.Timer(2.3, flag.set)
+    release.start()
+    try:
+        with pytest.raises(AssertionError) as raised:
+            complete_topology(None, builder.create_topology(), {"numbers": [[n] for n in range(5)]}, timeout_secs=2)
+    finally:
+        release.cancel()
+        flag.set()
+    assert str(raised.value) == ("Test timed out (2s); spouts not done: {'numbers': '2/5 tuples completed'}; "
+                                 "[hangs] has 2 tuples waiting in its inbox")

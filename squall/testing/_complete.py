@@ -224,8 +224,8 @@ def _raise_on_crash(cluster: Any, name: str) -> None:
 
 
 def _where_held(cluster: Any, name: str, topology: StormTopology, capture_id: str) -> str:
-    """For the timeout's message: the bolts that executed tuples they neither acked nor failed
-    (where the spouts' tuples wait), and the errors reported."""
+    """For the timeout's message: the bolts with tuples waiting in their inboxes, or that executed
+    tuples they neither acked nor failed (where the spouts' tuples wait), and the errors reported."""
     info = _info(cluster, name)
     if info is None:
         return ""
@@ -234,6 +234,8 @@ def _where_held(cluster: Any, name: str, topology: StormTopology, capture_id: st
         spec = topology.components.get(cid)
         if cid == capture_id or spec is None or spec.kind != "bolt":
             continue
+        if c.get("backlog", 0) > 0:  # a bolt stuck (or slow) in user code
+            held.append(f"[{cid}] has {c['backlog']} tuples waiting in its inbox")
         n = c["executed"] - c["acked"] - c["failed"]
         if n > 0:
             why = ""

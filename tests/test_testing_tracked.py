@@ -29,6 +29,7 @@ from squall.testing import (
     test_tuple,
     track_and_capture_topology,
     tracked_wait,
+    with_simulated_time_local_cluster,
     with_tracked_cluster,
 )
 from squall.testing._registry import SharedFlag, SharedLog
@@ -510,3 +511,33 @@ def test_tracked_wait_after_a_worker_crash_counts_what_it_held_as_lost_and_the_c
         assert seen.items() == ["a", "c", "boom"] and acks.is_acked("c") and acks.is_acked("boom")
         amounts = {key: tracked.global_amt(key) for key in ("transferred", "processed", "lost", "spout-emitted")}
         assert amounts["transferred"] == amounts["processed"] + amounts["lost"] and amounts["spout-emitted"] == 4
+
+
+class Drops(Bolt):
+    def execute(self, tup):
+        pass  # never acks: only the message timeout completes the tuple
+
+
+def test_with_simulated_time_local_cluster_times_a_tuple_out_without_waiting():
+    """Storm's Testing.withSimulatedTimeLocalCluster: a 10 s timeout fails the tuple between 10
+    and 20 s of the simulated clock, and no real second passes."""
+    feeder = FeederSpout(Fields("n"))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", feeder)
+    builder.set_bolt("drops", Drops()).shuffle_grouping("numbers")
+    conf = Config()
+    conf.set_message_timeout_secs(10)
+    with with_simulated_time_local_cluster() as cluster:
+        assert isinstance(cluster.clock, SimulatedClock)
+        tracked = TrackedTopology(builder.create_topology(), cluster)
+        cluster.submit_topology("drops", conf, tracked)
+        feeder.feed([1], "m1")
+        tracked_wait(tracked, 1)
+        cluster.advance_cluster_time(9)
+        tracked_wait(tracked, 0)
+        assert not tracker.is_failed("m1")
+        cluster.advance_cluster_time(12)
+        tracked_wait(tracked, 0)
+        assert tracker.is_failed("m1") and not tracker.is_acked("m1")

@@ -5,7 +5,7 @@ what each component emitted; `read_tuples` reads it. Storm's test components are
 (`TestWordSpout`, `TestWordCounter`, `TestGlobalCount`, `TestAggregatesCounter`, the planner
 spout and bolt, `TestConfBolt`, `AckEveryOtherBolt`, `NGrouping`). `FeederSpout` emits what a test feeds it;
 `AckTracker` and `AckFailMapTracker` observe acks and fails. `TupleCaptureBolt` records what it
-receives. ``LocalCluster(clock=SimulatedClock())`` with `LocalCluster.advance_cluster_time` moves
+receives. ``LocalCluster(clock=SimulatedClock())`` (or `with_simulated_time_local_cluster`) with `LocalCluster.advance_cluster_time` moves
 message timeouts and ticks without waiting for them. All of them keep working although
 squall copies components per task; made inside `shared_state_dir`, they also work when the
 workers are other processes (the process host, Spark). `TrackedTopology` with `tracked_wait`
@@ -43,6 +43,7 @@ from ._tracked import multiseteq as multiseteq
 from ._tracked import test_tuple as test_tuple
 from ._tracked import track_and_capture_topology as track_and_capture_topology
 from ._tracked import tracked_wait as tracked_wait
+from ._tracked import with_simulated_time_local_cluster as with_simulated_time_local_cluster
 from ._tracked import with_tracked_cluster as with_tracked_cluster
 
 __all__ = [
@@ -51,5 +52,5 @@ __all__ = [
     "TestAggregatesCounter", "TestConfBolt", "TestGlobalCount", "TestPlannerBolt", "TestPlannerSpout",
     "TestWordCounter", "TestWordSpout", "TrackedTopology", "TupleCaptureBolt", "capture_topology",
     "complete_topology", "multiset", "multiseteq", "read_tuples", "shared_state_dir", "test_tuple",
-    "track_and_capture_topology", "tracked_wait", "with_tracked_cluster",
+    "track_and_capture_topology", "tracked_wait", "with_simulated_time_local_cluster", "with_tracked_cluster",
 ]

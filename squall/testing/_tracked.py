@@ -1,5 +1,6 @@
 """Storm's tracked topologies and the rest of ``Testing``: `TrackedTopology` and `tracked_wait`,
-`with_tracked_cluster`, `capture_topology`, `multiset`/`multiseteq` and `test_tuple`.
+`with_tracked_cluster`, `with_simulated_time_local_cluster`, `capture_topology`,
+`multiset`/`multiseteq` and `test_tuple`.
 
 A tracked topology's workers count what they do (`squall.engine.tracking`): every spout emit,
 every item put into an inbox and every item run, and, when a worker dies, the items it held,
@@ -196,6 +197,20 @@ def with_tracked_cluster(daemon_conf: Mapping[str, Any] | None = None, simulated
 
     if simulated and "clock" not in kwargs:
         kwargs["clock"] = SimulatedClock()
+    with LocalCluster(daemon_conf, **kwargs) as cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def with_simulated_time_local_cluster(daemon_conf: Mapping[str, Any] | None = None,
+                                      **kwargs: Any) -> Iterator[Any]:
+    """A `LocalCluster` on a `SimulatedClock`, shut down at the end of the block (Storm's
+    ``Testing.withSimulatedTimeLocalCluster``): time moves only with
+    ``cluster.advance_cluster_time(secs)``. The same as ``LocalCluster(daemon_conf,
+    clock=SimulatedClock())``; ``kwargs`` go to the `LocalCluster`."""
+    from ..cluster.local import LocalCluster  # the testing layer sits above the cluster
+
+    kwargs.setdefault("clock", SimulatedClock())
     with LocalCluster(daemon_conf, **kwargs) as cluster:
         yield cluster
 

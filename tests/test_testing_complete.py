@@ -207,14 +207,15 @@ def test_a_timeout_names_the_bolt_whose_inbox_waits_behind_a_call_that_hangs():
     builder.set_spout("numbers", FeederSpout(Fields("n")))
     builder.set_bolt("hangs", WaitsOnTwo(flag)).shuffle_grouping("numbers") \
         .add_configuration(Config.TOPOLOGY_EXECUTOR_OWN_THREAD, True)
-    # let go just after the timeout, so that the kill that follows it need not wait for the call
-    release = threading.Timer(2.3, flag.set)
+    # let go a second after the timeout (the message is made at it), so that the kill that follows
+    # waits for the call no more than that
+    release = threading.Timer(4.0, flag.set)
     release.start()
     try:
         with pytest.raises(AssertionError) as raised:
-            complete_topology(None, builder.create_topology(), {"numbers": [[n] for n in range(5)]}, timeout_secs=2)
+            complete_topology(None, builder.create_topology(), {"numbers": [[n] for n in range(5)]}, timeout_secs=3)
     finally:
         release.cancel()
         flag.set()
-    assert str(raised.value) == ("Test timed out (2s); spouts not done: {'numbers': '2/5 tuples completed'}; "
+    assert str(raised.value) == ("Test timed out (3s); spouts not done: {'numbers': '2/5 tuples completed'}; "
                                  "[hangs] has 2 tuples waiting in its inbox")

@@ -119,7 +119,9 @@ def complete_topology(cluster: Any, topology: StormTopology,
         InvalidTopologyException: a mocked spout does not exist, a mocked tuple does not have
             its stream's number of fields, or an unmocked spout cannot tell when it is done (it
             needs an ``is_exhausted()`` method).
-        AssertionError: the topology did not complete in time ("Test timed out").
+        AssertionError: the topology did not complete in time ("Test timed out", naming the
+            bolts whose inboxes wait or that hold tuples unacked, and the errors reported), or a
+            worker of it crashed (at once, naming the component, task and error).
     """
     from ..cluster.local import LocalCluster  # the testing layer sits above the cluster
 

@@ -62,7 +62,12 @@ def read_tuples(result: CompleteTopologyResult | Mapping[str, list[tuple[str, li
                 stream: str = DEFAULT_STREAM) -> list[list]:
     """Every tuple ``component_id`` emitted on ``stream``, as value lists, in emission order per
     task. ``result`` is what `complete_topology` returned, or what a `TupleCaptureBolt` gave
-    (``get_results()``, as `capture_topology` leaves it: ``{component: [(stream, values), ...]}``)."""
+    (``get_results()``, as `capture_topology` leaves it: ``{component: [(stream, values), ...]}``).
+
+    Raises:
+        ValueError: ``stream`` of ``component_id`` is a direct stream in `complete_topology`'s
+            result: nothing of it is captured (each ``emit_direct`` goes only to the task it names).
+    """
     captured = result.captured if isinstance(result, CompleteTopologyResult) else result
     if isinstance(result, CompleteTopologyResult) and (component_id, stream) in result.direct_streams:
         receivers = result.direct_streams[(component_id, stream)]

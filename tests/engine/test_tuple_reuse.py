@@ -39,15 +39,23 @@ def test_a_freed_tuple_releases_its_values_and_a_new_one_carries_only_its_own_sl
 
 
 def test_tuples_made_from_freed_ones_are_tracked_and_their_cycles_collected():
-    for _ in range(3):  # the second and third rounds are made from the first's freed Tuples
-        tuples = [Tuple([_Value()], _source(1)) for _ in range(2000)]
-        assert all(gc.is_tracked(t) for t in tuples)
-        alive = [weakref.ref(t.values[0]) for t in tuples]
-        for t in tuples:
-            t.values.append(t)  # a cycle: only the collector frees it
-        del tuples, t
-        gc.collect()
-        assert all(a() is None for a in alive)
+    # A full collection walks every tracked object of the process: in a pytest-xdist worker that
+    # has run a thousand tests, seconds each (15 s for the three at load 6). The objects alive
+    # before the test are frozen (left out of collections) meanwhile, so gc.collect walks the
+    # ones made here, which must still all be tracked and collected.
+    gc.freeze()
+    try:
+        for _ in range(3):  # the second and third rounds are made from the first's freed Tuples
+            tuples = [Tuple([_Value()], _source(1)) for _ in range(2000)]
+            assert all(gc.is_tracked(t) for t in tuples)
+            alive = [weakref.ref(t.values[0]) for t in tuples]
+            for t in tuples:
+                t.values.append(t)  # a cycle: only the collector frees it
+            del tuples, t
+            gc.collect()
+            assert all(a() is None for a in alive)
+    finally:
+        gc.unfreeze()
 
 
 def test_a_freed_instance_of_a_subclass_is_never_handed_out_as_a_plain_tuple():

@@ -40,6 +40,14 @@ from .trident_records import KEYS, MALFORMED, STREAM, records_topology
 pytestmark = pytest.mark.timeout(420)  # a master, two workers and a restart of one on 2 loaded cores
 
 
+REQUEST_TIMEOUT = 10
+"""drpc.request.timeout.secs of the test's server. A call the killed worker's DRPC spout had
+taken gets SERVER_TIMEOUT only after it, and the one caller waits on it meanwhile: at 30 s that
+wait was 25 of a 40 s run whenever the spout ran on the killed worker (about half the runs). A
+call made while the topology answers takes a batch or two, far below it (as
+tests/drpc/test_linear_drpc_process_host.py's 5 s)."""
+
+
 def _committer_port(topology, info: dict) -> int:
     """The port of a worker holding the queried state: the bolt that commits ``bg0``'s batches
     and answers ``bg1``'s (the DRPC stream's) queries."""
@@ -54,7 +62,7 @@ def test_answers_are_whole_batches_and_counts_exact_through_a_worker_kill_and_a_
     import redis
     drpc, invocations = free_ports(2)
     nimbus = Nimbus(tmp_path, {"drpc.servers": ["127.0.0.1"], "drpc.port": drpc, "drpc.invocations.port": invocations,
-                               "drpc.request.timeout.secs": 30})
+                               "drpc.request.timeout.secs": REQUEST_TIMEOUT})
     store = redis.Redis.from_url(redis_server.url, decode_responses=True)
     sent: collections.Counter[str] = collections.Counter()
     sums: collections.Counter[str] = collections.Counter()

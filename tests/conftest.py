@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -152,7 +153,6 @@ def starts_spark(item: pytest.Item) -> bool:
 def _spark_jvm_started() -> bool:
     """pyspark has started its JVM in this process (it stays until the process ends, after
     ``SparkSession.stop``): a test ran Spark here."""
-    import sys
     context = sys.modules.get("pyspark.core.context") or sys.modules.get("pyspark.context")
     return context is not None and getattr(context.SparkContext, "_gateway", None) is not None
 
@@ -168,7 +168,6 @@ def _forget_stopped_sessions_settings() -> None:
     ``spark.pyspark.python`` replaced tests/trident_spark's launcher. Each session now starts
     from its own settings (only the JVM's launch-only ones, its memory and class path, stay the
     first session's)."""
-    import sys
     context = sys.modules.get("pyspark.core.context") or sys.modules.get("pyspark.context")
     if context is None or context.SparkContext._jvm is None or context.SparkContext._active_spark_context:
         return
@@ -183,15 +182,20 @@ _marked_spark_ran = False  # in this process: after one, pyspark's JVM is expect
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item: pytest.Item):
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     """In an xdist worker (the parallel part of scripts/test): fail the first test without the
     ``spark`` mark after which pyspark's JVM runs (while no marked test ran in this worker), so
-    that a test that starts Spark is not missed by `starts_spark` and run beside another."""
+    that a test that starts Spark is not missed by `starts_spark` and run beside another. After
+    the last of a run of ``spark`` tests (all of `SPARK_GROUP` in a worker), stop the standalone
+    cluster they may have shared (tests/spark/standalone.py's `shared`)."""
     global _marked_spark_ran
     outcome = yield
     if item.get_closest_marker("spark") is not None:
         _marked_spark_ran = True
         _forget_stopped_sessions_settings()
+        standalone = sys.modules.get("tests.spark.standalone")
+        if standalone is not None and (nextitem is None or nextitem.get_closest_marker("spark") is None):
+            standalone.stop_shared()
     elif hasattr(item.config, "workerinput") and not _marked_spark_ran and _spark_jvm_started():
         outcome.force_exception(AssertionError(
             f"{item.nodeid} (or a fixture it shares) started Spark but has no spark mark: add it to "

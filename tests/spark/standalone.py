@@ -4,12 +4,17 @@ pyspark's own ``bin/spark-class`` (``org.apache.spark.deploy.master.Master`` and
 (``SPARK_WORKER_DIR``, ``SPARK_LOCAL_DIRS``, ``SPARK_LOG_DIR``, an empty ``SPARK_CONF_DIR``)
 in a temp dir, and stopped by PID, with everything they started.
 
-Use it from a module-scoped fixture (a master and two workers take 10-15 s to come up)::
+Use it from a module-scoped fixture (a master and two workers take 10-15 s to come up, 20 s
+at load 12)::
 
     @pytest.fixture(scope="module")
     def standalone(tmp_path_factory):
         with StandaloneCluster(tmp_path_factory.mktemp("standalone"), workers=2) as cluster:
             yield cluster
+
+or share one with the other tests that can use the same one (`shared`): tests/spark's
+test_spark_standalone_* and tests/trident_spark/test_standalone.py run one after the other in
+the suite's Spark group, on one cluster.
 """
 
 from __future__ import annotations
@@ -217,3 +222,44 @@ def _signal(pids: list[int], sig: int) -> None:
             os.kill(pid, sig)
         except ProcessLookupError:
             pass
+
+
+# --- one cluster for the tests that can share it --------------------------------------------------
+SHARED_CORES, SHARED_MEMORY = 3, "2g"
+"""The shared cluster's workers: 3 cores, for the supervised driver of test_spark_standalone_ha
+(one core) and its two executors on one node once the other is killed; an application that
+wants fewer asks for fewer (``spark.cores.max``)."""
+
+_shared: StandaloneCluster | None = None
+
+
+def shared(tmp_path_factory, workers: int) -> StandaloneCluster:
+    """This process's shared cluster (`SHARED_CORES` cores and `SHARED_MEMORY` a worker), started
+    on first use: a master and each test's own start cost 10-20 s three times in the suite's
+    Spark group. A test that kills a worker leaves the cluster with fewer: each test gets at
+    least ``workers`` alive (started again as needed), and no application or driver of an earlier
+    test still running. `stop_shared` stops it (tests/conftest.py, after the last Spark test)."""
+    global _shared
+    if _shared is not None and not (_shared.master and _shared.master.alive()):
+        stop_shared()
+    if _shared is None:
+        cluster = StandaloneCluster(tmp_path_factory.mktemp("standalone"), workers=workers, cores=SHARED_CORES,
+                                    memory=SHARED_MEMORY)
+        _shared = cluster.__enter__()
+        return _shared
+    cluster = _shared
+
+    def idle() -> bool:
+        state = cluster.state()
+        return state is not None and not state.get("activeapps") and not state.get("activedrivers")
+    assert wait_until(idle, 60, 0.5), f"an earlier test's application or driver still runs: {cluster.state()}"
+    cluster.ensure_workers(max(workers, len([w for w in cluster.workers if w.alive()])))
+    return cluster
+
+
+def stop_shared() -> None:
+    """Stop the shared cluster, if one runs."""
+    global _shared
+    if _shared is not None:
+        cluster, _shared = _shared, None
+        cluster.stop()

@@ -24,7 +24,7 @@ from ..process.recovery_topology import acked, kill_a_worker_without, stop_and_w
 from ..process.semantics_topology import topology_conf
 from .conftest import Running
 from .counting_topology import CONF, counting_topology, sink_lines
-from .standalone import LOOPBACK, StandaloneCluster
+from .standalone import LOOPBACK, shared
 
 pytest.importorskip("uvicorn")  # the REST API
 pytestmark = pytest.mark.timeout(240)  # the module's cluster and session start in the first test
@@ -32,10 +32,9 @@ pytestmark = pytest.mark.timeout(240)  # the module's cluster and session start 
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):
-    # two cores a worker: the application takes one of each (spark.cores.max 2), and the
-    # remaining worker has a core for the executor that replaces a lost one
-    with StandaloneCluster(tmp_path_factory.mktemp("standalone"), workers=2, cores=2, memory="2g") as cluster:
-        yield cluster
+    # the application takes one core of each worker (spark.cores.max 2), and the remaining
+    # worker has a core for the executor that replaces a lost one
+    return shared(tmp_path_factory, workers=2)
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from ..conftest import wait_until
 from ..ports import free_port
 from ..process.conftest import FAST_SYNC
 from ..process.recovery_topology import acked, stop_and_wait
-from .standalone import StandaloneCluster
+from .standalone import shared
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = "reliable"
@@ -31,8 +31,7 @@ NAME = "reliable"
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):
-    with StandaloneCluster(tmp_path_factory.mktemp("standalone"), workers=2, cores=3, memory="2g") as cluster:
-        yield cluster
+    return shared(tmp_path_factory, workers=2)  # 3 cores a worker (SHARED_CORES)
 
 
 class Supervised:

@@ -55,11 +55,13 @@ class KilledRun:
         return (self.root / "driver.log").read_text()[-3000:]
 
 
-def driver(run: KilledRun, master: str, env: dict[str, str] | None) -> subprocess.Popen:
-    """``squall trident wc_topology.py`` on ``master``, in its own process group."""
+def driver(run: KilledRun, master: str, env: dict[str, str] | None,
+           conf: dict[str, str] | None = None) -> subprocess.Popen:
+    """``squall trident wc_topology.py`` on ``master``, in its own process group (``conf``: Spark
+    settings besides `FAST_SPARK`)."""
     env = {**with_repo_on_pythonpath(env), "WC_DATA": str(run.data), "WC_TABLE": str(run.table),
            "WC_GATE": str(run.gate)}
-    spark_conf = [arg for key, value in FAST_SPARK.items() for arg in ("-c", f"{key}={value}")]
+    spark_conf = [arg for key, value in {**FAST_SPARK, **(conf or {})}.items() for arg in ("-c", f"{key}={value}")]
     return subprocess.Popen([sys.executable, "-m", "squall", "trident", str(REPO / "tests/trident_spark/wc_topology.py"),
                              "--host", "spark", "--checkpoint", str(run.checkpoint), "--spark-master", master,
                              *spark_conf],
@@ -67,17 +69,18 @@ def driver(run: KilledRun, master: str, env: dict[str, str] | None) -> subproces
 
 
 def driver_killed_at_the_commit(root: Path, master: str, env: dict[str, str] | None = None,
-                                meanwhile: Callable[[], object] = lambda: None) -> KilledRun:
+                                meanwhile: Callable[[], object] = lambda: None,
+                                conf: dict[str, str] | None = None) -> KilledRun:
     """Run the word count's first driver on ``master`` until its state committed txid 2 and
     SIGKILL it there (``env``: the driver's environment, default this process's; ``meanwhile``:
-    called once the driver is starting, what the caller can do while it runs). The gate is then
-    open: a driver started again does not hold."""
+    called once the driver is starting, what the caller can do while it runs; ``conf``: see
+    `driver`). The gate is then open: a driver started again does not hold."""
     run = KilledRun(root, sentences(16, seed=5), (root / "driver.log").open("ab"))
     run.data.mkdir()
     run.gate.mkdir()
     write_lines(run.data / "a.txt", run.lines[:8])
     write_lines(run.data / "b.txt", run.lines[8:])  # 4 lines a file a batch: 2 batches
-    first = driver(run, master, env)
+    first = driver(run, master, env, conf)
     try:
         meanwhile()
         assert wait_until(lambda: (run.gate / "committed").exists() or first.poll() is not None, 300, 0.1)

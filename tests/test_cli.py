@@ -585,6 +585,77 @@ def test_monitor_counts_a_task_from_zero_after_its_worker_restarted_even_when_it
     assert [int(r[5]) for r in rows] == [200, 100 + 150, 200]
 
 
+class _RebalancedMaster:
+    """A component "b" with two tasks in two slots, 100 tuples each between polls; before poll 3 a
+    rebalance moved task 2 to the other slot, whose new launch has the number of its old one
+    (each slot numbers its own launches: 2), and where it has counted 150 by then, past the
+    100 it had counted in its old slot."""
+
+    def __init__(self):
+        self.polls = 0
+
+    def get_topology_info(self, name):
+        self.polls += 1
+        step = self.polls - 1
+        moved = self.polls >= 3
+        tasks = {"1": {"slot": "h:6700", "launch_id": 2 if moved else 1, "emitted": {"default": 100 * step}},
+                 "2": {"slot": "h:6700", "launch_id": 2, "emitted": {"default": 150 + 100 * (self.polls - 3)}}
+                 if moved else {"slot": "h:6701", "launch_id": 2, "emitted": {"default": 100 * step}}}
+        if moved:  # task 1's slot relaunched too: it counts from zero, 100 by poll 3
+            tasks["1"]["emitted"]["default"] = 100 * (self.polls - 2)
+        return {"name": name, "errors": [],
+                "components": {"b": {"type": "bolt", "executors": 2, "tasks": 2, "task_stats": tasks}}}
+
+
+def test_monitor_counts_a_task_moved_to_another_slot_from_zero_though_its_launch_number_is_the_same(
+        monkeypatch, capsys):
+    """A rebalance moved task 2 to a slot whose launch has its old launch's number: counted from
+    zero there all the same (150, read 50 before)."""
+    from squall.cli import _cluster
+
+    monkeypatch.setattr(_cluster, "_master", lambda args: contextlib.nullcontext(_RebalancedMaster()))
+    monkeypatch.setattr(_cluster.time, "sleep", lambda secs: None)
+    args = argparse.Namespace(name="t", component="b", stream=None, watch="emitted", interval=0.001, count=3)
+    assert _cluster.cmd_monitor(args) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [int(r[5]) for r in rows] == [200, 100 + 150, 200]
+
+
+class _AckAll(squall.Bolt):
+    def declare_output_fields(self, declarer):
+        pass
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+def test_task_stats_name_the_slot_whose_launch_counted_them():
+    """monitor tells a moved task by its slot: `get_topology_info` gives each task's slot beside
+    its launch id, the worker's that counted its figures (one tuple, acked: 3 tasks reported)."""
+    from squall import LocalCluster
+    from squall.testing import FeederSpout
+
+    from .conftest import wait_until
+
+    spout = FeederSpout(["x"])
+    b = squall.TopologyBuilder()
+    b.set_spout("s", spout)
+    b.set_bolt("b", _AckAll(), 2).shuffle_grouping("s")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", {"topology.workers": 2}, b.create_topology())
+        spout.feed(["a"])
+        assert wait_until(lambda: cluster.get_topology_info("t")["components"]["s"]["acked"] == 1, 30)
+        info = cluster.get_topology_info("t")
+        slot_of = {t: w["slot"] for w in info["workers"] for first, last in w["executors"]
+                   for t in range(first, last + 1)}
+        launch_of = {w["slot"]: w["launch_id"] for w in info["workers"]}
+        stats = {t: s for c in ("s", "b") for t, s in info["components"][c]["task_stats"].items()}
+        assert len(stats) == 3 and len(set(slot_of.values())) == 2
+        assert {t: (s.get("slot"), s["launch_id"]) for t, s in stats.items()} == {
+            t: (slot_of[t], launch_of[slot_of[t]]) for t in stats}
+        cluster.kill_topology("t", wait_secs=0)
+
+
 def _run_with_stdout_closed(*argv: str) -> subprocess.CompletedProcess:
     """Runs ``python -m squall ARGV`` with stdout a pipe whose reader is already gone, as in
     ``squall info T | head`` once head has read its lines."""

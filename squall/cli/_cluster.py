@@ -594,18 +594,25 @@ _BATCH_COUNT_STREAMS = ("$coord-", "$pack-")
 
 @dataclass(frozen=True, slots=True)
 class _TaskCount:
-    """A task's count of the watched tuples at a poll, in its worker's launch ``launch_id``
-    (`get_topology_info`'s ``task_stats``): a restarted worker counts from zero again."""
+    """A task's count of the watched tuples at a poll, in its worker's launch ``launch``
+    (`get_topology_info`'s ``task_stats``: its slot and launch id, as each slot numbers its own
+    launches): a restarted worker counts from zero again, and so does a task moved to another
+    slot by a rebalance, whatever its new launch's number."""
 
-    launch_id: int | None
+    launch: tuple[Any, Any]
     count: int
+
+    @classmethod
+    def of(cls, stats: dict[str, Any], count: int) -> _TaskCount:
+        """``count`` in the launch of the task whose ``task_stats`` are ``stats``."""
+        return cls((stats.get("slot"), stats.get("launch_id")), count)
 
     def since(self, before: _TaskCount | None) -> int:
         """The tuples counted since ``before``: all of them when the task is new, or when its
         worker restarted since (another launch, or a count that went down: from zero)."""
         if before is None:
             return self.count
-        return counted_since(self.count, before.count, before.launch_id != self.launch_id)
+        return counted_since(self.count, before.count, before.launch != self.launch)
 
 
 DEAD_LETTERED_WATCH = "dead-lettered"
@@ -628,7 +635,7 @@ def _dead_letter_counts(info: dict[str, Any], cid: str, reason: str | None, reas
                 if cid in (source, by) and (reason is None or why == reason):
                     reasons.add(why)
                     n += int(count)
-            out[str(task)] = _TaskCount(stats.get("launch_id"), n)
+            out[str(task)] = _TaskCount.of(stats, n)
     return out
 
 
@@ -661,11 +668,11 @@ def cmd_monitor(args: argparse.Namespace) -> int:
             for task, stats in info["components"][cid].get("task_stats", {}).items():
                 by_stream = stats.get(args.watch) or {}
                 if args.stream is not None:
-                    out[str(task)] = _TaskCount(stats.get("launch_id"), int(by_stream.get(args.stream, 0)))
+                    out[str(task)] = _TaskCount.of(stats, int(by_stream.get(args.stream, 0)))
                     continue
                 counted = [st for st in by_stream if not st.startswith(_BATCH_COUNT_STREAMS) and not is_system_id(st)]
                 streams[cid].update(counted)
-                out[str(task)] = _TaskCount(stats.get("launch_id"), sum(int(by_stream[st]) for st in counted))
+                out[str(task)] = _TaskCount.of(stats, sum(int(by_stream[st]) for st in counted))
             return out
         last = {cid: counts(info, cid) for cid in watched}
         if args.stream is not None and args.watch != DEAD_LETTERED_WATCH:  # Storm's Monitor: "stream: X not found"

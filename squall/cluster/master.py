@@ -1063,12 +1063,14 @@ class Master:
         topo = self._get(name)
         plan = topo.plan
         tasks: dict[int, dict[str, Any]] = {}
-        for state in topo.slots.values():
+        for slot, state in topo.slots.items():
             for t, st in (state.heartbeat.stats if state.heartbeat else {}).items():
                 # the launch that counted them (a relaunch drops the slot's heartbeat, and only the
                 # current launch's are taken): a reader that sees it change knows the task counts
-                # from zero again, even when its new counts are already above its old ones
-                tasks[int(t)] = {**st, "launch_id": state.launch_id}
+                # from zero again, even when its new counts are already above its old ones. A slot
+                # numbers its own launches: a task a rebalance moved to another slot may find the
+                # same launch id there, so the launch is the slot and its id together
+                tasks[int(t)] = {**st, "launch_id": state.launch_id, "slot": slot}
         # every task's dead letters (a spout's; a Trident spout's emitter bolt's), each row
         # counted at the component that gave the records up and at the one that failed them
         # last, once where they are the same (a bolt's row counts the ones it failed: the same

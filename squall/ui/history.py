@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import NamedTuple
 
 from squall.cluster.view import counted_since
@@ -31,11 +31,13 @@ log = logging.getLogger(__name__)
 
 class TaskCounts(NamedTuple):
     """One spout task's all-time acked and failed counts, as its worker last reported them, and
-    that worker's launch (None: not known), whose counts start from zero."""
+    that worker's launch (None: not known), whose counts start from zero: ``(launch id, slot)``
+    as `read_totals` gives it (a slot numbers its own launches: a task that a rebalance moved to
+    another slot is another launch, even one of the same number)."""
 
     acked: int
     failed: int
-    launch_id: int | None = None
+    launch_id: Hashable | None = None
 
 
 class Totals(NamedTuple):

@@ -60,7 +60,9 @@ def _spout_task_counts(rows: list[list[Any]], spouts: set[str], launches: list[l
         if component in spouts and metric in (ACKED, FAILED) and not stream.startswith("__"):
             pair = counts.setdefault(int(task), [0, 0])
             pair[metric == FAILED] += int(value)
-    launch_of = {int(task): launch for task, launch in launches}
+    # (launch id, slot): slots number their launches each on its own, so a task moved to
+    # another slot by a rebalance is a new launch even when the number is the same
+    launch_of = {int(row[0]): tuple(row[1:]) for row in launches}
     return {task: TaskCounts(acked, failed, launch_of.get(task)) for task, (acked, failed) in counts.items()}
 
 

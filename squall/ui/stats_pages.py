@@ -558,9 +558,11 @@ def worker_rows(view: TopologyView) -> list[dict[str, Any]]:
 
 def statistics(view: TopologyView, window: str | None = ALL_TIME) -> dict[str, Any]:
     """The ``statistics`` verb: every task's figures (``tasks``: `TaskRow` as lists), every
-    worker's row, for exporters, and ``launches``: ``[task, launch id]`` of each task that
+    worker's row, for exporters, and ``launches``: ``[task, launch id, slot]`` of each task that
     reported, the worker launch that counted its figures (a reader that sees it change knows the
-    task counts from zero again, even when its new counts are above its old ones)."""
-    launches = [[t, w.launch_id] for w in view.workers for t in sorted(w.windows)]
+    task counts from zero again, even when its new counts are above its old ones). A slot numbers
+    its own launches, so a task a rebalance moved to another slot may come back with the same
+    launch id: the slot (``host:port``) tells that launch apart."""
+    launches = [[t, w.launch_id, f"{w.host}:{w.port}"] for w in view.workers for t in sorted(w.windows)]
     return {"id": view.plan.storm_id, "tasks": [list(r) for r in task_rows(view, window)],
             "workers": worker_rows(view), "launches": launches}

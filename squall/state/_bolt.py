@@ -408,10 +408,19 @@ class StatefulBoltExecutor(_CheckpointAware):
                             f"since the last prepare")
             return
         since = self.out.take_acked()
+        taken = list(getattr(self.bolt, "since_prepare", ()))
         self.bolt.pre_rollback()
         self.state.rollback()
-        for t in since:
-            self._execute(t)
+        redo = getattr(self.bolt, "redo_since_prepare", None)
+        if redo is None:
+            for t in since:
+                self._execute(t)
+            return
+        # the window takes its tuples again as it took them (their timestamps, the late ones,
+        # the watermarks between them); every one it had acked is acked again (none held)
+        redo(taken)
+        again = {id(t) for t in self.out.acked}
+        self.out.acked.extend(t for t in since if id(t) not in again)
 
     def _roll_back(self, cause: str) -> None:
         """Back to the last commit: the changes since are dropped, and every tuple acked since

@@ -153,6 +153,10 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
         # a window fired since the last PREPARE: its results are in no transaction yet
         # (`StatefulBoltExecutor` rolls such a task back at a recovery's INITSTATE)
         self.fired_since_prepare = False
+        # what the window took since the last PREPARE, in order, to take again after such a
+        # rollback (`redo_since_prepare`): ("add", tuple, ts), ("late", tuple, ts),
+        # ("watermark", ts), ("time", now_ms)
+        self.since_prepare: list[tuple[Any, ...]] = []
 
     def add(self, tup: Tuple, ts: int) -> None:
         try:
@@ -162,8 +166,54 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
             fail_because(self.collector, tup, self.component, self.task, str(e))
             return
         assert self.manager is not None, "prepare() builds the window before the first input"
+        self.since_prepare.append(("add", tup, ts))
         self.manager.add(seq, ts)
         self.collector.ack(tup)  # taken at the next prepare, acked at its commit
+
+    def late(self, tup: Tuple, ts: int) -> None:
+        self.since_prepare.append(("late", tup, ts))
+        super().late(tup, ts)
+
+    def advance_watermark(self, wm: int) -> None:
+        self.since_prepare.append(("watermark", wm))
+        super().advance_watermark(wm)
+
+    def time_passed(self, now: int) -> None:
+        self.since_prepare.append(("time", now))
+        super().time_passed(now)
+
+    def redo_since_prepare(self, taken: list[tuple[Any, ...]]) -> None:
+        """After a rollback to the last commit (`pre_rollback`), take again what the window took
+        since the last PREPARE (``taken``, `since_prepare` before the rollback) as it took it the
+        first time: each tuple with the timestamp it had (a processing-time tuple's arrival, not
+        the time of the recovery), a late one acked again and no more (its emit on the late
+        stream is anchored to it, still in its spout's tree), and the watermarks and timers
+        between them where they came, so that the windows fire again as they fired, on the
+        same tuples.
+
+        Executed afresh instead (989026e4), a processing-time tuple arrived at the recovery,
+        into the window open then: records fired in their windows were fired again in that one
+        (3 + 3, then 6 for the same 3 records); an event-time tuple that had come late, already
+        sent on the late stream, was before the restored watermark and went into its window
+        too, and the windows fired at one watermark, after the recovery."""
+        watermarks = self.watermarks
+        for entry in taken:
+            kind = entry[0]
+            if kind == "add" or kind == "late":
+                tup, ts = entry[1], entry[2]
+                if watermarks is not None:
+                    watermarks.track((tup.source_component, tup.source_stream), ts)
+                if kind == "add":
+                    self.add(tup, ts)
+                else:
+                    self.since_prepare.append(entry)
+                    self.collector.ack(tup)
+            elif kind == "watermark":
+                if watermarks is not None:
+                    watermarks.last_watermark = entry[1]
+                self.advance_watermark(entry[1])
+            else:
+                self.time_passed(entry[1])
 
     def on_expiry(self, seqs: list[int]) -> None:
         """Nothing to ack: the tuples were acked at a commit; they leave the state at the next."""
@@ -189,6 +239,7 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
         self.store.save(live, [[since, runs(prev), runs(expired), eviction, trigger], wm])
         self.window_state.prepare_commit(txid)
         self.fired_since_prepare = False
+        self.since_prepare = []
 
     def pre_commit(self, txid: int) -> None:
         self.bolt.pre_commit(txid)
@@ -211,6 +262,7 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
                 self.watermarks.restore_state(wm)
         self.restored = True
         self.fired_since_prepare = False
+        self.since_prepare = []
 
 
 def windowed_executor(bolt: BaseWindowedBolt) -> WindowedBoltExecutor:

@@ -285,14 +285,23 @@ class WindowedBoltExecutor(Bolt):
         if self.watermarks is not None:
             wm = self.watermarks.next_watermark()
             if wm is not None:
-                self.manager.add_watermark(wm)
+                self.advance_watermark(wm)
                 self._watermark_moved = (self._clock.wall(), self.watermarks.newest())
             else:
                 self._check_stalled()
         else:
-            now = int(self._clock.wall() * 1000)
-            if not self.manager.on_time(now):
-                self.on_empty_window(now)
+            self.time_passed(int(self._clock.wall() * 1000))
+
+    def advance_watermark(self, wm: int) -> None:
+        """The watermark moved to ``wm`` (event time): fire the windows that end by then."""
+        assert self.manager is not None, "prepare() builds the window before its timer"
+        self.manager.add_watermark(wm)
+
+    def time_passed(self, now: int) -> None:
+        """The processing-time trigger's timer at ``now`` (ms): fire the windows that ended."""
+        assert self.manager is not None, "prepare() builds the window before its timer"
+        if not self.manager.on_time(now):
+            self.on_empty_window(now)
 
     def reset_arrivals(self) -> None:
         """Reset the message timeout of each tuple that entered the window since the last call

@@ -79,27 +79,49 @@ def _telling_lines(text: str) -> list[str]:
 def one_line(text: str) -> str:
     """An error's text on one line, as the live figures and the summary show it: a report with a
     traceback (pystorm's ``Python ValueError raised while processing Tuple ...`` and the
-    traceback under it) keeps its first line and the exception's last line; ``--debug``, the
-    worker's log and ``squall get-errors`` have all of it."""
+    traceback under it) keeps its first line and the exception's line (``Type: message``, the
+    first line after the last frame: an exception whose message runs over several lines, a
+    database's ``relation "x" does not exist`` with ``LINE 1: ...`` and a caret under it, ends
+    the text with one of those, not with itself); other text keeps its first and last lines.
+    ``--debug``, the worker's log and ``squall get-errors`` have all of it."""
     lines = _telling_lines(text)
     if len(lines) <= 1:
         return lines[0] if lines else text.strip()
-    return f"{lines[0]} {lines[-1]} (--debug shows the traceback)"
+    last = _exception_line(text) or lines[-1]
+    if last == lines[0]:
+        return last
+    return f"{lines[0]} {last} (--debug shows the traceback)"
+
+
+def _exception_line(text: str) -> str | None:
+    """The line that names the exception of a Python traceback in ``text`` (the first one after
+    the last frame's ``  File ...`` line and the indented lines under it), or None."""
+    raw = text.splitlines()
+    frames = [i for i, ln in enumerate(raw) if ln.startswith('  File "')]
+    if not frames:
+        return None
+    for ln in raw[frames[-1] + 1:]:
+        if ln.strip() and not ln.startswith(" "):
+            return ln.strip()
+    return None
 
 
 class _OneLine(logging.Filter):
-    """Without --debug, a log record keeps its first line and the exception's last line."""
+    """Without --debug, a log record keeps its first line and the exception's line (`one_line`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         lines = _telling_lines(message)
+        exc_given = bool(record.exc_info and record.exc_info[1] is not None)
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
-            lines.append(f"{type(exc).__name__}: {exc}")
+            said = _telling_lines(str(exc))
+            lines.append(f"{type(exc).__name__}: {said[0] if said else ''}".rstrip())
             record.exc_info = None
             record.exc_text = None
         if len(lines) > 1:
-            record.msg, record.args = f"{lines[0]} {lines[-1]} (--debug shows the traceback)", None
+            last = lines[-1] if exc_given else (_exception_line(message) or lines[-1])
+            record.msg, record.args = f"{lines[0]} {last} (--debug shows the traceback)", None
         return True
 
 

@@ -353,6 +353,10 @@ class KafkaSpout(Spout, CountsDeadLetters):
         self.last_tries: dict[MessageId, str] = {}
         self.waiting: dict[TopicPartition, deque[Record]] = {}
         self._dead = cfg.dead_letter or log_dead_letter
+        # records whose dead_letter raised: each with its reason and what follows its letter,
+        # handed over again every down_retry_secs (`_hand_over`); their offsets do not commit
+        self._owed: dict[MessageId, tuple[Record, str, Callable[[], None]]] = {}
+        self._owed_at = 0.0
         self.start_dead_letter_counts()
         now = self.clock.now()
         self._refresh_at = now
@@ -378,6 +382,10 @@ class KafkaSpout(Spout, CountsDeadLetters):
                 budget.emitted_to = max(self.read_before[tp], self.emitted_end.get(tp, 0))
                 self._unwritten.add(tp)
             self.gate.clear()   # the worker's other spout tasks no longer wait for its records
+        if self._owed:
+            log.warning("KafkaSpout %s: %d records closed without their dead letters (the dead_letter handler "
+                        "kept raising); their offsets are not committed: the partitions' next reader gives them "
+                        "up again", self.config.group_id, len(self._owed))
         self._guarded(self._commit)
         self.consumer.close()
 
@@ -420,6 +428,8 @@ class KafkaSpout(Spout, CountsDeadLetters):
         if (now >= self._commit_at and self.config.processing_guarantee is not ProcessingGuarantee.AT_MOST_ONCE
                 and self._guarded(self._commit)):
             self._commit_at = now + self.config.offset_commit_period_ms / 1000
+        if self._owed and now >= self._owed_at:
+            self._hand_over_owed(now)
         if not any(self.waiting.values()):
             self._guarded(self._poll)
         elif self.gate.has_room and now >= self._top_up_at:
@@ -518,6 +528,8 @@ class KafkaSpout(Spout, CountsDeadLetters):
         self.emitted = {m: n for m, n in self.emitted.items() if m.tp in keep}
         self.fails = {m: n for m, n in self.fails.items() if m.tp in keep}
         self.last_tries = {m: t for m, t in self.last_tries.items() if m.tp in keep}
+        # not handed over: their offsets did not commit, so the partition's next reader gives them up
+        self._owed = {m: v for m, v in self._owed.items() if m.tp in keep}
         self.suspects = {m for m in self.suspects if m.tp in keep}
         for m in [m for m in self.gate.in_flight if m.tp not in keep]:
             self.gate.ended(m)   # its ack will be ignored: the worker's other tasks stop waiting for it
@@ -646,6 +658,8 @@ class KafkaSpout(Spout, CountsDeadLetters):
         of its budget fails."""
         msg_id = MessageId(r.topic, r.partition, r.offset)
         om = self.managers[r.tp]
+        if msg_id in self._owed:
+            return _Outcome.SKIPPED   # given up, its dead letter handed over again in time (`_hand_over`)
         suspect = False
         size = 1   # how many suspects it may go out with (a suspect's group, `_group_size`)
         if self._alo:
@@ -668,6 +682,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
                     return _Outcome.SKIPPED
             elif self._dead_marked(r, msg_id):
                 return _Outcome.SKIPPED
+        malformed = True
         try:
             values = self.config.translator(r)
         except Exception as e:  # noqa: BLE001 (a user translator: any error is a poison record)
@@ -684,13 +699,16 @@ class KafkaSpout(Spout, CountsDeadLetters):
             if wrong is not None:
                 self._malformed(r, f"malformed record: {wrong}")
                 values = None
+            else:
+                malformed = False
         if not self._alo:
             if values is not None:
                 self.collector.emit(values)
                 return _Outcome.EMITTED
             return _Outcome.SKIPPED
         if values is None:
-            self._done_without_tuple(msg_id)  # skipped (or malformed): its offset may commit
+            if not malformed:
+                self._done_without_tuple(msg_id)  # skipped: its offset may commit (malformed: after its letter)
             return _Outcome.SKIPPED
         charge = self._charge(r) if self.gate.counting else Charge()
         num_fails = self.fails.get(msg_id, charge.retries)
@@ -770,19 +788,22 @@ class KafkaSpout(Spout, CountsDeadLetters):
         elif self.retry.schedule(msg_id, num_fails):
             self.fails[msg_id] = num_fails
         else:
-            self._dead(Record(msg_id.topic, msg_id.partition, msg_id.offset, None, None),
-                       f"failed {num_fails} times (max_retries {self.config.retry.max_retries}){cause.reason_suffix()}")
-            self.count_dead_letter(cause)
-            self.managers[msg_id.tp].add_to_acked(msg_id.offset)
-            self.suspects.discard(msg_id)
-            # read again after a death before its commit: done, no second letter
-            tag = held.tag if held is not None else last_try
-            if tag is not None:
-                budget = self.budgets[msg_id.tp]
-                budget.charged.pop(msg_id.offset, None)
-                if self._mark_dead(msg_id.tp, msg_id.offset, tag) or held is not None:
-                    self._unwritten.add(msg_id.tp)
-                    self._must_write = True
+            def given_up() -> None:
+                self.count_dead_letter(cause)
+                self.managers[msg_id.tp].add_to_acked(msg_id.offset)
+                self.suspects.discard(msg_id)
+                # read again after a death before its commit: done, no second letter
+                tag = held.tag if held is not None else last_try
+                if tag is not None:
+                    budget = self.budgets[msg_id.tp]
+                    budget.charged.pop(msg_id.offset, None)
+                    if self._mark_dead(msg_id.tp, msg_id.offset, tag) or held is not None:
+                        self._unwritten.add(msg_id.tp)
+                        self._must_write = True
+
+            self._hand_over(Record(msg_id.topic, msg_id.partition, msg_id.offset, None, None),
+                            f"failed {num_fails} times (max_retries {self.config.retry.max_retries})"
+                            f"{cause.reason_suffix()}", given_up)
         if alone:   # settled in Kafka before the next one goes out
             self._must_write = True
         if self._must_write:
@@ -868,13 +889,16 @@ class KafkaSpout(Spout, CountsDeadLetters):
             return False
         # its worker died with it too often (alone, or beside others)
         reason, cause = self.gate.death_reason(charge)
-        self._dead(r, reason)
-        self.count_dead_letter(cause)
-        tag = budget.charged.pop(r.offset).tag
-        budget.dead[r.offset] = tag
-        self._done_without_tuple(msg_id)
-        self._unwritten.add(r.tp)
-        self._must_write = True   # after its dead letter: a death before repeats the letter
+
+        def given_up() -> None:
+            self.count_dead_letter(cause)
+            held = budget.charged.pop(r.offset, None)
+            budget.dead[r.offset] = held.tag if held is not None else record_tag(r.key, r.value)
+            self._done_without_tuple(msg_id)
+            self._unwritten.add(r.tp)
+            self._must_write = True   # after its dead letter: a death before repeats the letter
+
+        self._hand_over(r, reason, given_up)
         return True
 
     def _dead_marked(self, r: Record, msg_id: MessageId) -> bool:
@@ -897,12 +921,63 @@ class KafkaSpout(Spout, CountsDeadLetters):
         committed next, before anything else goes out, so a task that dies before the offsets
         commit past it does not leave it to be dead-lettered again by the next one (only a death
         between the letter and that commit, which takes one round trip, repeats the letter)."""
-        self._dead(r, reason)
-        self.count_dead_letter(None)
-        if self._alo and self._mark_dead(r.tp, r.offset, record_tag(r.key, r.value)):
-            self._unwritten.add(r.tp)
-            self._must_write = True
-            self._guarded(self._write_budgets)
+        def given_up() -> None:
+            self.count_dead_letter(None)
+            if not self._alo:
+                return
+            if self._mark_dead(r.tp, r.offset, record_tag(r.key, r.value)):
+                self._unwritten.add(r.tp)
+                self._must_write = True
+                self._guarded(self._write_budgets)
+            self._done_without_tuple(MessageId(r.topic, r.partition, r.offset))   # its offset may commit
+
+        self._hand_over(r, reason, given_up)
+
+    def _hand_over(self, r: Record, reason: str, given_up: Callable[[], None]) -> None:
+        """Gives ``r`` up: to ``dead_letter``, then ``given_up()`` (counted in ``deadLettered``,
+        its dead mark, its offset acked). A handler that raises (the topic or table it writes to
+        is down) does not stop the spout: the error is logged, naming the handler, the record,
+        the reason and the exception; the record is owed its letter, handed over again every
+        ``down_retry_secs`` (`_hand_over_owed`), and its offset does not commit until then, so a
+        task that stops first leaves it to the partition's next reader. Raised out of
+        ``next_tuple`` or ``fail``, the exception had left the record with no letter and its
+        offset to commit past it, or, taking the worker down, had the restarted task hand the
+        record over again first: a crash loop while the store stayed down."""
+        msg_id = MessageId(r.topic, r.partition, r.offset)
+        if self._letter(r, reason, first=True):
+            given_up()
+            return
+        self._owed[msg_id] = (r, reason, given_up)
+        if self._alo:
+            self.managers[r.tp].add_to_emitted(r.offset)   # its offset held back until the letter
+
+    def _letter(self, r: Record, reason: str, first: bool) -> bool:
+        """Calls ``dead_letter``; whether it returned. A raise is logged at the ``first`` try."""
+        try:
+            self._dead(r, reason)
+        except Exception as e:  # noqa: BLE001 (a user handler: any error, named and logged)
+            self._owed_at = self.clock.now() + self.config.down_retry_secs
+            if first:
+                handler = getattr(self._dead, "__qualname__", type(self._dead).__name__)
+                log.error("KafkaSpout %s: the dead_letter handler %s raised %s: %s, given the record at topic "
+                          "%r partition %d offset %d (%s); handed over again every %.1f s, its offset not "
+                          "committed until then", self.config.group_id, handler, type(e).__name__, e,
+                          r.topic, r.partition, r.offset, reason, self.config.down_retry_secs)
+            return False
+        return True
+
+    def _hand_over_owed(self, now: float) -> None:
+        """Hands the records owed their dead letters over again, in order, until the handler
+        raises again (then the rest wait for the next try)."""
+        for msg_id, (r, reason, given_up) in list(self._owed.items()):
+            if not self._letter(r, reason, first=False):
+                return
+            del self._owed[msg_id]
+            log.info("KafkaSpout %s: topic %r partition %d offset %d: its dead letter handed over",
+                     self.config.group_id, r.topic, r.partition, r.offset)
+            given_up()
+            if self._must_write:
+                self._guarded(self._write_budgets)
 
     def _mark_dead(self, tp: TopicPartition, offset: int, tag: str) -> bool:
         """Notes ``offset``'s dead mark; whether a commit may carry it. Past `MAX_DEAD_MARKS`

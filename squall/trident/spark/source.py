@@ -207,8 +207,51 @@ def check_spout(txid: str, spout: Any) -> str:
     raise ValueError(f"{where}: not a Trident spout")
 
 
+# the directory under Spark's files that its streaming source runner (PythonStreamingSourceRunner)
+# names to the planning process, fixed whatever the session; `SparkContext.addPyFile` puts files
+# in the root above it
+_STREAMING_JOB = "streaming_job"
+
+
+def _with_shipped_files() -> None:
+    """Put on ``sys.path`` the files the application shipped (``addPyFile``), where Spark's
+    streaming planner missed them: it starts the process that plans the source (the one calling
+    `TridentSpoutSource.streamReader` and the reader's ``latestOffset``) with Spark's files at
+    ``<root>/streaming_job``, a directory that is not there, ``addPyFile`` having put them in
+    ``<root>`` itself (pyspark 4.3). Its path then lacks the user's FILE and modules, and
+    unpickling a spout class of theirs failed the query before its first batch with ``No module
+    named '<FILE>'``. Here the root goes on the path, and each package shipped (a zip the runner
+    put on the path under the missing directory) from the root: as an executor's Python worker
+    has them. Nothing else: where the directory is there (other processes, a fixed Spark), or
+    outside Spark, this does nothing."""
+    import importlib
+    import os
+    import sys
+
+    try:
+        from pyspark.core.files import SparkFiles
+    except ImportError:  # pyspark's client only: no files of Spark's here
+        return
+    missing = SparkFiles._root_directory
+    if not missing or os.path.basename(missing) != _STREAMING_JOB or os.path.isdir(missing):
+        return
+    root = os.path.dirname(missing)
+    if not os.path.isdir(root):
+        return
+    shipped = [os.path.join(root, entry[len(missing) + 1:]) for entry in sys.path
+               if entry.startswith(missing + os.sep)]
+    added = False
+    for path in [root, *shipped]:
+        if path not in sys.path and os.path.exists(path):
+            sys.path.insert(1, path)
+            added = True
+    if added:
+        importlib.invalidate_caches()
+
+
 class TridentSpoutSource(DataSource):
-    """The Data Source ``squall_trident``: option ``spout`` is a pickled `SpoutSpec`."""
+    """The Data Source ``squall_trident``: option ``spout`` is a pickled `SpoutSpec` (the user's
+    classes in it by reference: `_with_shipped_files` makes them importable where Spark plans)."""
 
     @classmethod
     def name(cls) -> str:
@@ -217,11 +260,13 @@ class TridentSpoutSource(DataSource):
 
     def schema(self) -> str:
         """The pickled fields, then a typed column per declared field (`SpoutSpec.schema`)."""
+        _with_shipped_files()
         spec: SpoutSpec = from_option(self.options["spout"])
         return spec.schema()
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         """The reader for the spout's kind."""
+        _with_shipped_files()
         spec: SpoutSpec = from_option(self.options["spout"])
         if check_spout(spec.txid, spec.spout) == "partitioned":
             return PartitionedSpoutReader(spec)

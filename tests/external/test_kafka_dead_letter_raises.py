@@ -17,7 +17,7 @@ from squall.engine.clock import SimulatedClock
 from squall.external.kafka import RetryBackoff
 
 from .test_kafka import MemoryConsumer, open_spout
-from .test_kafka_dead_once import TP, parse
+from .test_kafka_dead_once import TP, drain, parse
 
 
 class FlakyStore:
@@ -37,20 +37,6 @@ class FlakyStore:
 
 def dead_lettered(spout) -> float:
     return sum(spout.dead_letter_counts.figures().values())
-
-
-def drain(spout, collector, logs, commits, clock, fails=(), steps=2000):
-    """next_tuple until every offset committed (or ``steps`` calls), 10 ms apart, acking each
-    tuple (failing the values in ``fails``)."""
-    seen = 0
-    for _ in range(steps):
-        clock.advance(0.01)
-        spout.next_tuple()
-        for (value,), msg_id in collector.emitted[seen:]:
-            (spout.fail if value in fails else spout.ack)(msg_id)
-        seen = len(collector.emitted)
-        if TP in commits and commits[TP].offset == len(logs[TP]):
-            break
 
 
 def handler_errors(caplog) -> list[str]:

@@ -37,11 +37,11 @@ def life(logs, commits, dead, clock, max_retries):
     return spout, collector
 
 
-def run_to_the_end(spout, collector, logs, commits, clock, fails=()):
-    """Emits everything, acking each tuple (failing those whose value is in ``fails``), until
-    the group committed every offset."""
+def drain(spout, collector, logs, commits, clock, fails=(), steps=2000):
+    """next_tuple until every offset committed (or ``steps`` calls), 10 ms apart, acking each
+    tuple (failing the values in ``fails``)."""
     seen = 0
-    for _ in range(2000):
+    for _ in range(steps):
         clock.advance(0.01)
         spout.next_tuple()
         for (value,), msg_id in collector.emitted[seen:]:
@@ -49,6 +49,12 @@ def run_to_the_end(spout, collector, logs, commits, clock, fails=()):
         seen = len(collector.emitted)
         if TP in commits and commits[TP].offset == len(logs[TP]):
             break
+
+
+def run_to_the_end(spout, collector, logs, commits, clock, fails=()):
+    """Emits everything, acking each tuple (failing those whose value is in ``fails``), until
+    the group committed every offset."""
+    drain(spout, collector, logs, commits, clock, fails)
     spout.close()
     assert commits[TP].offset == len(logs[TP]), commits
 

@@ -54,7 +54,8 @@ class Exit(Bolt):
 
 
 class DeadLetters:
-    """A `KafkaSpoutConfig.dead_letter`: one JSON line per record given up, in ``path``."""
+    """A `KafkaSpoutConfig.dead_letter`: one JSON line per record given up, in ``path``, with the
+    pid of the worker that gave it up."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -62,7 +63,7 @@ class DeadLetters:
     def __call__(self, record: Record, reason: str) -> None:
         value = None if record.value is None else record.value.decode()
         note(self.path, json.dumps({"partition": record.partition, "offset": record.offset, "value": value,
-                                    "reason": reason}))
+                                    "reason": reason, "pid": os.getpid()}))
 
 
 def topology(bootstrap: str, notes: Path, local: bool = False):

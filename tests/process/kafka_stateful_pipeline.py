@@ -16,7 +16,6 @@ so that the test checks the REST API's figures of the spout's live tasks against
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from squall.external.kafka import KafkaSpout, KafkaSpoutConfig, MalformedRecord,
 from squall.external.redis_streams import RedisStreamSinkBolt
 
 from ..external.poison_file_fail_fast import note
+from ..external.poison_kafka_exit import DeadLetters
 
 TOPIC, GROUP = "events", "events-group"
 REDIS_STATE = "squall.state.redis:RedisKeyValueStateProvider"
@@ -48,18 +48,6 @@ class Parse:
             raise MalformedRecord(f"not id,key,value,ts: {text!r} ({e})") from None
         note(os.path.join(self.notes, "translated"), rid)
         return out
-
-
-class DeadLetters:
-    """A `KafkaSpoutConfig.dead_letter`: one JSON line per record given up, in ``path``."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def __call__(self, record: Record, reason: str) -> None:
-        value = None if record.value is None else record.value.decode()
-        note(self.path, json.dumps({"partition": record.partition, "offset": record.offset, "value": value,
-                                    "reason": reason, "pid": os.getpid()}))
 
 
 class NotingKafkaSpout(KafkaSpout):

@@ -329,10 +329,11 @@ class IPartitionedTridentSpout(_PartitionedSpout):
             whether or not they became tuples (a translator's skip, a dead letter). Not Storm's:
             Spark's engine asks it of a plan that emitted no tuple, which is a micro-batch of no
             rows moving past them when this is true, and no micro-batch otherwise (the next plan
-            starts from the same metadata). False by default: a spout whose batches may read
-            records and emit none must say so here, or such a batch is planned again at every
-            trigger and nothing after it is read there. Other hosts store every batch's metadata
-            and go on after it whatever it emitted."""
+            starts from the same metadata). By default (this method not overridden) Spark's
+            engine decides by the metadata instead: a partition's that changed moved past
+            records, which costs a spout that answers nothing at most one micro-batch of no rows
+            after each batch that read. An override is trusted. Other hosts store every batch's
+            metadata and go on after it whatever it emitted."""
             return False
 
 

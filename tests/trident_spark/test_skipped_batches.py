@@ -16,7 +16,9 @@ import pytest
 
 pytest.importorskip("pyspark.sql.datasource")
 
+from squall import Fields
 from squall.external.trident_files import FileTridentSpout
+from squall.trident.partitioned import IPartitionedTridentSpout
 from squall.trident.spark.source import PartitionedSpoutReader, SpoutSpec
 
 from ..kafka_broker import QUIET, kafka_broker  # noqa: F401 (the module-scoped broker fixture)
@@ -182,3 +184,108 @@ def test_a_live_query_reads_past_batches_of_skipped_lines_counting_each_good_lin
     # txid 1: three skipped lines, a micro-batch of no rows; txid 2: the good lines
     lines = ["#1", "#2", "#3", "good1", "good2", "good1"]
     assert count_lines_live(spark, tmp_path, lines, skip_comments) == {"good1": 2, "good2": 1}
+
+
+class _Part:
+    def __init__(self, pid):
+        self.pid = pid
+
+    def get_id(self):
+        return self.pid
+
+    def __hash__(self):
+        return hash(self.pid)
+
+    def __eq__(self, other):
+        return isinstance(other, _Part) and other.pid == self.pid
+
+
+class _Coordinator:
+    def __init__(self, data):
+        self.data = data
+
+    def is_ready(self, txid):
+        return True
+
+    def get_partitions_for_batch(self):
+        return sorted(self.data)
+
+    def close(self):
+        pass
+
+
+class _FilteringEmitter:
+    """A user's emitter, written as Storm's with no word of ``covers_records``: batches of at most
+    two records, of which it emits only those not starting with '#' (a filter inside the spout)."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def get_ordered_partitions(self, info):
+        return [_Part(p) for p in info]
+
+    def refresh_partitions(self, mine):
+        pass
+
+    def get_partitions_for_task(self, task_index, num_tasks, ordered):
+        return ordered[task_index::num_tasks]
+
+    def emit_batch_new(self, tx, collector, partitions, last):
+        metas = {}
+        for p in partitions:
+            start = last[p]["end"] if last.get(p) else 0
+            metas[p] = {"start": start, "end": min(start + 2, len(self.data[p.pid]))}
+            self.re_emit_partition_batch(tx, collector, p, metas[p])
+        return metas
+
+    def re_emit_partition_batch(self, tx, collector, partition, meta):
+        for record in self.data[partition.pid][meta["start"]:meta["end"]]:
+            if not record.startswith("#"):
+                collector.emit([record])
+
+    def close(self):
+        pass
+
+
+class _SubclassedFilteringEmitter(_FilteringEmitter, IPartitionedTridentSpout.Emitter):
+    """The same emitter as a subclass of Storm's interface, whose ``covers_records`` is the
+    base's default."""
+
+
+class _FilteringSpout(IPartitionedTridentSpout):
+    def __init__(self, data, emitter):
+        self.data, self.emitter = data, emitter
+
+    def get_coordinator(self, conf, context):
+        return _Coordinator(self.data)
+
+    def get_emitter(self, conf, context):
+        return self.emitter(self.data)
+
+    def get_output_fields(self):
+        return Fields("record")
+
+
+@pytest.mark.parametrize("emitter", [_FilteringEmitter, _SubclassedFilteringEmitter])
+def test_a_users_spout_that_filters_a_whole_batch_is_read_past_it_without_covers_records(emitter):
+    data = {"a": ["#1", "#2", "a1", "#3", "#4", "#5", "a2"], "b": ["#6", "#7"]}
+    spout = _FilteringSpout(data, emitter)
+    driver = PartitionedSpoutReader(SpoutSpec("mine", spout, {}))
+    # txid 1 reads #1 #2 and #6 #7: no tuple, but every partition's metadata moved past them.
+    # Before, the plan stayed at the initial offset for good and a1, a2 were never read.
+    offsets, read = _plan_all(driver, driver.initialOffset())
+    assert sorted(read) == [["a1"], ["a2"]]
+    assert [o["parts"]["a"]["end"] for o in offsets][-1] == 7 and offsets[-1]["parts"]["b"]["end"] == 2
+    # each record read by exactly one batch: the batches' ranges tile both lists
+    for pid, records in data.items():
+        ranges = sorted({(o["parts"][pid]["start"], o["parts"][pid]["end"]) for o in offsets if pid in o["batch"]})
+        covered = [i for start, end in ranges for i in range(start, end)]
+        assert covered == list(range(len(records))), (pid, ranges)
+    # nothing new: no micro-batch; a record added later is read by the next one
+    assert driver.latestOffset(offsets[-1], None) == offsets[-1]
+    data["b"].append("b1")
+    more, read = _plan_all(driver, offsets[-1])
+    # (after a batch that read, at most one of no rows: the end of it again, which moves the
+    # metadata's start; the spout cannot say that it read nothing there)
+    assert read == [["b1"]] and len(more) <= 2
+    assert driver.latestOffset(more[-1], None) == more[-1]

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from ..partitioned import IPartitionedTridentSpout
 from .context import SparkTaskContext
 from .rows import INT64, ROW_SCHEMA, SQL_TYPES, TUPLE, digest, dumps, from_offset, from_option, key_bytes, to_offset
 
@@ -540,11 +541,30 @@ def _dead_letters(emitter: Any) -> int:
     return 0 if counts is None else int(counts.total)
 
 
-def _covers_records(emitter: Any, metas: dict) -> bool:
+def _covers_records(emitter: Any, metas: dict, parts: dict, where: str) -> bool:
     """Whether a batch of ``emitter``'s with partition metadata ``metas`` moved a partition past
-    records (``IPartitionedTridentSpout.Emitter.covers_records``; False for an emitter without it)."""
+    records: its ``covers_records`` says so (``IPartitionedTridentSpout.Emitter.covers_records``),
+    or, for an emitter that does not answer it (the base's default, or none), a partition's
+    metadata is not the one in ``parts`` (each partition id's last metadata, as an offset holds
+    it). Storm stores every batch's metadata whatever it emitted; a user's spout whose emitter
+    filters records, and that never heard of this method, stalled at a batch of filtered records
+    only, planned again at every trigger. A plan that read nothing gives the previous batch's end
+    again, so such a spout has at most one micro-batch of no rows after a batch that read."""
     covers = getattr(emitter, "covers_records", None)
-    return covers is not None and any(meta is not None and covers(meta) for meta in metas.values())
+    if covers is not None and any(meta is not None and covers(meta) for meta in metas.values()):
+        return True
+    if covers is not None and getattr(covers, "__func__", None) is not _DEFAULT_COVERS:
+        return False  # the spout answered: trust it
+    return any(meta is not None and to_offset(meta, where) != parts.get(_partition_id(partition))
+               for partition, meta in metas.items())
+
+
+_DEFAULT_COVERS = IPartitionedTridentSpout.Emitter.covers_records
+
+
+def _partition_id(partition: Any) -> str:
+    """A partition's id in an offset (a partition object's ``get_id()``, or the id itself)."""
+    return partition if isinstance(partition, str) else partition.get_id()
 
 
 @dataclass(frozen=True)
@@ -604,7 +624,8 @@ class PartitionedSpoutReader(_Reader):
         out = _Counter()
         dead_before = _dead_letters(emitter)
         metas = emitter.emit_batch_new(_attempt(txid), out, set(ordered), prev)
-        if not out.count and _dead_letters(emitter) == dead_before and not _covers_records(emitter, metas):
+        if (not out.count and _dead_letters(emitter) == dead_before
+                and not _covers_records(emitter, metas, parts, self.spec.where())):
             return start
         # a batch that read records and emitted none (all dead letters, all skipped by the
         # translator, a Parquet file of no rows) is a micro-batch of no rows: its offset moves
@@ -616,7 +637,7 @@ class PartitionedSpoutReader(_Reader):
         for partition, meta in metas.items():
             if meta is None:
                 continue
-            pid = partition if isinstance(partition, str) else partition.get_id()
+            pid = _partition_id(partition)
             parts.pop(pid, None)  # to the end: the offset's parts go by their last batch
             parts[pid] = to_offset(meta, self.spec.where())
             batch.append(pid)

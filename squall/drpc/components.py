@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from .._components import Bolt, Spout
 from .._failure import fail_because
 from .._fields import Fields
 from .._tuple import is_tick_tuple
-from .core import DRPCExecutionException, ReturnInfo
+from .core import HOLDER_MAX_CHARS, DRPCExecutionException, ReturnInfo
 from .local import LocalDRPC, local_drpc
 
 log = logging.getLogger("squall.drpc")
@@ -94,6 +95,11 @@ class DRPCSpout(Spout):
         mine = servers if n_tasks < len(servers) else [servers[context.get_this_task_index() % len(servers)]]
         port = links.drpc.invocations_port
         self._servers = [_Server(host, port, links.link(host, port)) for host in mine]
+        # who this spout is, for the servers: the requests it takes fail soon after it goes
+        # (its worker killed) rather than at drpc.request.timeout.secs
+        who = (f"DRPC spout [{context.get_this_component_id()}] task {context.get_this_task_id()} "
+               f"of {context.get_storm_id()!r}")
+        self._holder = f"{who[:HOLDER_MAX_CHARS - 15]} ({uuid.uuid4().hex[:12]})"
 
     def close(self) -> None:
         """Close the connections to the servers."""
@@ -122,7 +128,7 @@ class DRPCSpout(Spout):
     def _fetch(self, server: _Server, now: float) -> dict | None:
         from .._errors import RpcError
         try:
-            request = server.call("fetch_request", function=self.function)
+            request = server.call("fetch_request", function=self.function, holder=self._holder)
         except RpcError as e:
             server.retry_at = now + RECONNECT_SECS
             if not server.reported:  # once per run of failures, not on every poll

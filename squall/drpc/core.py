@@ -30,6 +30,15 @@ ASKED_KEPT = 1000
 """Function names a `RequestBook` remembers spouts asking for (a bound: spouts name the
 functions, callers do not)."""
 
+HOLDER_GRACE_SECS = 10.0
+"""How long the requests a DRPC spout took wait for it once its last connection to the server
+closed: a spout that lives connects again at its next call (it polls at every `next_tuple`, and
+tries a server it lost again after a second), so past this its worker stopped or died, and its
+requests fail at once instead of at ``drpc.request.timeout.secs``."""
+
+HOLDER_MAX_CHARS = 200
+"""The longest holder name a spout may give (it names the spout in its requests' errors)."""
+
 
 class DRPCExceptionType(enum.Enum):
     """Why a request failed (Storm's ``DRPCExceptionType``)."""
@@ -117,6 +126,18 @@ class _Outstanding:
     deadline: float
     on_done: Callable[[Outcome], None]
     fetched: bool = False
+    holder: _Holder | None = None  # the spout that fetched it, when it said who it is
+
+
+@dataclass(eq=False)
+class _Holder:
+    """A DRPC spout instance as the server knows it: its open connections, and, once the last
+    one closed, when the requests it took fail (`HOLDER_GRACE_SECS` later)."""
+
+    name: str
+    connections: int = 0
+    gone_at: float | None = None
+    fails_at: float | None = None
 
 
 class RequestBook:
@@ -141,6 +162,7 @@ class RequestBook:
         # the functions a DRPC spout asked for, found or not (the first `ASKED_KEPT`): a request
         # that times out unfetched says whether any running topology serves its function
         self._asked: set[str] = set()
+        self._holders: dict[str, _Holder] = {}  # the spouts connected now, or gone with requests
         self._executed = self._fetched = self._returned = self._failed = self._timed_out = 0
 
     def submit(self, function: str, args: str, now: float, on_done: Callable[[Outcome], None]) -> DRPCRequest:
@@ -167,8 +189,10 @@ class RequestBook:
             self._executed += 1
         return request
 
-    def fetch(self, function: str) -> DRPCRequest | None:
-        """The oldest request of ``function`` not fetched yet, or None."""
+    def fetch(self, function: str, holder: str | None = None) -> DRPCRequest | None:
+        """The oldest request of ``function`` not fetched yet, or None. ``holder`` (a spout's name
+        for itself, `attach`-ed to its connection) is remembered with the request: if the spout
+        goes (`detach`), the request fails `HOLDER_GRACE_SECS` later."""
         with self._lock:
             if len(self._asked) < ASKED_KEPT:
                 self._asked.add(function)
@@ -179,8 +203,32 @@ class RequestBook:
             if not queue:
                 del self._queues[function]
             entry.fetched = True
+            entry.holder = None if holder is None else self._holders.get(holder)
             self._fetched += 1
             return entry.request
+
+    def attach(self, holder: str) -> None:
+        """A connection of the DRPC spout ``holder`` is open (a spout that came back within its
+        grace keeps the requests it took)."""
+        with self._lock:
+            known = self._holders.setdefault(holder, _Holder(holder))
+            known.connections += 1
+            known.gone_at = known.fails_at = None
+
+    def detach(self, holder: str, now: float, grace: float = HOLDER_GRACE_SECS) -> None:
+        """A connection of ``holder`` closed at ``now``: when it was the last one, the requests
+        it took and did not answer fail ``grace`` seconds later unless it `attach`-es again."""
+        with self._lock:
+            known = self._holders.get(holder)
+            if known is None:
+                return
+            known.connections -= 1
+            if known.connections > 0:
+                return
+            if any(entry.holder is known for entry in self._requests.values()):
+                known.gone_at, known.fails_at = now, now + grace
+            else:
+                del self._holders[holder]
 
     def result(self, request_id: str, result: str) -> bool:
         """Answer ``request_id`` with ``result``; False if it is not outstanding (already answered,
@@ -212,16 +260,36 @@ class RequestBook:
         return True
 
     def expire(self, now: float) -> int:
-        """Fail every request whose deadline is at or before ``now`` (SERVER_TIMEOUT); how many."""
+        """Fail every request whose deadline is at or before ``now`` (SERVER_TIMEOUT), and every
+        request whose spout went and did not come back within its grace (FAILED_REQUEST); how
+        many."""
         with self._lock:
             due = [e for e in self._requests.values() if e.deadline <= now]
             for entry in due:
                 self._forget(entry)
             self._timed_out += len(due)
             why = [self._timed_out_why(entry) for entry in due]
+            lost = [e for e in self._requests.values()
+                    if e.holder is not None and e.holder.fails_at is not None and e.holder.fails_at <= now]
+            for entry in lost:
+                self._forget(entry)
+            self._failed += len(lost)
+            for name in [n for n, h in self._holders.items() if h.fails_at is not None and h.fails_at <= now]:
+                del self._holders[name]
         for entry, text in zip(due, why, strict=True):
             entry.on_done(Outcome(None, DRPCExecutionException(text, DRPCExceptionType.SERVER_TIMEOUT)))
-        return len(due)
+        for entry in lost:
+            entry.on_done(Outcome(None, DRPCExecutionException(self._lost_why(entry, now),
+                                                               DRPCExceptionType.FAILED_REQUEST)))
+        return len(due) + len(lost)
+
+    @staticmethod
+    def _lost_why(entry: _Outstanding, now: float) -> str:
+        holder = entry.holder
+        assert holder is not None and holder.gone_at is not None
+        return (f"Request failed: lost with the DRPC spout that took it ({holder.name}): its connection to the "
+                f"DRPC server closed and it did not connect again within {now - holder.gone_at:g} s (its worker "
+                f"stopped or died); the topology may have run part of it")
 
     def _timed_out_why(self, entry: _Outstanding) -> str:
         # under the lock: what a timed-out request's caller is told; a function no DRPC spout
@@ -236,10 +304,16 @@ class RequestBook:
                 f"topology serves it, or its spout has not started; the functions asked for: {served})")
 
     def deadline(self, request_id: str) -> float | None:
-        """When ``request_id`` times out, or None if it is not outstanding."""
+        """When ``request_id`` times out, or fails for the spout that took it having gone; None
+        if it is not outstanding."""
         with self._lock:
             entry = self._requests.get(request_id)
-            return None if entry is None else entry.deadline
+            if entry is None:
+                return None
+            holder = entry.holder
+            if holder is not None and holder.fails_at is not None:
+                return min(entry.deadline, holder.fails_at)
+            return entry.deadline
 
     def close(self) -> None:
         """Fail every outstanding request (SERVER_SHUTDOWN) and refuse new ones."""
@@ -269,6 +343,10 @@ class RequestBook:
         # under the lock; an unfetched request leaves its queue too, so that requests of a
         # function no topology serves do not pile up there after they time out
         del self._requests[entry.request.request_id]
+        holder = entry.holder
+        if (holder is not None and holder.connections == 0 and holder.name in self._holders
+                and not any(e.holder is holder for e in self._requests.values())):
+            del self._holders[holder.name]  # gone, and nothing of it left to fail
         if not entry.fetched:
             queue = self._queues.get(entry.request.function)
             if queue is not None:

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple, Protocol
 from .._config import Config, setting
 from .._errors import SquallError
 from .client import ClusterLinks, outcome_reply
-from .core import Outcome, RequestBook
+from .core import HOLDER_GRACE_SECS, HOLDER_MAX_CHARS, Outcome, RequestBook
 
 log = logging.getLogger("squall.drpc")
 
@@ -128,6 +128,7 @@ class DRPCServer:
                               "(squall drpc and squall nimbus serve it: pass http=squall.ui.drpc_http.start_http)")
         self.book = RequestBook(self.links.drpc.request_timeout)
         self.clock = clock
+        self.holder_grace = HOLDER_GRACE_SECS  # how long a spout that went keeps what it took
         self.listening: Listening | None = None
         self._in_flight = 0  # execute calls waiting for their outcome
         self._all_answered = asyncio.Event()
@@ -152,9 +153,19 @@ class DRPCServer:
 
         def on(handle: Any, table: ConnectionTable[asyncio.StreamWriter], idle_evictable: bool) -> Any:
             async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-                with contextlib.suppress(asyncio.CancelledError):  # the server stopping: end quietly
-                    await serve_connection(reader, writer, self.links.secret, handle, log, self.links.rpc, table,
-                                           idle_evictable)
+                sessions: list[dict[str, Any]] = []  # this connection's, once it made a call
+
+                async def handle_here(op: str, args: dict[str, Any], session: dict[str, Any]) -> Any:
+                    if not sessions:
+                        sessions.append(session)
+                    return await handle(op, args, session)
+                try:
+                    with contextlib.suppress(asyncio.CancelledError):  # the server stopping: end quietly
+                        await serve_connection(reader, writer, self.links.secret, handle_here, log, self.links.rpc,
+                                               table, idle_evictable)
+                finally:
+                    if sessions:
+                        self._closed(sessions[0])
             return connection
         drpc = self.links.drpc
         callers = await asyncio.start_server(on(self._callers, caller_table, True), addresses, drpc.port,
@@ -243,7 +254,9 @@ class DRPCServer:
 
     async def _invocations(self, op: str, args: dict[str, Any], session: dict[str, Any]) -> Any:
         if op == "fetch_request":
-            request = self.book.fetch(_text(args, "function"))
+            function = _text(args, "function")
+            holder = self._holder(args, session)
+            request = self.book.fetch(function, holder)
             return None if request is None else {"id": request.request_id, "args": request.args}
         if op == "result":
             return self.book.result(_text(args, "request_id"), _text(args, "result"))
@@ -252,6 +265,35 @@ class DRPCServer:
             return self.book.fail(_text(args, "request_id"), message if isinstance(message, str) else None)
         raise ValueError(f"unknown operation {op!r} on drpc.invocations.port "
                          f"(fetch_request, result, fail_request)")
+
+
+    def _holder(self, args: dict[str, Any], session: dict[str, Any]) -> str | None:
+        # the spout's name for itself (a spout before 2026-12-06 gives none): the first one a
+        # connection gives is its holder for good, attached to the book until the connection closes
+        holder = args.get("holder")
+        if holder is None:
+            return session.get(_HOLDER)
+        if not isinstance(holder, str) or not holder or len(holder) > HOLDER_MAX_CHARS:
+            raise ValueError(f"holder must be a string of 1 to {HOLDER_MAX_CHARS} characters")
+        known = session.get(_HOLDER)
+        if known is None:
+            session[_HOLDER] = holder
+            self.book.attach(holder)
+            return holder
+        return known
+
+    def _closed(self, session: dict[str, Any]) -> None:
+        # a spout's connection closed: what it took fails after the grace unless it comes back;
+        # nothing else wakes the callers waiting for those requests before their deadlines
+        holder = session.get(_HOLDER)
+        if holder is None:
+            return
+        self.book.detach(holder, self.clock(), self.holder_grace)
+        with contextlib.suppress(RuntimeError):  # the loop closing: the book fails them all anyway
+            asyncio.get_running_loop().call_later(self.holder_grace + 0.05, lambda: self.book.expire(self.clock()))
+
+
+_HOLDER = "drpc.holder"  # the session key of a spout connection's holder
 
 
 def _text(args: dict[str, Any], name: str) -> str:

@@ -19,7 +19,7 @@ from squall._wire import AuthenticationError
 
 from ..conftest import wait_until
 from ..ports import free_ports
-from .calls import HANG_GUARD, concurrent_answers
+from .calls import HANG_GUARD, client_execute, concurrent_answers
 
 SECRET = "drpc-test-secret-0123456789"
 
@@ -115,6 +115,49 @@ def test_a_failed_request_raises_at_once_with_why(server, server_conf):
     topology.close()
     stats = server.server.book.stats()
     assert (stats.executed, stats.failed, stats.returned, stats.timed_out) == (2, 1, 1, 0)
+
+
+def test_the_requests_a_spout_took_fail_soon_after_its_connection_closes(server, server_conf):
+    """A DRPC spout's worker SIGKILLed: the server sees its connection close, and the request it
+    took fails after the grace (FAILED_REQUEST, naming the spout), where before it waited for
+    drpc.request.timeout.secs (600 here). A spout whose connection closed and that connected
+    again (a live worker's lost connection) keeps its request and answers it. Both calls counted."""
+    server.server.holder_grace = 0.5
+    links = ClusterLinks.of(server_conf)
+    port = links.drpc.invocations_port
+    outcomes: dict[str, tuple] = {}
+    callers = [threading.Thread(target=lambda a=a: outcomes.__setitem__(a, client_execute(server_conf, "f", a)),
+                                daemon=True) for a in ("one", "two")]
+    for t in callers:
+        t.start()
+    dying, living = links.link("127.0.0.1", port), links.link("127.0.0.1", port)
+    taken: dict[str, dict] = {}
+
+    def take(link, holder):
+        got = link.call("fetch_request", function="f", holder=holder)
+        if got is not None:
+            taken[holder] = got
+        return got is not None
+    assert wait_until(lambda: take(dying, "DRPC spout [f] task 3"), 30)
+    assert wait_until(lambda: take(living, "DRPC spout [f] task 4"), 30)
+    dying.close()  # as the kernel closes a killed worker's sockets
+    living.close()  # a live worker's connection lost, and made again
+    again = links.link("127.0.0.1", port)
+    assert again.call("fetch_request", function="f", holder="DRPC spout [f] task 4") is None
+    lost, kept = taken["DRPC spout [f] task 3"], taken["DRPC spout [f] task 4"]
+    assert wait_until(lambda: lost["args"] in outcomes, HANG_GUARD)
+    result, error = outcomes[lost["args"]]
+    assert result is None and error.type is DRPCExceptionType.FAILED_REQUEST, outcomes
+    assert "lost with the DRPC spout that took it (DRPC spout [f] task 3)" in str(error)
+    assert kept["args"] not in outcomes  # past the grace, the spout that came back still has it
+    assert again.call("result", request_id=kept["id"], result=kept["args"] + "!")
+    for t in callers:
+        t.join(HANG_GUARD)
+    assert outcomes[kept["args"]] == (kept["args"] + "!", None)
+    again.close()
+    stats = server.server.book.stats()
+    assert (stats.executed, stats.fetched, stats.returned, stats.failed, stats.timed_out, stats.outstanding) == \
+        (2, 2, 1, 1, 0, 0)
 
 
 def test_a_request_past_its_timeout_raises(server_conf):

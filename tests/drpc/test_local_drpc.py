@@ -199,6 +199,47 @@ def test_book_times_out_at_the_deadline_and_forgets_unfetched_requests():
     assert book.stats() == (2, 1, 0, 0, 2, 0)
 
 
+def test_book_fails_what_a_spout_took_when_it_went_and_did_not_come_back():
+    """A DRPC spout's worker killed: its connection closes (`detach`), and the requests it took
+    fail a grace later (FAILED_REQUEST, naming the spout), not at drpc.request.timeout.secs; a
+    spout that connects again within the grace (`attach`) keeps them, and requests of other
+    spouts are not touched. Every request counted."""
+    book = RequestBook(timeout_secs=600)
+    heard = [Heard() for _ in range(5)]
+    requests = [book.submit("f", str(i), 0.0, heard[i]) for i in range(5)]
+    book.attach("spout A")
+    book.attach("spout B")
+    assert book.fetch("f", "spout A") == requests[0] and book.fetch("f", "spout A") == requests[1]
+    assert book.fetch("f", "spout B") == requests[2]
+    assert book.fetch("f", "spout C") == requests[3]  # a holder never attached: kept as before (no holder)
+    assert book.result(requests[1].request_id, "one")  # A answered one of its two
+    book.detach("spout A", now=100.0, grace=10.0)
+    assert book.deadline(requests[0].request_id) == 110.0 and book.deadline(requests[2].request_id) == 600.0
+    assert book.expire(109.9) == 0 and heard[0].outcomes == []
+    assert book.expire(110.0) == 1
+    error = heard[0].outcomes[0].error
+    assert error.type is DRPCExceptionType.FAILED_REQUEST
+    assert "lost with the DRPC spout that took it (spout A)" in str(error) and "within 10 s" in str(error)
+    assert not book.result(requests[0].request_id, "too late")  # the spout's late answer is ignored
+    # B goes and comes back within the grace: its request is still its own, answered
+    book.detach("spout B", now=200.0, grace=10.0)
+    book.attach("spout B")
+    assert book.expire(300.0) == 0 and book.result(requests[2].request_id, "two")
+    # a spout with two connections goes only when both closed; one that took nothing leaves no trace
+    book.attach("spout D")
+    book.attach("spout D")
+    assert book.fetch("f", "spout D") == requests[4]
+    book.detach("spout D", now=400.0, grace=10.0)
+    assert book.deadline(requests[4].request_id) == 600.0
+    book.detach("spout D", now=401.0, grace=10.0)
+    assert book.expire(411.0) == 1 and heard[4].outcomes[0].error.type is DRPCExceptionType.FAILED_REQUEST
+    book.attach("spout E")
+    book.detach("spout E", now=500.0)
+    assert book._holders == {"spout B": book._holders["spout B"]}  # A, D, E forgotten; B still connected
+    assert [len(h.outcomes) for h in heard] == [1, 1, 1, 0, 1]  # C's request waits for its answer or timeout
+    assert book.stats() == (5, 5, 2, 2, 0, 1)
+
+
 def test_return_info_is_storms_json_and_bad_ones_are_named():
     info = ReturnInfo("7", "drpc1.example", 3773)
     assert ReturnInfo.from_json(info.to_json()) == info

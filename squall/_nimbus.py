@@ -445,6 +445,13 @@ class NimbusIface(Protocol):
         ...
 
     @verb(leader_only=True)
+    def check_submit(self, name: str, conf: dict[str, Any], topology: bytes, replacing: bool = False) -> None:
+        """Whether ``submit`` would take the pickled ``topology`` under ``name``, without
+        submitting it (raises as ``submit`` does); with ``replacing``, as if the topology of that
+        name were gone, its slots free (sparse's ``-f`` asks before it kills)."""
+        ...
+
+    @verb(leader_only=True)
     def kill(self, name: str, wait_secs: float | None = None) -> None:
         """Kill ``name`` after ``wait_secs`` (default: its message timeout)."""
         ...

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .._config import Config
-from .._errors import NotAliveException
+from .._errors import InvalidTopologyException, NotAliveException
 from .._submitter import StormSubmitter
 from ..cluster.client import MasterClient
 from ..cluster.local import LocalCluster
@@ -192,21 +192,29 @@ def cmd_submit(args: argparse.Namespace) -> int:
     client_conf, missing = _client_conf(conf)
     with StormSubmitter.using_conf(client_conf), _master_errors(conf, missing, args):
         if args.force:
-            _kill_existing(client_conf, loaded.name, args.wait)
+            _kill_existing(client_conf, loaded, args.wait)
         _ToMaster(client_conf).submit_topology(loaded.name, loaded.conf, loaded.topology)
     return 0
 
 
-def _kill_existing(client_conf: dict[str, Any], name: str, wait: float) -> None:
-    """sparse's ``-f``: kill the topology ``name`` if the master has one (``wait`` seconds
-    deactivated first) and return once the master no longer lists it, so that the submit after
-    takes the name; an error if it is still listed `_GONE_SECS` after its wait."""
+def _kill_existing(client_conf: dict[str, Any], loaded: LoadedTopology, wait: float) -> None:
+    """sparse's ``-f``: kill the topology of ``loaded``'s name if the master has one (``wait``
+    seconds deactivated first) and return once the master no longer lists it, so that the submit
+    after takes the name; an error if it is still listed `_GONE_SECS` after its wait. The master
+    checks ``loaded`` first, as if the running one were gone: a replacement it would refuse (a
+    bad setting, more workers than the slots, a component it cannot load) kills nothing, where
+    sparse's -f leaves the cluster without either."""
+    name = loaded.name
     with MasterClient(client_conf) as master:
         def listed() -> bool:
             return any(t["name"] == name for t in master.list_topologies())
 
         if not listed():
             return
+        try:
+            master.check_submit(name, loaded.conf, loaded.topology, replacing=True)
+        except InvalidTopologyException as e:
+            raise UserError(f"{e}\nnothing was killed: the running topology {name!r} goes on", code=1) from None
         print(f'Killing current "{name}" topology.', flush=True)
         with contextlib.suppress(NotAliveException):  # killed already, and waiting to go
             master.kill_topology(name, wait_secs=wait)

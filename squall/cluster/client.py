@@ -73,6 +73,15 @@ class NimbusVerbs:
                 f"submit_topology needs a StormTopology, got {type(topology).__name__}")
         return self.nimbus.submit(name, sendable_conf(conf), pickle_topology(topology), initial_status)
 
+    def check_submit(self, name: str, conf: Mapping[str, Any] | None, topology: StormTopology,
+                     replacing: bool = False) -> None:
+        """Raise as `submit_topology` would, submitting nothing; with ``replacing``, as if the
+        topology ``name`` were gone (its name and slots free)."""
+        if not isinstance(topology, StormTopology):
+            raise _errors.InvalidTopologyException(
+                f"submit_topology needs a StormTopology, got {type(topology).__name__}")
+        self.nimbus.check_submit(name, sendable_conf(conf), pickle_topology(topology), replacing)
+
     def kill_topology(self, name: str, wait_secs: float | None = None) -> None:
         """Kill after ``wait_secs`` (default: its message timeout)."""
         self.nimbus.kill(name, wait_secs)

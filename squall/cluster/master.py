@@ -748,8 +748,20 @@ class Master:
         ``name`` passed its checks, planned and started; returns the storm id. Raises as `submit` does."""
         return self._start(self._planned(name, conf, topology, initial_status))
 
+    def op_check_submit(self, name: str, conf: dict[str, Any], topology: bytes, replacing: bool = False) -> None:
+        """Whether `op_submit` would take ``topology`` under ``name``, without submitting it: raises
+        as `submit` does. With ``replacing``, as if the topology of that name were gone (its
+        name and slots free): ``squall sparse submit -f`` asks before it kills the running one."""
+        if not (replacing and name in self.topologies):
+            self._check_new_name(name)
+        self._checked_plan(name, conf, self._unpickled(name, topology), TopologyStatus.ACTIVE.value, replacing)
+
     def _planned(self, name: str, conf: dict[str, Any], topology: bytes, initial_status: str) -> Planned:
         self._check_new_name(name)
+        return self._new_plan(name, conf, self._unpickled(name, topology), initial_status)
+
+    def _unpickled(self, name: str, topology: bytes) -> Any:
+        # only once ``name`` passed its checks
         try:
             loaded = cloudpickle.loads(topology)  # an authenticated client's
         except ImportError as e:
@@ -759,7 +771,7 @@ class Master:
                 f"not one installed in site-packages, imported inside a function or named in a string): make "
                 f"it importable where the master and the workers run (install it, or put its directory on "
                 f"their PYTHONPATH)") from None
-        return self._new_plan(name, conf, loaded, initial_status)
+        return loaded
 
     def plan_submission(self, name: str, conf: dict[str, Any], topology: bytes,
                         initial_status: str = "ACTIVE") -> Outcome:
@@ -799,10 +811,10 @@ class Master:
         """
         return self._outcome(self._start(self._new_plan(name, conf, topology, initial_status)))
 
-    def _new_plan(self, name: str, conf: dict[str, Any] | None, topology: Any,
-                  initial_status: str) -> Planned:
-        """`submit`'s checks, and the plan under a new storm id (handed to the store: written to
-        ``storm.local.dir``, and with Nimbus HA offered to the other masters); not started yet."""
+    def _checked_plan(self, name: str, conf: dict[str, Any] | None, topology: Any, initial_status: str,
+                      replacing: bool = False) -> tuple[TopologyPlan, TopologyStatus]:
+        """`submit`'s checks and the plan they make, changing nothing. With ``replacing``, as
+        if the topology of that name were gone: its name free and its slots too (`op_check_submit`)."""
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise InvalidTopologyException(f"Topology name {name!r} is invalid: it must match ^[^/.:\\\\]+$")
         if not isinstance(topology, StormTopology):
@@ -812,12 +824,14 @@ class Master:
         if initial_status not in (TopologyStatus.ACTIVE.value, TopologyStatus.INACTIVE.value):
             raise InvalidTopologyException(f"initial_status must be \"ACTIVE\" or \"INACTIVE\", got {initial_status!r}")
         status = TopologyStatus(initial_status)
-        if name in self.topologies:
+        replaced = self.topologies.get(name) if replacing else None
+        if name in self.topologies and replaced is None:
             raise AlreadyAliveException(f"Topology with name `{name}` already exists on cluster")
         conf = dict(conf or {})
         merged = topology_conf(self.conf, conf)
-        for warning in submit_warnings(conf, topology, name, memory_capped=self.memory_capped):
-            log.warning("%s", warning)
+        if not replacing:  # a check's warnings are the client's to print
+            for warning in submit_warnings(conf, topology, name, memory_capped=self.memory_capped):
+                log.warning("%s", warning)
         # the submitted name, whatever the Config says (Storm's Nimbus): tasks key their
         # transactional and persistent state by it, and a Config copied from another topology
         # would otherwise share that one's Trident coordinator state while both run
@@ -825,7 +839,14 @@ class Master:
         storm_id = f"{name}-{self.counter + 1}-{int(self.clock.wall())}"
         plan = make_plan(name, storm_id, topology, merged, conf)
         component_blobs(plan)  # names a component that cannot be pickled
-        self._check_slots(name, plan.num_workers)
+        self._check_slots(name, plan.num_workers, releasing=0 if replaced is None else len(replaced.assignment))
+        return plan, status
+
+    def _new_plan(self, name: str, conf: dict[str, Any] | None, topology: Any,
+                  initial_status: str) -> Planned:
+        """`submit`'s checks, and the plan under a new storm id (handed to the store: written to
+        ``storm.local.dir``, and with Nimbus HA offered to the other masters); not started yet."""
+        plan, status = self._checked_plan(name, conf, topology, initial_status)
         self.counter += 1
         self._changed()
         return Planned(plan, status, self._save_plan(plan))

@@ -66,3 +66,33 @@ def test_dash_f_with_no_topology_of_that_name_just_submits(quickstart: Path, tmp
         assert nimbus.stop() == 0
     finally:
         nimbus.clean_up()
+
+
+def test_dash_f_with_a_replacement_the_master_refuses_kills_nothing(quickstart: Path, tmp_path: Path, capsys) -> None:
+    """sparse's -f kills first and then submits: a replacement the master refuses leaves the
+    cluster without either. squall's asks the master first, as if the running one were gone: a
+    refused replacement says why and that nothing was killed, and the running topology goes on
+    counting."""
+    nimbus = Nimbus(tmp_path)
+    try:
+        submit = ["sparse", "submit", "--config", str(nimbus.config), "--project", str(quickstart)]
+        assert main(submit) == 0
+        running = _ids(nimbus.conf)["wordcount"]
+        capsys.readouterr()
+        assert main([*submit, "-f", "--wait", "0", "-o", "topology.message.timeout.secs=-5"]) == 1
+        out, err = capsys.readouterr()
+        assert "Killing" not in out and "topology.message.timeout.secs" in err, (out, err)
+        assert "nothing was killed: the running topology 'wordcount' goes on" in err, err
+        assert _ids(nimbus.conf) == {"wordcount": running}
+        with MasterClient(nimbus.conf) as master:
+            before = master.get_topology_info("wordcount")["components"]["count_bolt"]["executed"]
+            assert wait_until(lambda: master.get_topology_info("wordcount")["components"]["count_bolt"]["executed"]
+                              > before, 60, 0.2)
+            # a good replacement still replaces it
+            assert main([*submit, "-f", "--wait", "0"]) == 0
+            assert capsys.readouterr().out.splitlines()[-1] == "Submitted topology: wordcount"
+            assert _ids(nimbus.conf)["wordcount"] != running
+            master.kill_topology("wordcount", wait_secs=0)
+        assert nimbus.stop() == 0
+    finally:
+        nimbus.clean_up()

@@ -19,6 +19,7 @@ from typing import Any
 
 from .._collectors import OutputFieldsDeclarer
 from .._components import Bolt, Spout
+from .._config import Config, setting
 from .._failure import fail_because
 from .._fields import Fields
 from .._tuple import is_tick_tuple
@@ -100,6 +101,7 @@ class DRPCSpout(Spout):
         who = (f"DRPC spout [{context.get_this_component_id()}] task {context.get_this_task_id()} "
                f"of {context.get_storm_id()!r}")
         self._holder = f"{who[:HOLDER_MAX_CHARS - 15]} ({uuid.uuid4().hex[:12]})"
+        self._grace = float(setting(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
 
     def close(self) -> None:
         """Close the connections to the servers."""
@@ -128,7 +130,7 @@ class DRPCSpout(Spout):
     def _fetch(self, server: _Server, now: float) -> dict | None:
         from .._errors import RpcError
         try:
-            request = server.call("fetch_request", function=self.function, holder=self._holder)
+            request = server.call("fetch_request", function=self.function, holder=self._holder, grace=self._grace)
         except RpcError as e:
             server.retry_at = now + RECONNECT_SECS
             if not server.reported:  # once per run of failures, not on every poll

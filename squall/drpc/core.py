@@ -30,11 +30,14 @@ ASKED_KEPT = 1000
 """Function names a `RequestBook` remembers spouts asking for (a bound: spouts name the
 functions, callers do not)."""
 
-HOLDER_GRACE_SECS = 10.0
-"""How long the requests a DRPC spout took wait for it once its last connection to the server
-closed: a spout that lives connects again at its next call (it polls at every `next_tuple`, and
-tries a server it lost again after a second), so past this its worker stopped or died, and its
-requests fail at once instead of at ``drpc.request.timeout.secs``."""
+HOLDER_GRACE_SECS = 30.0
+"""How long the requests a DRPC spout took wait for it, once its last connection to the server
+closed, when it did not say (a spout gives its topology's ``topology.message.timeout.secs``, 30 by
+default, as Storm's): a live spout connects again at its next call (it polls at every
+`next_tuple`, and tries a server it lost again after a second), and a live spout fails a request
+whose tuple tree is not done by then anyway; so past it the spout's worker stopped or died, and
+its requests fail then instead of at ``drpc.request.timeout.secs``. Within it, a bolt in another
+worker may still return the result, which the caller gets."""
 
 HOLDER_MAX_CHARS = 200
 """The longest holder name a spout may give (it names the spout in its requests' errors)."""
@@ -135,8 +138,8 @@ class _Holder:
     one closed, when the requests it took fail (`HOLDER_GRACE_SECS` later)."""
 
     name: str
+    grace: float = HOLDER_GRACE_SECS
     connections: int = 0
-    gone_at: float | None = None
     fails_at: float | None = None
 
 
@@ -192,7 +195,7 @@ class RequestBook:
     def fetch(self, function: str, holder: str | None = None) -> DRPCRequest | None:
         """The oldest request of ``function`` not fetched yet, or None. ``holder`` (a spout's name
         for itself, `attach`-ed to its connection) is remembered with the request: if the spout
-        goes (`detach`), the request fails `HOLDER_GRACE_SECS` later."""
+        goes (`detach`), the request fails its grace later."""
         with self._lock:
             if len(self._asked) < ASKED_KEPT:
                 self._asked.add(function)
@@ -207,28 +210,31 @@ class RequestBook:
             self._fetched += 1
             return entry.request
 
-    def attach(self, holder: str) -> None:
+    def attach(self, holder: str, grace: float = HOLDER_GRACE_SECS) -> None:
         """A connection of the DRPC spout ``holder`` is open (a spout that came back within its
-        grace keeps the requests it took)."""
+        grace keeps the requests it took). ``grace``: how long they wait for it once it went."""
         with self._lock:
             known = self._holders.setdefault(holder, _Holder(holder))
             known.connections += 1
-            known.gone_at = known.fails_at = None
+            known.grace = grace
+            known.fails_at = None
 
-    def detach(self, holder: str, now: float, grace: float = HOLDER_GRACE_SECS) -> None:
+    def detach(self, holder: str, now: float) -> float | None:
         """A connection of ``holder`` closed at ``now``: when it was the last one, the requests
-        it took and did not answer fail ``grace`` seconds later unless it `attach`-es again."""
+        it took and did not answer fail its grace later unless it `attach`-es again. When they
+        fail (for `expire`), or None when none waits."""
         with self._lock:
             known = self._holders.get(holder)
             if known is None:
-                return
+                return None
             known.connections -= 1
             if known.connections > 0:
-                return
+                return None
             if any(entry.holder is known for entry in self._requests.values()):
-                known.gone_at, known.fails_at = now, now + grace
-            else:
-                del self._holders[holder]
+                known.fails_at = now + known.grace
+                return known.fails_at
+            del self._holders[holder]
+            return None
 
     def result(self, request_id: str, result: str) -> bool:
         """Answer ``request_id`` with ``result``; False if it is not outstanding (already answered,
@@ -279,16 +285,16 @@ class RequestBook:
         for entry, text in zip(due, why, strict=True):
             entry.on_done(Outcome(None, DRPCExecutionException(text, DRPCExceptionType.SERVER_TIMEOUT)))
         for entry in lost:
-            entry.on_done(Outcome(None, DRPCExecutionException(self._lost_why(entry, now),
+            entry.on_done(Outcome(None, DRPCExecutionException(self._lost_why(entry),
                                                                DRPCExceptionType.FAILED_REQUEST)))
         return len(due) + len(lost)
 
     @staticmethod
-    def _lost_why(entry: _Outstanding, now: float) -> str:
+    def _lost_why(entry: _Outstanding) -> str:
         holder = entry.holder
-        assert holder is not None and holder.gone_at is not None
+        assert holder is not None
         return (f"Request failed: lost with the DRPC spout that took it ({holder.name}): its connection to the "
-                f"DRPC server closed and it did not connect again within {now - holder.gone_at:g} s (its worker "
+                f"DRPC server closed and it did not connect again within {holder.grace:g} s (its worker "
                 f"stopped or died); the topology may have run part of it")
 
     def _timed_out_why(self, entry: _Outstanding) -> str:

@@ -128,7 +128,6 @@ class DRPCServer:
                               "(squall drpc and squall nimbus serve it: pass http=squall.ui.drpc_http.start_http)")
         self.book = RequestBook(self.links.drpc.request_timeout)
         self.clock = clock
-        self.holder_grace = HOLDER_GRACE_SECS  # how long a spout that went keeps what it took
         self.listening: Listening | None = None
         self._in_flight = 0  # execute calls waiting for their outcome
         self._all_answered = asyncio.Event()
@@ -268,31 +267,39 @@ class DRPCServer:
 
 
     def _holder(self, args: dict[str, Any], session: dict[str, Any]) -> str | None:
-        # the spout's name for itself (a spout before 2026-12-06 gives none): the first one a
-        # connection gives is its holder for good, attached to the book until the connection closes
-        holder = args.get("holder")
+        # the spout's name for itself and its grace (a spout before 2026-12-06 gives neither): the
+        # first a connection gives are its for good, attached to the book until it closes
+        holder, grace = args.get("holder"), args.get("grace", HOLDER_GRACE_SECS)
         if holder is None:
             return session.get(_HOLDER)
         if not isinstance(holder, str) or not holder or len(holder) > HOLDER_MAX_CHARS:
             raise ValueError(f"holder must be a string of 1 to {HOLDER_MAX_CHARS} characters")
+        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 < grace <= MAX_GRACE_SECS:
+            raise ValueError(f"grace must be a number of seconds above 0 and at most {MAX_GRACE_SECS:g}")
         known = session.get(_HOLDER)
         if known is None:
             session[_HOLDER] = holder
-            self.book.attach(holder)
+            self.book.attach(holder, float(grace))
             return holder
         return known
 
     def _closed(self, session: dict[str, Any]) -> None:
-        # a spout's connection closed: what it took fails after the grace unless it comes back;
+        # a spout's connection closed: what it took fails after its grace unless it comes back;
         # nothing else wakes the callers waiting for those requests before their deadlines
         holder = session.get(_HOLDER)
         if holder is None:
             return
-        self.book.detach(holder, self.clock(), self.holder_grace)
+        fails_at = self.book.detach(holder, self.clock())
+        if fails_at is None:
+            return
         with contextlib.suppress(RuntimeError):  # the loop closing: the book fails them all anyway
-            asyncio.get_running_loop().call_later(self.holder_grace + 0.05, lambda: self.book.expire(self.clock()))
+            asyncio.get_running_loop().call_later(max(0.0, fails_at - self.clock()) + 0.05,
+                                                  lambda: self.book.expire(self.clock()))
 
 
+MAX_GRACE_SECS = 86400.0
+"""The longest grace a spout may ask for its requests (a day: what ``topology.message.timeout.secs``
+may reasonably be)."""
 _HOLDER = "drpc.holder"  # the session key of a spout connection's holder
 
 

@@ -121,8 +121,8 @@ def test_the_requests_a_spout_took_fail_soon_after_its_connection_closes(server,
     """A DRPC spout's worker SIGKILLed: the server sees its connection close, and the request it
     took fails after the grace (FAILED_REQUEST, naming the spout), where before it waited for
     drpc.request.timeout.secs (600 here). A spout whose connection closed and that connected
-    again (a live worker's lost connection) keeps its request and answers it. Both calls counted."""
-    server.server.holder_grace = 0.5
+    again (a live worker's lost connection) keeps its request and answers it. Both calls counted.
+    The grace is the spout's (its topology.message.timeout.secs): 0.5 s here."""
     links = ClusterLinks.of(server_conf)
     port = links.drpc.invocations_port
     outcomes: dict[str, tuple] = {}
@@ -134,7 +134,7 @@ def test_the_requests_a_spout_took_fail_soon_after_its_connection_closes(server,
     taken: dict[str, dict] = {}
 
     def take(link, holder):
-        got = link.call("fetch_request", function="f", holder=holder)
+        got = link.call("fetch_request", function="f", holder=holder, grace=0.5)
         if got is not None:
             taken[holder] = got
         return got is not None
@@ -143,7 +143,7 @@ def test_the_requests_a_spout_took_fail_soon_after_its_connection_closes(server,
     dying.close()  # as the kernel closes a killed worker's sockets
     living.close()  # a live worker's connection lost, and made again
     again = links.link("127.0.0.1", port)
-    assert again.call("fetch_request", function="f", holder="DRPC spout [f] task 4") is None
+    assert again.call("fetch_request", function="f", holder="DRPC spout [f] task 4", grace=0.5) is None
     lost, kept = taken["DRPC spout [f] task 3"], taken["DRPC spout [f] task 4"]
     assert wait_until(lambda: lost["args"] in outcomes, HANG_GUARD)
     result, error = outcomes[lost["args"]]
@@ -271,6 +271,10 @@ def test_unknown_operations_and_bad_arguments_are_named(server, server_conf):
         link.call("result", request_id=3, result="x")
     with pytest.raises(TypeError, match="args of 'f' must be a string"):
         DRPCClient(server_conf).execute("f", 3)
+    with pytest.raises(Exception, match="holder must be a string of 1 to 200 characters"):
+        link.call("fetch_request", function="f", holder="x" * 201)
+    with pytest.raises(Exception, match="grace must be a number of seconds above 0 and at most 86400"):
+        link.call("fetch_request", function="f", holder="spout", grace=-1)
     link.close()
 
 

@@ -31,7 +31,7 @@ def build():
     return construct().create_remote_topology()
 
 
-conf = {"topology.workers": 2}
+conf = {"topology.workers": 2, "topology.message.timeout.secs": 8}
 '''
 
 
@@ -67,9 +67,9 @@ class Calls:
 
 
 REQUEST_TIMEOUT = 120
-"""drpc.request.timeout.secs of the test's server: far above the server's grace for a spout that
-went (`HOLDER_GRACE_SECS`), so that a call failed by it is told by its type and message, never
-by the timeout."""
+"""drpc.request.timeout.secs of the test's server: far above the grace the server gives a spout
+that went (its topology.message.timeout.secs, 8 s here), so that a call failed for it is told by
+its type and message, never by the timeout."""
 
 
 def all_tasks_running(info: dict) -> bool:

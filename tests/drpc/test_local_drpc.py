@@ -207,13 +207,13 @@ def test_book_fails_what_a_spout_took_when_it_went_and_did_not_come_back():
     book = RequestBook(timeout_secs=600)
     heard = [Heard() for _ in range(5)]
     requests = [book.submit("f", str(i), 0.0, heard[i]) for i in range(5)]
-    book.attach("spout A")
-    book.attach("spout B")
+    book.attach("spout A", grace=10.0)
+    book.attach("spout B", grace=10.0)
     assert book.fetch("f", "spout A") == requests[0] and book.fetch("f", "spout A") == requests[1]
     assert book.fetch("f", "spout B") == requests[2]
     assert book.fetch("f", "spout C") == requests[3]  # a holder never attached: kept as before (no holder)
     assert book.result(requests[1].request_id, "one")  # A answered one of its two
-    book.detach("spout A", now=100.0, grace=10.0)
+    assert book.detach("spout A", now=100.0) == 110.0
     assert book.deadline(requests[0].request_id) == 110.0 and book.deadline(requests[2].request_id) == 600.0
     assert book.expire(109.9) == 0 and heard[0].outcomes == []
     assert book.expire(110.0) == 1
@@ -222,19 +222,19 @@ def test_book_fails_what_a_spout_took_when_it_went_and_did_not_come_back():
     assert "lost with the DRPC spout that took it (spout A)" in str(error) and "within 10 s" in str(error)
     assert not book.result(requests[0].request_id, "too late")  # the spout's late answer is ignored
     # B goes and comes back within the grace: its request is still its own, answered
-    book.detach("spout B", now=200.0, grace=10.0)
-    book.attach("spout B")
+    assert book.detach("spout B", now=200.0) == 210.0
+    book.attach("spout B", grace=10.0)
     assert book.expire(300.0) == 0 and book.result(requests[2].request_id, "two")
     # a spout with two connections goes only when both closed; one that took nothing leaves no trace
-    book.attach("spout D")
-    book.attach("spout D")
+    book.attach("spout D", grace=10.0)
+    book.attach("spout D", grace=10.0)
     assert book.fetch("f", "spout D") == requests[4]
-    book.detach("spout D", now=400.0, grace=10.0)
+    assert book.detach("spout D", now=400.0) is None
     assert book.deadline(requests[4].request_id) == 600.0
-    book.detach("spout D", now=401.0, grace=10.0)
+    assert book.detach("spout D", now=401.0) == 411.0
     assert book.expire(411.0) == 1 and heard[4].outcomes[0].error.type is DRPCExceptionType.FAILED_REQUEST
-    book.attach("spout E")
-    book.detach("spout E", now=500.0)
+    book.attach("spout E")  # the default grace: Storm's message timeout
+    assert book.detach("spout E", now=500.0) is None  # it took nothing: forgotten
     assert book._holders == {"spout B": book._holders["spout B"]}  # A, D, E forgotten; B still connected
     assert [len(h.outcomes) for h in heard] == [1, 1, 1, 0, 1]  # C's request waits for its answer or timeout
     assert book.stats() == (5, 5, 2, 2, 0, 1)

@@ -91,3 +91,30 @@ def test_the_same_slot_and_launch_counts_on():
     pages.sampler.sample_once()
     first, second = pages.sampler.samples("t-1")
     assert second.acked_per_sec * (second.time - first.time) == pytest.approx(9)
+
+
+def test_prometheus_counts_a_moved_task_in_a_series_of_its_new_slot():
+    """The same move through ``/metrics``: the task's counter is a new series labelled with its
+    new slot (``worker``), so Prometheus's ``rate()`` counts the 40 acks there from zero. Before,
+    one series read 31 then 40: 9 acks, the move hidden as a counter that went on."""
+    from prometheus_client.parser import text_string_to_metric_families
+    from starlette.testclient import TestClient
+
+    from squall.ui.server import _app
+
+    from .conftest import BASE
+
+    plan = _plan()
+    link = _Link(_view(plan, spout_port=6700, launch_id=2, acked=31))
+
+    def acked_series() -> dict[tuple[str, str], float]:
+        with TestClient(_app(link, {}, None), base_url=BASE) as api:
+            text = api.get("/metrics").text
+        (family,) = [f for f in text_string_to_metric_families(text) if f.name == "squall_acked"]
+        return {(s.labels["task"], s.labels["worker"]): s.value for s in family.samples
+                if s.labels["component"] == "s"}
+
+    (spout,) = plan.component_tasks["s"]
+    assert acked_series() == {(str(spout), "h:6700"): 31.0}
+    link.view = _view(plan, spout_port=6701, launch_id=2, acked=40)
+    assert acked_series() == {(str(spout), "h:6701"): 40.0}

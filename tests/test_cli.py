@@ -346,6 +346,23 @@ def test_the_live_latency_is_of_the_last_second_or_a_dash_when_nothing_was_acked
     assert "latency=2.00ms" in readings[0] and "latency=5.00ms" in readings[1] and "latency=-" in readings[2]
 
 
+def test_the_live_view_counts_a_task_moved_to_a_slot_of_the_same_launch_number_from_zero():
+    """``squall local``'s live figures across a rebalance that moved a spout task to another slot
+    whose launch has the same number (each slot numbers its own): its 150 tuples there are all
+    new. Compared by launch id alone, the view read 50 (150 less the old slot's 100)."""
+    from squall.cli._local import _task_readings
+
+    def component(slot, emitted):
+        return {"task_stats": {"7": {"slot": slot, "launch_id": 2, "emitted": {"default": emitted},
+                                     "complete_latency_sum": 0.0, "complete_latency_count": 0}}}
+
+    before = _task_readings(component("127.0.0.1:6700", 100))
+    moved = _task_readings(component("127.0.0.1:6701", 150))
+    assert moved["7"].since(before["7"]).emitted == 150
+    stayed = _task_readings(component("127.0.0.1:6700", 150))
+    assert stayed["7"].since(before["7"]).emitted == 50
+
+
 @pytest.mark.parametrize(("acked", "latency_ms", "shown"), [
     (0, 0.0, "mean complete latency - (no acked tuple sampled)"),  # a spout that sends no message ids
     (2, 0.0, "mean complete latency - (no acked tuple sampled)"),  # acked, but none sampled

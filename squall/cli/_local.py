@@ -231,20 +231,22 @@ def _watch(cluster: LocalCluster, names: list[str], ttl: float | None, view: Any
 class _TaskReading:
     """What one task had counted at a reading: its tuples emitted on the streams the pages show
     (system streams left out) and, at a spout, its trees acked with their complete latencies'
-    sum (seconds), in the worker launch ``launch_id`` (its counts start from zero with each)."""
+    sum (seconds), in the worker ``launch``: its slot and launch id (its counts start from zero
+    with each; a slot numbers its own launches, so a task a rebalance moved may come back with
+    the same launch id in another slot)."""
 
-    launch_id: int | None
+    launch: tuple[Any, Any]
     emitted: int
     latency_sum: float
     latency_n: int
 
     def since(self, before: _TaskReading | None) -> _TaskReading:
         """What the task counted since ``before``: all of this reading when there was none, or
-        when its worker restarted since (another launch, or a count that went down)."""
-        if (before is None or self.launch_id != before.launch_id or self.emitted < before.emitted
+        when its worker restarted or moved since (another launch, or a count that went down)."""
+        if (before is None or self.launch != before.launch or self.emitted < before.emitted
                 or self.latency_n < before.latency_n):
             return self
-        return _TaskReading(self.launch_id, self.emitted - before.emitted, self.latency_sum - before.latency_sum,
+        return _TaskReading(self.launch, self.emitted - before.emitted, self.latency_sum - before.latency_sum,
                             self.latency_n - before.latency_n)
 
 
@@ -254,7 +256,8 @@ def _task_readings(component: dict[str, Any]) -> dict[str, _TaskReading]:
     out = {}
     for task, st in component.get("task_stats", {}).items():
         emitted = sum(int(n) for stream, n in (st.get("emitted") or {}).items() if not is_system_id(stream))
-        out[str(task)] = _TaskReading(st.get("launch_id"), emitted, float(st.get("complete_latency_sum") or 0.0),
+        out[str(task)] = _TaskReading((st.get("slot"), st.get("launch_id")), emitted,
+                                      float(st.get("complete_latency_sum") or 0.0),
                                       int(st.get("complete_latency_count") or 0))
     return out
 

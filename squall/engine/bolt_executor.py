@@ -360,6 +360,10 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
 
     def _send_multi(self, r: Router, targets: list[int], values: list, anchors: Any) -> None:
         """The general case: several anchors, or anchors in several trees."""
+        if type(anchors) is not list and type(anchors) is not tuple:
+            # read once: an iterator (a generator, a map) read again per target anchored
+            # nothing, and its children, unanchored, let their spout tuple complete at once
+            anchors = _listed_anchors(anchors, r)
         for a in anchors:
             if type(a) is not Tuple:
                 s = r.src
@@ -474,6 +478,17 @@ def _bad_values(r: Router, values: Any) -> EmitError:
                          f"stream [{s.stream}]); squall's order is emit(values, anchors), not Storm's "
                          f"Java emit(anchor, values)")
     return wrong_size(r, values)
+
+
+def _listed_anchors(anchors: Any, r: Router) -> list:
+    """``anchors`` given as another iterable than a list or tuple (a set, a generator), as a
+    list; the error naming component and stream for one that is no iterable at all."""
+    try:
+        return list(anchors)
+    except TypeError:
+        s = r.src
+        raise EmitError(f"anchors must be an input Tuple, a list of them or None, got {type(anchors).__name__} "
+                        f"{anchors!r:.100} (component [{s.component}], task {s.task}, stream [{s.stream}])") from None
 
 
 def _roots_of(t: Tuple) -> dict[int, int]:

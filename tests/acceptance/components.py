@@ -1123,3 +1123,28 @@ class ConfClaimingBolt(Bolt):
         conf.setdefault("claimed.by", context.get_this_task_id())
         self.recorder.record("claim", context.get_this_task_id(), conf["claimed.by"],
                              context.get_storm_conf()["claimed.by"])
+
+
+class RecordingFailBolt(Bolt):
+    """Records each input as ``("got", this task, values)``, then fails it."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def execute(self, tup):
+        self.recorder.record("got", self.context.get_this_task_id(), list(tup.values))
+        self.collector.fail(tup)
+
+
+class IteratorAnchorBolt(Bolt):
+    """Emits one child anchored to its input given as an iterator (a generator for input "gen",
+    a list's iterator for "iter"), or as a set ("set"); then acks the input."""
+
+    def execute(self, tup):
+        how = tup.get_value(0)
+        anchors = {"gen": lambda: (t for t in [tup]), "iter": lambda: iter([tup]), "set": lambda: {tup}}[how]()
+        self.collector.emit([how], anchors)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("how"))

@@ -10,7 +10,8 @@ from squall.testing import AckFailMapTracker, AckTracker, FeederSpout, TupleCapt
 from ..conftest import wait_until
 from .components import (
     AckBolt, AckEveryOtherBolt, AggBolt, AsyncAckBolt, BranchingBolt, DirectSpout, DupAnchorBolt, EmitReturnBolt,
-    FailBolt, FailFirstAttemptBolt, IdentityBolt, NeverAckBolt, Recorder, ReplayingSpout, TaskBolt, TickRecorderBolt,
+    FailBolt, FailFirstAttemptBolt, IdentityBolt, IteratorAnchorBolt, NeverAckBolt, Recorder, RecordingFailBolt,
+    ReplayingSpout, TaskBolt, TickRecorderBolt,
 )
 from .conftest import component_stat, wait_idle
 
@@ -117,6 +118,33 @@ def test_a_bolt_that_acks_every_other_tuple_leaves_the_others_incomplete(cluster
 
     assert [i for i in range(1, 5) if tracker.is_acked(i)] == [1, 3]
     assert not any(tracker.is_failed(i) for i in range(1, 5))
+
+
+@pytest.mark.parametrize("how", ["gen", "iter", "set"])
+def test_anchors_given_as_an_iterator_anchor_the_child_sent_to_every_task(cluster, how):
+    """A bolt anchors its child to its input given as a generator, an iterator (or a set); the
+    child goes to both tasks of an all-grouped bolt, which fail it. Before, the generator was
+    read up by the check of the anchors' types, so both copies went out unanchored and the
+    spout tuple was acked at once, whatever became of them; now an iterator is read once into a
+    list, as a list anchors every copy, and the spout tuple fails."""
+    feeder, tracker = tracked_feeder(("how",), AckFailMapTracker())
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("1", feeder)
+    builder.set_bolt("2", IteratorAnchorBolt()).shuffle_grouping("1")
+    builder.set_bolt("3", RecordingFailBolt(recorder), 2).all_grouping("2")
+    cluster.submit_topology("iterator-anchors", {}, builder.create_topology())
+
+    feeder.feed([how], 1)
+
+    assert wait_until(lambda: tracker.is_failed(1) or tracker.is_acked(1))
+    assert wait_until(lambda: recorder.count("got") == 2)
+    assert tracker.is_failed(1) and not tracker.is_acked(1)
+    got = recorder.events("got")
+    assert len({task for _, task, _ in got}) == 2  # one copy per task of "3"
+    assert [values for _, _, values in got] == [[how], [how]]
+    assert component_stat(cluster, "iterator-anchors", "2", "emitted") == 1
+    assert wait_until(lambda: component_stat(cluster, "iterator-anchors", "3", "failed") == 2)
 
 
 @pytest.mark.hosts("process")

@@ -29,7 +29,7 @@ from .._tuple import TICK_SOURCE, Tuple, tick_source
 from .acker import ACK, FAIL, RESET
 from .executor import ErrorThrottle, Executor, TaskStats, Wiring, debug_log
 from .plan import ExecutorSpec
-from .routing import _NOWHERE, Router, bad_stream, build_routers, not_values, router_of, wrong_size
+from .routing import _NOWHERE, Router, bad_stream, build_routers, direct_task, not_values, router_of, wrong_size
 from .stats import component_figures
 
 _get_ident = threading.get_ident
@@ -318,6 +318,8 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
             self._bad_stream(stream, r)
         if type(values) is not list and (type(values) is Tuple or not_values(values)) or len(values) != r.nfields:
             raise _bad_values(r, values)
+        if type(task_id) is not int:
+            task_id = direct_task(task_id, r)
         kind = r.direct_targets.get(task_id)
         if kind is False:
             raise EmitError(f"Cannot emitDirect to a task expecting a regular grouping "

@@ -9,6 +9,7 @@ sends a key to the same task.
 
 from __future__ import annotations
 
+import operator
 import random
 from collections.abc import Callable
 from typing import Any
@@ -70,6 +71,23 @@ def bad_stream(stream: Any, r: Router | None, component: str, task: int) -> Emit
     if r is None:
         return EmitError(f"Unknown stream ID: {stream} {where}")
     return EmitError(f"Cannot do regular emit to direct stream [{stream}] {where}")
+
+
+def direct_task(task_id: Any, r: Router) -> int:
+    """``emit_direct``'s ``task_id`` as an int (one given as an ``operator.index``-able number,
+    a numpy integer say, converted), or the error naming it. Only an int names a task: another
+    value (a str "5", None) was looked up among the stream's subscribers, found no task, and the
+    tuple was dropped as an emit to a task that does not subscribe is (Storm's rule for task ids),
+    with its spout tuple acked."""
+    if type(task_id) is not bool:
+        try:
+            return operator.index(task_id)
+        except TypeError:
+            pass
+    s = r.src
+    raise EmitError(f"emit_direct's task_id must be a task id (an int), got {type(task_id).__name__} "
+                    f"{task_id!r:.100} (component [{s.component}], task {s.task}, stream [{s.stream}]); "
+                    f"squall's order is emit_direct(task_id, values, ..., stream=...)")
 
 
 def wrong_size(r: Router, values) -> EmitError:

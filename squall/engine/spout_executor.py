@@ -39,7 +39,7 @@ from .executor import Executor, TaskStats, Wiring, debug_log
 from .pending_tuner import MaxPending
 from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
-from .routing import Router, bad_stream, build_routers, not_values, router_of, wrong_size
+from .routing import Router, bad_stream, build_routers, direct_task, not_values, router_of, wrong_size
 from .stats import MAX_SPOUT_PENDING, component_figures
 
 
@@ -360,6 +360,8 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         r = self._router(stream)
         if not_values(values) or len(values) != r.nfields:
             raise wrong_size(r, values)
+        if type(task_id) is not int:
+            task_id = direct_task(task_id, r)
         kind = r.direct_targets.get(task_id)
         if kind is False:
             raise EmitError(f"Cannot emitDirect to a task expecting a regular grouping "

@@ -1148,3 +1148,65 @@ class IteratorAnchorBolt(Bolt):
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("how"))
+
+
+class DirectTaskIdBolt(Bolt):
+    """For input ``[how, index]`` emits ``[how]`` directly to task ``index`` of ``target`` on
+    "direct", passing the task id as ``how`` says: "int", "str" (its str), "none" (None), or
+    "index" (an object with ``__index__``, as a numpy integer); then acks the input."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def execute(self, tup):
+        how, index = tup.get_value(0), tup.get_value(1)
+        task = self.context.get_component_tasks(self.target)[index]
+        task_id = {"int": task, "str": str(task), "none": None, "index": IndexOnly(task)}[how]
+        self.collector.emit_direct(task_id, [how], tup, stream="direct")
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare_stream("direct", Fields("how"), direct=True)
+
+
+class IndexOnly:
+    """An integer only by ``__index__`` (as numpy's are): no int's hash or equality."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+class DirectTaskIdSpout(Spout):
+    """Emits each ``(how, index)`` of ``emits`` directly to task ``index`` of ``target`` on
+    "direct" with message id ``how`` (the task id passed as `DirectTaskIdBolt` says), recording
+    what each emit raised; records acks and fails."""
+
+    def __init__(self, recorder: Recorder, target: str, emits: list) -> None:
+        self.recorder, self.target, self.emits = recorder, target, emits
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.todo = list(self.emits)
+
+    def next_tuple(self):
+        if not self.todo:
+            return
+        how, index = self.todo.pop(0)
+        task = self.context.get_component_tasks(self.target)[index]
+        task_id = {"int": task, "str": str(task), "none": None, "index": IndexOnly(task)}[how]
+        try:
+            self.collector.emit_direct(task_id, [how], how, stream="direct")
+        except Exception as e:  # noqa: BLE001 (the test reads what was raised)
+            self.recorder.record("refused", how, f"{type(e).__name__}: {e}")
+
+    def ack(self, msg_id):
+        self.recorder.record("ack", msg_id)
+
+    def fail(self, msg_id):
+        self.recorder.record("fail", msg_id)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare_stream("direct", Fields("how"), direct=True)

@@ -17,7 +17,7 @@ from squall.testing import AckFailMapTracker, FeederSpout, TupleCaptureBolt, com
 from ..conftest import wait_until
 from .components import (
     ByValueGrouping, ListedSpout, Recorder,
-    DirectEmitBolt, DirectOnRegularStreamBolt, IdentityBolt, LocalityBolt, NGrouping, RegularEmitToDirectBolt, TaskBolt,
+    DirectEmitBolt, DirectOnRegularStreamBolt, DirectTaskIdBolt, DirectTaskIdSpout, IdentityBolt, LocalityBolt, NGrouping, RegularEmitToDirectBolt, TaskBolt,
     TestWordCounter, TestWordSpout, UndeclaredStreamBolt,
 )
 
@@ -250,3 +250,48 @@ def test_emit_direct_to_a_task_expecting_a_regular_grouping_crashes_with_storms_
     err = cluster.get_topology_info("direct-to-regular")["errors"][0]
     assert err["component"] == "bad"
     assert "Cannot emitDirect to a task expecting a regular grouping" in err["error"]
+
+
+def test_emit_direct_takes_an_int_task_id_and_refuses_another_naming_component_and_stream(cluster):
+    """A task id given as a str ("7") or None named no task: the emit was dropped, as one to a
+    task that does not subscribe is, and the spout tuple acked, a record lost without a word.
+    Now such an emit_direct raises `EmitError` naming the value, the component and the stream
+    (from a bolt: its input fails and the error is reported; from a spout: the emit raises), and
+    a task id that is an integer by ``__index__`` (a numpy integer) is taken as that int."""
+    recorder = Recorder()
+    feeder = FeederSpout(Fields("how", "index"))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    capture = TupleCaptureBolt()
+    builder = TopologyBuilder()
+    builder.set_spout("1", feeder)
+    builder.set_spout("2", DirectTaskIdSpout(recorder, "sink", [("int", 1), ("str", 1), ("none", 0), ("index", 0)]))
+    builder.set_bolt("router", DirectTaskIdBolt("sink")).shuffle_grouping("1")
+    builder.set_bolt("sink", TaskBolt(("how",)), 2).direct_grouping("router", "direct").direct_grouping("2", "direct")
+    builder.set_bolt("capture", capture).shuffle_grouping("sink")
+    cluster.submit_topology("direct-task-ids", {}, builder.create_topology())
+
+    for how, index in [("int", 1), ("str", 1), ("none", 0), ("index", 0)]:
+        feeder.feed([how, index], how)
+
+    assert wait_until(lambda: all(tracker.is_acked(h) or tracker.is_failed(h) for h in ("int", "str", "none", "index")))
+    assert wait_until(lambda: len(recorder.events("ack")) + len(recorder.events("refused")) == 4)
+    assert [h for h in ("int", "str", "none", "index") if tracker.is_acked(h)] == ["int", "index"]
+    assert [h for h in ("int", "str", "none", "index") if tracker.is_failed(h)] == ["str", "none"]
+    assert sorted(recorder.events("ack")) == [("ack", "index"), ("ack", "int")]
+    assert not recorder.events("fail")
+    refused = dict((how, error) for _, how, error in recorder.events("refused"))
+    assert sorted(refused) == ["none", "str"]
+    errors = [e["error"] for e in cluster.get_topology_info("direct-task-ids")["errors"]]
+    assert len(errors) == 2
+    for error in [*refused.values(), *errors]:
+        assert error.startswith("EmitError: emit_direct's task_id must be a task id (an int), got "), error
+        assert "stream [direct]" in error, error
+    assert "got str '" in refused["str"] and "got NoneType None" in refused["none"]
+    assert sum("component [router]" in e for e in errors) == 2
+    assert all("component [2]" in e for e in refused.values())
+    assert wait_until(lambda: len(capture.results().get("sink", [])) == 4)
+    # [the sink's task id, its index, how]: each reached the task of the index it was sent to
+    got = sorted((values[2], values[1]) for _, values in capture.results()["sink"])
+    assert got == [("index", 0), ("index", 0), ("int", 1), ("int", 1)], got
+    assert len({values[0] for _, values in capture.results()["sink"]}) == 2

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from zlib import crc32
 
 from ._config import Config, conf_value
+from ._errors import EmitError
 from ._fields import Fields, GlobalStreamId
 from ._native import memo_chooser, next_chooser
 from ._stable_hash import _M64, _MIX, stable_hash, stable_hash_one
@@ -241,15 +242,48 @@ def _mean(loads: list[float | None]) -> float | None:
 class FieldsGrouping(CustomStreamGrouping):
     """Equal values of the grouping fields always go to the same task (a stable hash)."""
 
+    kind = "fields grouping"  # (for errors)
+
     def __init__(self, source_fields: Fields, fields: Fields) -> None:
         self._indices = [source_fields.index(f) for f in fields]
+        self._names = list(fields)
+        self._stream: GlobalStreamId | None = None
+        self._context = None
 
     def prepare(self, context, stream, target_tasks):
         self._choices = [[t] for t in sorted(target_tasks)]
+        self._stream = stream
+        self._context = context  # (named in `_unhashable`'s error)
+
+    def _hash(self, task_id: int, values: list) -> int:
+        """`stable_hash` of the key of ``values``, or `_unhashable`'s error."""
+        try:
+            return stable_hash([values[i] for i in self._indices])
+        except TypeError as e:
+            raise self._unhashable(task_id, values, e) from e
+
+    def _unhashable(self, task_id: int, values: list, error: TypeError) -> EmitError:
+        """The error of a key that `stable_hash` cannot hash (an object whose class defines
+        ``__eq__`` without ``__hash__``), naming the field, its value, the component, the task
+        and the stream, instead of a bare ``unhashable type`` from deep inside the emit."""
+        name, value = self._names[0], values[self._indices[0]]
+        for n, i in zip(self._names, self._indices, strict=True):
+            try:
+                stable_hash_one(values[i])
+            except TypeError:
+                name, value = n, values[i]
+                break
+        get_component = getattr(self._context, "get_component_id", None)
+        target = get_component(self._choices[0][0]) if get_component is not None and self._choices else "?"
+        s = self._stream
+        where = f"component [{s.component_id}], task {task_id}, stream [{s.stream_id}]" if s is not None else f"task {task_id}"
+        return EmitError(f"the {self.kind} of [{target}] on fields {self._names} cannot hash the value of field "
+                         f"[{name}], {type(value).__qualname__} {value!r:.100} ({error}) ({where}): a grouping key "
+                         f"needs a __hash__ built from values stable across processes (docs/concepts.md, groupings)")
 
     def choose_tasks(self, task_id, values):
         choices = self._choices
-        return choices[stable_hash([values[i] for i in self._indices]) % len(choices)]
+        return choices[self._hash(task_id, values) % len(choices)]
 
     def chooser(self, task_id):
         choices = self._choices
@@ -279,10 +313,19 @@ class FieldsGrouping(CustomStreamGrouping):
                         memo.clear()
                     memo[v] = got
                     return got
-                return choices[stable_hash_one(v) % n]
+                try:
+                    return choices[stable_hash_one(v) % n]
+                except TypeError as e:
+                    raise self._unhashable(task_id, values, e) from e
             return memo_chooser(memo, i, choose_one, choices)
         idx = self._indices
-        return lambda values: choices[stable_hash([values[i] for i in idx]) % n]
+
+        def choose(values):
+            try:
+                return choices[stable_hash([values[i] for i in idx]) % n]
+            except TypeError as e:
+                raise self._unhashable(task_id, values, e) from e
+        return choose
 
 
 class PartialKeyGrouping(FieldsGrouping):
@@ -292,13 +335,15 @@ class PartialKeyGrouping(FieldsGrouping):
     so a downstream aggregation must combine partial results.
     """
 
+    kind = "partial key grouping"
+
     def prepare(self, context, stream, target_tasks):
         super().prepare(context, stream, target_tasks)
         self._load = [0] * len(self._choices)
 
     def choose_tasks(self, task_id, values):
         n = len(self._choices)
-        h = stable_hash([values[i] for i in self._indices])
+        h = self._hash(task_id, values)
         a = h % n
         b = (h * 0x2545F491 >> 7) % n
         if b == a:  # two distinct candidates, as Storm's assignment creator ensures

@@ -1210,3 +1210,32 @@ class DirectTaskIdSpout(Spout):
 
     def declare_output_fields(self, declarer):
         declarer.declare_stream("direct", Fields("how"), direct=True)
+
+
+class EqOnlyKey:
+    """A key whose class defines ``__eq__`` and no ``__hash__`` (so Python makes it unhashable),
+    as a pydantic model's is."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __eq__(self, other):
+        return isinstance(other, EqOnlyKey) and other.name == self.name
+
+    def __repr__(self) -> str:
+        return f"EqOnlyKey({self.name!r})"
+
+
+class KeyEmitBolt(Bolt):
+    """For input ``[how]`` emits ``[key]`` anchored, then acks: on stream "default" for "plain"
+    (a str key) and "eq-only" (an `EqOnlyKey`), on stream "pk" for "eq-only-pk"."""
+
+    def execute(self, tup):
+        how = tup.get_value(0)
+        key = "plain-key" if how == "plain" else EqOnlyKey(how)
+        self.collector.emit([key], tup, stream="pk" if how.endswith("-pk") else "default")
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("key"))
+        declarer.declare_stream("pk", Fields("key"))

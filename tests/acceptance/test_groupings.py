@@ -17,7 +17,7 @@ from squall.testing import AckFailMapTracker, FeederSpout, TupleCaptureBolt, com
 from ..conftest import wait_until
 from .components import (
     ByValueGrouping, ListedSpout, Recorder,
-    DirectEmitBolt, DirectOnRegularStreamBolt, DirectTaskIdBolt, DirectTaskIdSpout, IdentityBolt, LocalityBolt, NGrouping, RegularEmitToDirectBolt, TaskBolt,
+    DirectEmitBolt, DirectOnRegularStreamBolt, DirectTaskIdBolt, DirectTaskIdSpout, IdentityBolt, KeyEmitBolt, LocalityBolt, NGrouping, RegularEmitToDirectBolt, TaskBolt,
     TestWordCounter, TestWordSpout, UndeclaredStreamBolt,
 )
 
@@ -295,3 +295,37 @@ def test_emit_direct_takes_an_int_task_id_and_refuses_another_naming_component_a
     got = sorted((values[2], values[1]) for _, values in capture.results()["sink"])
     assert got == [("index", 0), ("index", 0), ("int", 1), ("int", 1)], got
     assert len({values[0] for _, values in capture.results()["sink"]}) == 2
+
+
+def test_an_unhashable_grouping_key_fails_the_emit_naming_grouping_field_component_and_stream(cluster):
+    """A fields (or partial key) grouping key of a class with ``__eq__`` and no ``__hash__`` was
+    reported as a bare ``TypeError: unhashable type: 'EqOnlyKey'`` from squall's stable hash, deep
+    inside the emit; now the emit raises `EmitError` naming the grouping and its bolt, the field,
+    the value, the component and the stream. The bolt's input fails; a str key goes through."""
+    feeder = FeederSpout(Fields("how"))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    capture = TupleCaptureBolt()
+    builder = TopologyBuilder()
+    builder.set_spout("1", feeder)
+    builder.set_bolt("keys", KeyEmitBolt()).shuffle_grouping("1")
+    builder.set_bolt("f", IdentityBolt(Fields("key")), 2).fields_grouping("keys", Fields("key"))
+    builder.set_bolt("p", IdentityBolt(Fields("key")), 2).partial_key_grouping("keys", Fields("key"), "pk")
+    builder.set_bolt("capture", capture).shuffle_grouping("f")
+    cluster.submit_topology("unhashable-key", {}, builder.create_topology())
+
+    for how in ["plain", "eq-only", "eq-only-pk"]:
+        feeder.feed([how], how)
+
+    assert wait_until(lambda: all(tracker.is_acked(h) or tracker.is_failed(h) for h in ("plain", "eq-only", "eq-only-pk")))
+    assert tracker.is_acked("plain") and tracker.is_failed("eq-only") and tracker.is_failed("eq-only-pk")
+    assert not tracker.is_failed("plain") and not tracker.is_acked("eq-only") and not tracker.is_acked("eq-only-pk")
+    assert capture.results() == {"f": [("default", ["plain-key"])]}
+    errors = sorted(e["error"] for e in cluster.get_topology_info("unhashable-key")["errors"])
+    assert [e.split(" on fields")[0] for e in errors] == [
+        "EmitError: the fields grouping of [f]", "EmitError: the partial key grouping of [p]"], errors
+    for error, stream, value in zip(errors, ["default", "pk"], ["EqOnlyKey('eq-only')", "EqOnlyKey('eq-only-pk')"],
+                                    strict=True):
+        assert f"cannot hash the value of field [key], EqOnlyKey {value}" in error, error
+        assert f"(component [keys], task " in error and f"stream [{stream}])" in error, error
+    assert all(e["component"] == "keys" for e in cluster.get_topology_info("unhashable-key")["errors"])

@@ -9,6 +9,12 @@ state. Afterwards, every ``topology.state.checkpoint.interval.ms``, PREPARE(txid
 every bolt acked it, COMMIT(txid+1). Any failure (a bolt failed the step, or it timed out: a
 worker died) sends it back to recovery. Its own ``(txid, phase)`` is saved in a state before
 each step, so a restarted spout resumes where it was. `CheckpointSpout` is the spout around it.
+
+Deactivated (``squall deactivate``, or the wait of a rebalance or a kill), it starts no step, as
+every spout, but sends the COMMIT of a transaction whose PREPARE went through (acked while
+deactivated, or just before): its tuples are then acked, as the wait is for. Storm's waits for
+the activation, so the workers that a rebalance restarts commit it again on recovery while its
+tuples, never acked, are replayed and counted twice.
 """
 
 from __future__ import annotations
@@ -180,6 +186,7 @@ class CheckpointSpout(Spout):
         self.progress = CheckpointProgress(start, interval_ms / 1000.0, self._save)
         self.lost: str | None = None
         self._checked_at = float("-inf")
+        self._active = True  # till `deactivate`: it runs only once the topology is active
         floor = -1 if self._saved is None else _committed_floor(self._saved)
         if self._mark is not None and floor < self._mark:
             self._lose(f"its state store holds {_said(self._saved)}, but txid {self._mark} was committed "
@@ -281,9 +288,27 @@ class CheckpointSpout(Spout):
             self._saved = current
             self.progress = CheckpointProgress(current, self.progress.interval, self._save)
 
+    def activate(self) -> None:
+        self._active = True
+
+    def deactivate(self) -> None:
+        """No step starts while deactivated; a transaction prepared is committed (`_finish`)."""
+        self._active = False
+        self._finish()
+
+    def _finish(self) -> None:
+        """Deactivated: send the COMMIT of a transaction whose PREPARE went through (and none
+        is in flight), so that its tuples are acked during a rebalance's or a kill's wait
+        rather than replayed after the workers restart, their updates committed again by the
+        recovery (counted twice)."""
+        if self.lost is None and self.progress.state.phase == COMMITTING:
+            self.next_tuple()   # (a COMMIT, or nothing while a step is in flight)
+
     def ack(self, msg_id: Any) -> None:
         if self.lost is None:
             self._guarded(lambda: self.progress.acked(msg_id))
+            if not self._active:
+                self._finish()
 
     def fail(self, msg_id: Any) -> None:
         self.progress.failed(msg_id)

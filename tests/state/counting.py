@@ -31,6 +31,14 @@ class ReplayingSpout(DurableSpout):
             self.collector.emit([i], i)
 
 
+class NotingReplayingSpout(ReplayingSpout):
+    """`ReplayingSpout` that creates ``deactivated`` under ``test.out.dir`` when its worker
+    learns that the topology is no longer active."""
+
+    def deactivate(self):
+        (self.dir / "deactivated").write_text("")
+
+
 class Pass(BasicBolt):
     """Passes ids on, a little slowly (so a run lasts long enough to crash things under it);
     with ``crash_at``, the first time it sees that id (a flag file under ``test.out.dir``) it
@@ -64,6 +72,29 @@ class CountIds(BaseStatefulBolt):
     def execute(self, tup):
         self.state.put(tup[0], self.state.get(tup[0], 0) + 1)
         self.collector.ack(tup)
+
+
+class HeldCount(CountIds):
+    """`CountIds` whose first ``pre_prepare`` after ``hold`` exists under ``test.out.dir``
+    creates ``held`` and blocks until ``release`` exists (at most 60 s): a test so keeps a
+    PREPARE in flight while it acts on the topology."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.dir = Path(conf["test.out.dir"])
+
+    def pre_prepare(self, txid):
+        import os
+        import time
+        if not (self.dir / "hold").exists():
+            return
+        try:
+            os.close(os.open(self.dir / "held", os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return   # one hold only
+        deadline = time.monotonic() + 60
+        while not (self.dir / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 class WindowCounts(BaseStatefulWindowedBolt):

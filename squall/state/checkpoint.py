@@ -10,11 +10,14 @@ every bolt acked it, COMMIT(txid+1). Any failure (a bolt failed the step, or it 
 worker died) sends it back to recovery. Its own ``(txid, phase)`` is saved in a state before
 each step, so a restarted spout resumes where it was. `CheckpointSpout` is the spout around it.
 
-Deactivated (``squall deactivate``, or the wait of a rebalance or a kill), it starts no step, as
-every spout, but sends the COMMIT of a transaction whose PREPARE went through (acked while
-deactivated, or just before): its tuples are then acked, as the wait is for. Storm's waits for
-the activation, so the workers that a rebalance restarts commit it again on recovery while its
-tuples, never acked, are replayed and counted twice.
+Deactivated (``squall deactivate``, or the wait of a rebalance or a kill), it goes on taking
+checkpoints for ``topology.message.timeout.secs`` (on a timer of its loop: a deactivated spout's
+``next_tuple`` is not called), so that the tuples the stateful bolts took before the spouts
+stopped are committed and acked, as the wait is for; later no tuple from before can be pending,
+and it starts no step, but still sends the COMMIT of a transaction whose PREPARE went through.
+Storm's stops with the other spouts: the tuples since the last commit stay unacked and are
+replayed after a rebalance, and a transaction prepared before the stop is committed by the new
+workers' recovery while its tuples, never acked, are replayed: counted twice.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from .._config import Config, conf_value
 from .._failure import FailureCause
 from .._fields import Fields
 from .._system import CHECKPOINT_STREAM
+from ..engine.loop import register_executor_timers
 from ._api import StateError
 from ._background import LatestWrites
 from ._names import PROVIDER_KEY, get_key_value_state
@@ -42,6 +46,8 @@ CHECKPOINT_STREAM_ID = CHECKPOINT_STREAM  # Storm's CheckpointSpout.CHECKPOINT_S
 CHECKPOINT_FIELDS = Fields("txid", "action")
 INTERVAL_KEY = Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL
 MIN_INTERVAL_MS = 100  # Storm's floor
+INACTIVE_TICK_SECS = 0.1
+"""How often a deactivated checkpoint spout looks whether to take a step (`CheckpointSpout.inactive_tick`)."""
 
 INITSTATE, PREPARE, COMMIT, ROLLBACK = "INITSTATE", "PREPARE", "COMMIT", "ROLLBACK"
 """The actions (Storm's ``CheckPointState.Action``)."""
@@ -187,6 +193,8 @@ class CheckpointSpout(Spout):
         self.lost: str | None = None
         self._checked_at = float("-inf")
         self._active = True  # till `deactivate`: it runs only once the topology is active
+        self._drain_secs = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
+        self._draining_until = float("-inf")
         floor = -1 if self._saved is None else _committed_floor(self._saved)
         if self._mark is not None and floor < self._mark:
             self._lose(f"its state store holds {_said(self._saved)}, but txid {self._mark} was committed "
@@ -292,9 +300,22 @@ class CheckpointSpout(Spout):
         self._active = True
 
     def deactivate(self) -> None:
-        """No step starts while deactivated; a transaction prepared is committed (`_finish`)."""
+        """Checkpoints go on for the message timeout (`inactive_tick`), then only a
+        transaction prepared is committed (`_finish`)."""
         self._active = False
-        self._finish()
+        self._draining_until = self._now() + self._drain_secs
+        self.inactive_tick()
+
+    def inactive_tick(self) -> None:
+        """Deactivated (a timer of its loop calls it): within the message timeout of the
+        deactivation, the step `next_tuple` would take (the tuples taken before the spouts
+        stopped are committed and acked, not replayed); after it, `_finish`. Active: nothing."""
+        if self._active:
+            return
+        if self._now() < self._draining_until:
+            self.next_tuple()
+        else:
+            self._finish()
 
     def _finish(self) -> None:
         """Deactivated: send the COMMIT of a transaction whose PREPARE went through (and none
@@ -308,7 +329,7 @@ class CheckpointSpout(Spout):
         if self.lost is None:
             self._guarded(lambda: self.progress.acked(msg_id))
             if not self._active:
-                self._finish()
+                self.inactive_tick()
 
     def fail(self, msg_id: Any) -> None:
         self.progress.failed(msg_id)
@@ -329,3 +350,12 @@ class CheckpointSpout(Spout):
     def is_exhausted(self) -> bool:
         """Always: it has no input of its own to wait for (`squall.testing.complete_topology`)."""
         return True
+
+
+def _inactive_ticks(executor: Any) -> list[tuple[float, Callable[[], None]]]:
+    """The timer of each checkpoint spout an executor runs: its steps while deactivated."""
+    return [(INACTIVE_TICK_SECS, obj.inactive_tick) for obj in (getattr(executor, "objs", None) or {}).values()
+            if isinstance(obj, CheckpointSpout)]
+
+
+register_executor_timers(_inactive_ticks)

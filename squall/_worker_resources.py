@@ -39,3 +39,51 @@ class WorkerResources:
             if key not in self._made:
                 self._made[key] = make()
             return cast(T, self._made[key])
+
+
+LAUNCH = "squall.launch"
+"""The key under which a worker run by a cluster's master lends its tasks its `LaunchView`
+(``context.worker_resources.get_or_make(LAUNCH, lambda: None)``: None where no master assigns
+launches, as on a `LocalCluster`)."""
+
+
+class LaunchView:
+    """Which launch of which slot this worker is, and the master's launch table as this worker
+    last heard it: what a state store fences a replaced worker's writes by.
+
+    The master gives a slot a new launch whenever its worker may have died or its executors
+    change, and replaces the launch of a machine it takes for lost, whose executors move
+    elsewhere. A worker still running there (cut off from the master, not dead: a zombie) keeps
+    its old launch and an old table, so the worker that took a task over knows the zombie's
+    launch is replaced, while the zombie sees in the newcomer's launch one newer than any it
+    knows of that slot. `replaced` is that test; `token` names this worker. Thread-safe: the
+    table is replaced whole by the worker's heartbeat thread while tasks read it."""
+
+    def __init__(self, slot: str, launch_id: int, launch_ids: dict[str, int] | None = None,
+                 launch_floor: int = 0) -> None:
+        self.slot = slot
+        self.launch_id = launch_id
+        self._table: tuple[dict[str, int], int] = (dict(launch_ids or {}), launch_floor)
+
+    @property
+    def token(self) -> str:
+        """``<slot>#<launch id>``: this worker, as a store records its writer."""
+        return f"{self.slot}#{self.launch_id}"
+
+    def set_launches(self, launch_ids: dict[str, int], launch_floor: int) -> None:
+        """The launch table of the master's last answer (replaced whole)."""
+        self._table = (dict(launch_ids), launch_floor)
+
+    def replaced(self, token: str) -> bool:
+        """Whether the worker ``token`` names (`token`) is a launch the master has replaced, as
+        far as this worker knows: below its slot's launch in the table, or, for a slot the table
+        does not name (it left the assignment), not above the floor. A token that cannot be read
+        is not taken for replaced."""
+        slot, _, launch = token.rpartition("#")
+        if not slot or not launch.isdigit():
+            return False
+        table, floor = self._table
+        current = table.get(slot)
+        if current is None:
+            return int(launch) <= floor
+        return int(launch) < current

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import redis
 
 from .._redact import redact_text
+from .._worker_resources import LAUNCH, LaunchView
 from ._api import KeyValueState, StateError, StateProvider
 from ._kv import Changes, StateCodec, TransactionalKeyValueState
 from ._names import PROVIDER_CONFIG_KEY, owner_of, provider_config, state_home, topology_of
@@ -37,16 +38,27 @@ if TYPE_CHECKING:
 
 _TAG = 32
 _TOMBSTONE = b""
+_WRITER = b"writer"  # the field of <ns>$txid naming the worker that wrote the state last
+
+
+class StateFenced(StateError):
+    """A worker the master replaced (a zombie) tried to write a state another worker took over."""
 
 
 class RedisStore:
     """A `squall.state._kv.StateStore` in Redis; see the module docstring."""
 
-    def __init__(self, client: redis.Redis, namespace: str, key: bytes, where: str) -> None:
+    def __init__(self, client: redis.Redis, namespace: str, key: bytes, where: str,
+                 launch: LaunchView | None = None, owner: str = "") -> None:
+        """``launch``: the worker's `LaunchView`, to fence writes by (None: none, as on a
+        `LocalCluster`); ``owner``: the state's task, for the message of a write refused."""
         self.client = client
         self.ns = namespace.encode()
         self._key = key
         self.where = where
+        self.launch = launch
+        self.owner = owner
+        self._fenced: str | None = None  # why this worker may no longer write here (for good)
 
     def _mac(self, hash_name: bytes, field: bytes, value: bytes) -> bytes:
         return hmac.new(self._key, b"%d:%s%d:%s" % (len(hash_name), hash_name, len(field), field) + value,
@@ -106,31 +118,91 @@ class RedisStore:
         raw = self._call("read", self.client.hgetall, self.ns + b"$prepare")
         return {k: self._opened(k, v) for k, v in raw.items()}
 
+    def _write(self, what: str, queue: Callable[[Any], None]) -> None:
+        """Queue a write with ``queue(pipeline)`` and run it in one MULTI/EXEC, fenced: where
+        the worker lends a `LaunchView`, the field ``writer`` of ``<ns>$txid`` names the worker
+        that wrote the state last (`LaunchView.token`), and the write goes only if that is this
+        worker, none, or a launch this worker knows the master replaced (then this worker
+        takes the state over). Otherwise this worker is the replaced one (cut off from the
+        master while its tasks moved elsewhere: a zombie): `StateFenced`, and nothing is
+        written, so it can neither roll back nor overwrite what the task's new copy prepared.
+        A launch once replaced stays replaced: later writes are refused at once, with no round
+        trip (its checkpoint spout retries a failed rollback at once, for as long as the cut
+        lasts)."""
+        if self._fenced is not None:
+            raise StateFenced(self._fenced)
+        launch = self.launch
+        if launch is None:
+            def run() -> None:
+                p = self.client.pipeline(transaction=True)
+                queue(p)
+                p.execute()
+            self._call(what, run)
+            return
+        me = launch.token
+        txid_key = self.ns + b"$txid"
+
+        def fenced() -> None:
+            with self.client.pipeline(transaction=True) as p:
+                while True:
+                    try:
+                        p.watch(txid_key)
+                        raw = p.hget(txid_key, _WRITER)
+                        writer = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+                        if writer is not None and writer != me and not launch.replaced(writer):
+                            self._fenced = (
+                                f"{self.owner or 'a state'}: this worker ({launch.slot}, launch {launch.launch_id}) "
+                                f"may no longer write state {self.ns.decode(errors='replace')!r} in Redis at "
+                                f"{self.where}: the worker {writer.replace('#', ', launch ')} took it over, a "
+                                f"launch newer than this worker knows of. The master replaced this worker "
+                                f"(its machine was cut off from the master, and its tasks moved elsewhere); "
+                                f"it stops once it reaches the master again. Nothing was written")
+                            raise StateFenced(self._fenced)
+                        p.multi()
+                        queue(p)
+                        if writer != me:
+                            p.hset(txid_key, _WRITER, me)
+                        p.execute()
+                        return
+                    except redis.WatchError:
+                        continue  # another write came between: look again
+        self._call(what, fenced)
+
+    def claim(self) -> None:
+        """Take the state over as `_write` would, writing nothing else: done when the state is
+        opened, so that from then on a replaced worker's writes are refused, before this one
+        reads what it starts from (the checkpoint spout reads its saved step back at its next
+        save, and took a zombie's write in between for a store that lost its state). A worker
+        that is itself replaced is only marked fenced here: its writes are refused, its reads
+        go on."""
+        if self.launch is None:
+            return
+        try:
+            self._write("claim", lambda p: None)
+        except StateFenced:
+            pass
+
     def prepare(self, txid: int, changes: Changes) -> None:
         """`StateStore.prepare`: replace ``<ns>$prepare`` with ``changes`` and set the ``prepare`` txid,
-        in one MULTI/EXEC."""
-        def run() -> None:
-            p = self.client.pipeline(transaction=True)
+        in one MULTI/EXEC (fenced: `_write`)."""
+        def queue(p: Any) -> None:
             p.delete(self.ns + b"$prepare")
             if changes:
                 p.hset(self.ns + b"$prepare", mapping={k: self._sealed(k, v) for k, v in changes.items()})
             p.hset(self.ns + b"$txid", b"prepare", str(txid))
-            p.execute()
-        self._call("prepare", run)
+        self._write("prepare", queue)
 
     def commit(self, txid: int) -> None:
         """`StateStore.commit`: write the prepared changes into ``<ns>``, set ``commit`` to ``txid`` and
-        drop the prepared transaction, in one MULTI/EXEC."""
+        drop the prepared transaction, in one MULTI/EXEC (fenced: `_write`)."""
         changes = self.prepared()
 
-        def run() -> None:
-            p = self.client.pipeline(transaction=True)
+        def queue(p: Any) -> None:
             self._queue(p, changes)
             p.hset(self.ns + b"$txid", b"commit", str(txid))
             p.hdel(self.ns + b"$txid", b"prepare")
             p.delete(self.ns + b"$prepare")
-            p.execute()
-        self._call("commit", run)
+        self._write("commit", queue)
 
     def _queue(self, p: Any, changes: Changes) -> None:
         puts = {k: self._sealed(k, v) for k, v in changes.items() if v is not None}
@@ -142,21 +214,16 @@ class RedisStore:
 
     def apply(self, changes: Changes) -> None:
         """`StateStore.apply`: write ``changes`` into ``<ns>`` at once, outside any state transaction
-        (in one MULTI/EXEC)."""
-        def run() -> None:
-            p = self.client.pipeline(transaction=True)
-            self._queue(p, changes)
-            p.execute()
-        self._call("write", run)
+        (in one MULTI/EXEC, fenced: `_write`)."""
+        self._write("write", lambda p: self._queue(p, changes))
 
     def rollback(self) -> None:
-        """`StateStore.rollback`: delete ``<ns>$prepare`` and the ``prepare`` txid, in one MULTI/EXEC."""
-        def run() -> None:
-            p = self.client.pipeline(transaction=True)
+        """`StateStore.rollback`: delete ``<ns>$prepare`` and the ``prepare`` txid, in one MULTI/EXEC
+        (fenced: `_write`)."""
+        def queue(p: Any) -> None:
             p.delete(self.ns + b"$prepare")
             p.hdel(self.ns + b"$txid", b"prepare")
-            p.execute()
-        self._call("roll back", run)
+        self._write("roll back", queue)
 
 
 _KNOWN = {"url", "timeout", "jedisPoolConfig", "jedisClusterConfig",
@@ -240,6 +307,10 @@ class RedisKeyValueStateProvider(StateProvider):
         if key is None:
             raise StateError(f"{owner}: no cluster secret to authenticate state values in Redis with (a state "
                              f"made outside a cluster needs a StateHome with a secret)")
-        store = RedisStore(client, f"{topology_of(conf)}/{namespace}", key, where)
+        resources = getattr(context, "worker_resources", None)
+        launch = resources.get_or_make(LAUNCH, lambda: None) if resources is not None else None
+        store = RedisStore(client, f"{topology_of(conf)}/{namespace}", key, where,
+                           launch if isinstance(launch, LaunchView) else None, owner)
+        store.claim()
         return TransactionalKeyValueState(store, StateCodec(conf, owner))
 

@@ -38,6 +38,7 @@ from .._config import Config, conf_value
 from .._errors import NotAliveException, RemoteError, RpcError, SquallError, transient
 from .._nimbus import Assignment, Heartbeat
 from .._transactional import KeptAnswers, MasterBackend, StoredKey, WorkerLaunch
+from .._worker_resources import LAUNCH, LaunchView
 from ..engine.clock import Clock
 from ..engine.dropped_items import DroppedItemsLink
 from ..engine.executing import ExecutingBoard, ExecutingInput
@@ -178,6 +179,7 @@ class WorkerAgent:
             interval=float(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_INTERVAL)) / 1000.0,
             caller=WorkerLaunch(storm_id, slot, launch_id), answers=self._answers)
         self.worker: Worker | None = None
+        self._launch_view: LaunchView | None = None  # set once the assignment is known
         self.transport: Transport | None = None
         self.state: TopologyActivation | None = None
         self._errors: deque[dict[str, Any]] = deque()  # appended by executor threads, drained by beats
@@ -386,6 +388,9 @@ class WorkerAgent:
         self._epoch = a.epoch  # the master's: a restarted master counts generations afresh
         self._set_peers(a.peers)
         transport.set_launches(a.launch_ids, a.launch_floor)
+        # what the state stores fence a replaced launch's writes by (a worker cut off from the
+        # master while its tasks moved elsewhere: squall.state.redis)
+        self._launch_view = LaunchView(self.slot, self.launch_id, a.launch_ids, a.launch_floor)
         self.state = TopologyActivation(active=a.active)
         bp = Backpressure(plan.conf[Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE], self.clock)
 
@@ -423,6 +428,8 @@ class WorkerAgent:
                 dropped.heard(sender, message)
         link = BackpressureLink(bp, transport, name=f"squall-backpressure-{self.port}", others=others)
         self.worker = worker
+        view = self._launch_view
+        worker.resources.get_or_make(LAUNCH, lambda: view)
         worker.start()
         if a.log_config is not None:  # from here on the loop's finally gives the loggers back
             self.log_levels.apply(a.log_config, self.clock.wall())
@@ -564,6 +571,8 @@ class WorkerAgent:
             if self._dropped is not None:
                 self._dropped.moved(moved)
             transport.set_launches(reply.launch_ids or {}, reply.launch_floor or 0)
+            if self._launch_view is not None:
+                self._launch_view.set_launches(reply.launch_ids or {}, reply.launch_floor or 0)
             self._addresses_version = reply.addresses_version or self._addresses_version
             # the addresses known last (a peer restarting has none for now; on the process
             # host it comes back at the same one)

@@ -1,0 +1,102 @@
+"""A stateful task's old worker cut off from the master (not dead: a zombie) while the master
+moved the task to another worker, both writing one Redis state (`squall.state.redis`).
+
+Seen on the process host with machines in network namespaces (a Redis stream -> a stateful
+counter on Redis -> a Redis sink; the machine holding ``$checkpointspout`` and two counter tasks
+cut off from the master only, Redis still reachable): the zombie's checkpoint spout, in recovery
+for as long as the cut lasts, sent ROLLBACK to its own counter tasks every 2 x the message
+timeout, and each deleted ``<ns>$prepare`` and the ``prepare`` txid of the state the task's new
+copy was using. One landing between the new copy's PREPARE and its COMMIT made that COMMIT
+commit nothing, while it acked the tuples: their counts lost. Here the same writes are played
+directly, in that order, with the workers' launch tables as the master gave them."""
+
+from collections import Counter
+
+import pytest
+
+from squall._worker_resources import LAUNCH, LaunchView, WorkerResources
+from squall.state import StateError, StateHome, get_state
+
+from ..external.conftest import redis_server  # noqa: F401 - the real redis-server fixture
+from .test_redis import KEY, conf
+
+redis = pytest.importorskip("redis")
+
+A, B, C = "10.0.0.2:6700", "10.0.0.3:6700", "10.0.0.4:6700"
+
+
+class Ctx:
+    """A task's context in a worker of slot ``slot``, launch ``launch``, that last heard the
+    master's launch table ``table`` (floor ``floor``)."""
+
+    def __init__(self, slot, launch, table, floor=0):
+        self.state_home = StateHome(key=KEY)
+        self.worker_resources = WorkerResources()
+        self.view = self.worker_resources.get_or_make(LAUNCH, lambda: LaunchView(slot, launch, table, floor))
+
+    def get_this_component_id(self):
+        return "count"
+
+    def get_this_task_id(self):
+        return 6
+
+
+def _count(state, ids):
+    for i in ids:
+        state.put(i % 7, state.get(i % 7, 0) + 1)
+
+
+def test_a_zombie_worker_cannot_roll_back_or_overwrite_what_the_tasks_new_copy_prepared(redis_server):  # noqa: F811
+    c = conf(redis_server)
+    # before the cut: task 6 runs on A (launch 1), beside B (launch 1)
+    zombie = get_state("count-6", c, Ctx(A, 1, {A: 1, B: 1}))
+    _count(zombie, range(70))
+    zombie.prepare_commit(1)
+    zombie.commit(1)
+    # A is cut off from the master: after nimbus.task.timeout.secs the master replaces A's
+    # launch and moves task 6 to C (a new slot: its first launch is above the floor), and B,
+    # whose executors changed, restarts as launch 2
+    new = get_state("count-6", c, Ctx(C, 3, {B: 2, C: 3}, floor=2))
+    _count(new, range(70, 140))
+    new.prepare_commit(2)
+    # the zombie's checkpoint spout, in recovery, rolls its tasks back: refused, nothing deleted
+    with pytest.raises(StateError, match=r"took it over") as refused:
+        zombie.rollback()
+    assert f"worker {C}, launch 3 took it over" in str(refused.value)
+    assert f"this worker ({A}, launch 1)" in str(refused.value)
+    # nor may it prepare its own changes over the new copy's, nor write at once
+    _count(zombie, range(140, 210))
+    with pytest.raises(StateError, match=r"took it over"):
+        zombie.prepare_commit(2)
+    with pytest.raises(StateError, match=r"took it over"):
+        zombie.commit()
+    new.commit(2)
+    # every one of the 140 records counted once: what the zombie counted after the cut (ids
+    # 140..209, which its peers dropped and the spout replays to the new copy) is not there
+    counts = dict(get_state("count-6", c, Ctx(C, 3, {B: 2, C: 3}, floor=2)).committed())
+    assert counts == dict(Counter(i % 7 for i in range(140)))
+
+
+def test_a_worker_restarted_in_place_takes_the_state_over_and_its_old_launch_is_fenced(redis_server):  # noqa: F811
+    """The master restarted task 6's worker on its slot (it missed heartbeats, say a long pause),
+    while the old process still runs: the new launch writes, the old one no longer may. And a
+    worker with no launch table (a `LocalCluster`'s, or a state read outside a worker) writes as
+    before."""
+    c = conf(redis_server)
+    old = get_state("count-6", c, Ctx(A, 1, {A: 1}))
+    _count(old, range(10))
+    old.prepare_commit(1)
+    old.commit(1)
+    again = get_state("count-6", c, Ctx(A, 2, {A: 2}))
+    _count(again, range(10, 20))
+    again.prepare_commit(2)
+    with pytest.raises(StateError, match=r"took it over"):
+        old.rollback()
+    again.commit(2)
+    assert dict(get_state("count-6", c, Ctx(A, 2, {A: 2})).committed()) == dict(Counter(i % 7 for i in range(20)))
+    from .test_redis import Ctx as Plain
+    plain = get_state("count-3", c, Plain())
+    plain.put("a", 1)
+    plain.prepare_commit(1)
+    plain.commit(1)
+    assert get_state("count-3", c, Plain()).get("a") == 1

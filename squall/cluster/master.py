@@ -1568,7 +1568,8 @@ class Master:
         for sid in dead:  # its slots are gone: move what ran there
             sup = self.supervisors.pop(sid)
             log.warning("supervisor %s silent for %.0f s: rescheduling its slots", sid, now - sup.seen)
-            self._drop_slots(sup.slots(), wall)
+            self._drop_slots(sup.slots(), wall, f"its supervisor was unheard for nimbus.supervisor.timeout.secs "
+                                                f"({sup_timeout:g} s)")
         if dead:
             self._schedule()
         timeout = float(conf_value(self.conf, Config.NIMBUS_TASK_TIMEOUT_SECS))
@@ -1589,7 +1590,7 @@ class Master:
                 last = max(hb.time, state.retry_at)
                 if now - last > timeout and not self._supervised(slot, now, timeout):
                     dead_nodes.add(slot)
-                elif now - last > limit:
+                elif now - last > limit and self._synced_since(slot, last + limit):
                     log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
                                 slot, topo.plan.name, now - last)
                     add_error(topo.errors, _silent_error(topo, slot, hb.starting, limit, wall))
@@ -1599,6 +1600,16 @@ class Master:
             self._node_lost(dead_nodes, wall, timeout)
         if changed:
             self._changed()
+
+    def _synced_since(self, slot: str, since: float) -> bool:
+        """True if a supervisor that offers ``slot`` synced after ``since`` (the moment its
+        worker's silence passed its limit), or none offers it (nothing to wait for). A worker
+        overdue on a machine whose supervisor has not been heard since is not restarted in
+        place: the whole machine may be gone (a cut link silences both, and a supervisor that
+        syncs more often than its worker beats was heard last after the worker); the next sync
+        restarts it, or the supervisor's silence moves its executors (`_node_lost`)."""
+        offered = [sup for sup in self.supervisors.values() if slot in sup.slots()]
+        return not offered or any(sup.seen > since for sup in offered)
 
     def _supervised(self, slot: str, now: float, timeout: float) -> bool:
         """True if a supervisor that synced within ``timeout`` seconds offers ``slot`` (and so can
@@ -1618,16 +1629,20 @@ class Master:
                 slots |= sup.slots()
                 log.warning("supervisor %s on %s and its workers silent for over %g s (nimbus.task.timeout.secs): "
                             "moving their executors to other machines", sid, sup.host, timeout)
-        self._drop_slots(slots, wall)
+        self._drop_slots(slots, wall, f"the worker and its supervisor were unheard for nimbus.task.timeout.secs "
+                                      f"({timeout:g} s)")
         self._schedule()
 
-    def _drop_slots(self, lost: set[str], wall: float) -> None:
+    def _drop_slots(self, lost: set[str], wall: float, silent: str | None = None) -> None:
         """Slots that are gone (their machine died, fell silent or fails its health checks):
         their workers are lost (`WorkerLost`: the spouts fail what they held), and their
-        executors are left for `_schedule` to place elsewhere."""
+        executors are left for `_schedule` to place elsewhere. ``silent``: how long what was
+        unheard from the machine, for the error each topology records (None: none)."""
         changed = False
         for topo in self.topologies.values():
             for slot in lost & set(topo.assignment):
+                if silent is not None:
+                    add_error(topo.errors, _lost_error(topo, slot, silent, wall))
                 topo.note_lost(slot, wall)
                 topo.retire(slot)
                 changed = True
@@ -1674,6 +1689,18 @@ def _silent_error(topo: _Topo, slot: str, starting: bool, limit: float, wall: fl
     rec = _error("__master", -1, f"worker on {slot} (components {', '.join(components)}) {what}: restarted it "
                                  f"(user code holding the interpreter? its output, worker-<port>.log of its supervisor, "
                                  f"has the threads' stacks)", wall)
+    rec.host, rec.worker = _slot_address(slot)
+    return rec
+
+
+def _lost_error(topo: _Topo, slot: str, silent: str, wall: float) -> ErrorRecord:
+    """The error of a worker whose machine the master took for lost (``silent``: what was
+    unheard, for how long): its executors move, nothing is restarted there."""
+    components = sorted({topo.plan.executors[i].component for i in topo.assignment.get(slot, ())})
+    rec = _error("__master", -1, f"worker on {slot} (components {', '.join(components)}): {silent}; its machine is "
+                                 f"taken for lost (it died, hangs, or lost its link to the master): its executors go "
+                                 f"to the other machines' free slots (a worker still running there stops once it reaches "
+                                 f"the master again)", wall)
     rec.host, rec.worker = _slot_address(slot)
     return rec
 

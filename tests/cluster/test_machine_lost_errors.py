@@ -1,0 +1,63 @@
+"""What the master tells the user when a machine is cut off: its worker and its supervisor fall
+silent together. Its supervisor syncs more often than its worker beats (0.2 s against 1 s on
+the test clusters), so the worker's silence reaches ``nimbus.task.timeout.secs`` first, while
+the supervisor's last sync is still within it.
+
+Seen on machines made of network namespaces, one cut off from the master: the topology's errors
+said ``worker on 10.213.x.2:port (components ...) missed heartbeats for nimbus.task.timeout.secs
+(3 s): restarted it (user code holding the interpreter? its output ... has the threads'
+stacks)``, and nothing else: the worker was not restarted (its machine was unreachable), its
+executors moved to another machine a moment later, which no error said."""
+
+import cloudpickle
+
+from squall import TopologyBuilder
+from squall._config import cluster_conf
+from squall.engine.clock import SimulatedClock
+from squall.testing import FeederSpout
+
+from ..acceptance.components import AckBolt
+from .served import served
+
+
+def _topology():
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["x"]), 1)
+    b.set_bolt("sink", AckBolt(), 2).shuffle_grouping("feed")
+    return cloudpickle.dumps(b.create_topology())
+
+
+def test_a_machine_cut_off_is_said_to_be_lost_with_its_executors_moved_not_its_worker_restarted(tmp_path):
+    conf = cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.task.timeout.secs": 3,
+                         "nimbus.supervisor.timeout.secs": 3})
+    clock = SimulatedClock(1000.0)
+    m = served(conf, clock=clock)
+    for sid, host in (("s1", "10.0.0.1"), ("s2", "10.0.0.2")):
+        m.op_supervisor_sync(supervisor_id=sid, host=host, ports=[7000])
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = "10.0.0.1:7000"
+    assert list(topo.assignment) == [slot]
+    launch = topo.launch_ids[slot]
+    m.op_get_assignment(storm_id=storm_id, slot=slot, address="tcp://10.0.0.1:7000", launch_id=launch,
+                        want_plan=False)
+    m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=launch, lost_generation=0)
+    # the worker beats every second, both supervisors sync every 0.2 s; the link of 10.0.0.1 is
+    # cut 0.8 s after the worker's last beat, right after its supervisor's last sync
+    for step in range(1, 10):
+        clock.advance(0.2)
+        m.op_supervisor_sync(supervisor_id="s1", host="10.0.0.1", ports=[7000])
+        m.op_supervisor_sync(supervisor_id="s2", host="10.0.0.2", ports=[7000])
+        if step % 5 == 0:
+            m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=launch, lost_generation=0)
+        m.monitor()
+    for _ in range(25):  # 5 s: only 10.0.0.2 is heard from
+        clock.advance(0.2)
+        m.op_supervisor_sync(supervisor_id="s2", host="10.0.0.2", ports=[7000])
+        m.monitor()
+    assert list(topo.assignment) == ["10.0.0.2:7000"]
+    errors = [e["error"] for e in m.op_info(name="t")["errors"]]
+    assert not [e for e in errors if "restarted it" in e], errors
+    [lost] = [e for e in errors if slot in e]
+    assert "components __acker, feed, sink" in lost and "lost its link to the master" in lost, lost
+    assert "its executors go to the other machines' free slots" in lost, lost

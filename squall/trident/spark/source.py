@@ -51,7 +51,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from ..partitioned import IPartitionedTridentSpout
 from .context import SparkTaskContext
 from .rows import INT64, ROW_SCHEMA, SQL_TYPES, TUPLE, digest, dumps, from_offset, from_option, key_bytes, to_offset
 
@@ -553,13 +552,19 @@ def _covers_records(emitter: Any, metas: dict, parts: dict, where: str) -> bool:
     covers = getattr(emitter, "covers_records", None)
     if covers is not None and any(meta is not None and covers(meta) for meta in metas.values()):
         return True
-    if covers is not None and getattr(covers, "__func__", None) is not _DEFAULT_COVERS:
+    if covers is not None and not _is_default_covers(covers):
         return False  # the spout answered: trust it
     return any(meta is not None and to_offset(meta, where) != parts.get(_partition_id(partition))
                for partition, meta in metas.items())
 
 
-_DEFAULT_COVERS = IPartitionedTridentSpout.Emitter.covers_records
+def _is_default_covers(covers: Any) -> bool:
+    """Whether ``covers`` is `IPartitionedTridentSpout.Emitter.covers_records` itself, not an
+    override (told by name: importing Trident's partitioned module here would load the engine
+    into every process that plans a batch, `tests/test_lazy_import.py`)."""
+    func = getattr(covers, "__func__", None)
+    return (getattr(func, "__module__", None) == "squall.trident.partitioned"
+            and getattr(func, "__qualname__", None) == "IPartitionedTridentSpout.Emitter.covers_records")
 
 
 def _partition_id(partition: Any) -> str:

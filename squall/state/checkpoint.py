@@ -153,8 +153,13 @@ class CheckpointProgress:
             log.warning("checkpoint ack of txid %s while at %s", txid, self.state)
         self.in_progress = False
 
-    def failed(self, txid: int) -> None:
-        """The step with ``txid`` failed or timed out: recover."""
+    def failed(self, txid: int, now: float | None = None) -> None:
+        """The step with ``txid`` failed or timed out: recover, at once after a step of the
+        protocol, an interval after ``now`` after a step of the recovery itself (a rollback or
+        INITSTATE that failed again, say refused by a store that fenced this worker off: tried
+        again at once, it failed in a loop that kept a core busy until the master was heard)."""
+        if self.recovering and now is not None:
+            self.pause(now)
         self.recovering = True
         self.in_progress = False
 
@@ -332,7 +337,7 @@ class CheckpointSpout(Spout):
                 self.inactive_tick()
 
     def fail(self, msg_id: Any) -> None:
-        self.progress.failed(msg_id)
+        self.progress.failed(msg_id, self._now())
 
     def fail_with(self, msg_id: Any, cause: FailureCause) -> None:
         """`fail`, logging why the checkpoint failed (a rollback follows, which fails the

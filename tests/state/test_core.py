@@ -282,6 +282,23 @@ def test_a_failed_commit_is_committed_again():
     assert p.next_step(0.0) == (0, INITSTATE)
 
 
+def test_a_failed_step_of_the_recovery_is_tried_again_an_interval_later_not_at_once():
+    """A rollback that fails again (a store that fenced this worker off refuses every write)
+    was emitted again at once, failing in a loop that kept a core busy; the first failure of a
+    step still recovers at once, as Storm's spout does."""
+    p, _ = progress(interval=1.0)
+    p.next_step(0.0)
+    p.acked(-1)
+    assert p.next_step(0.0) == (0, PREPARE)
+    p.failed(0, now=0.0)
+    assert p.next_step(0.0) == (0, ROLLBACK)  # the protocol's failure: recovered at once
+    p.failed(0, now=0.0)
+    assert p.next_step(0.5) is None  # the recovery's own failure: not before the interval
+    assert p.next_step(1.0) == (0, ROLLBACK)
+    p.acked(0)
+    assert p.next_step(1.0) == (-1, INITSTATE)
+
+
 def test_a_restarted_spout_finishes_what_was_left():
     p, _ = progress(CheckPointState(100, PREPARING))
     assert p.next_step(0.0) == (100, ROLLBACK)

@@ -23,7 +23,7 @@ from .._config import Config, setting
 from .._failure import fail_because
 from .._fields import Fields
 from .._tuple import is_tick_tuple
-from .core import HOLDER_MAX_CHARS, DRPCExecutionException, ReturnInfo
+from .core import HOLDER_MAX_CHARS, MAX_GRACE_SECS, DRPCExecutionException, ReturnInfo
 from .local import LocalDRPC, local_drpc
 
 log = logging.getLogger("squall.drpc")
@@ -101,7 +101,9 @@ class DRPCSpout(Spout):
         who = (f"DRPC spout [{context.get_this_component_id()}] task {context.get_this_task_id()} "
                f"of {context.get_storm_id()!r}")
         self._holder = f"{who[:HOLDER_MAX_CHARS - 15]} ({uuid.uuid4().hex[:12]})"
-        self._grace = float(setting(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
+        # a message timeout over a day is valid (long trees), but a server takes a grace of a day
+        # at most: asked for more, it refused every fetch, and the spout served nothing
+        self._grace = min(float(setting(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS)), MAX_GRACE_SECS)
 
     def close(self) -> None:
         """Close the connections to the servers."""

@@ -39,6 +39,12 @@ whose tuple tree is not done by then anyway; so past it the spout's worker stopp
 its requests fail then instead of at ``drpc.request.timeout.secs``. Within it, a bolt in another
 worker may still return the result, which the caller gets."""
 
+MAX_GRACE_SECS = 86400.0
+"""The longest grace a spout may ask for its requests (a day). A spout whose topology's
+``topology.message.timeout.secs`` is longer (any positive number is a valid one: a topology of
+long trees) asks for this: past a day, ``drpc.request.timeout.secs`` (600 s by default) has
+failed its requests anyway unless it was set above a day too."""
+
 HOLDER_MAX_CHARS = 200
 """The longest holder name a spout may give (it names the spout in its requests' errors)."""
 

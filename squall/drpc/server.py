@@ -30,7 +30,7 @@ from typing import Any, NamedTuple, Protocol
 from .._config import Config, setting
 from .._errors import SquallError
 from .client import ClusterLinks, outcome_reply
-from .core import HOLDER_GRACE_SECS, HOLDER_MAX_CHARS, Outcome, RequestBook
+from .core import HOLDER_GRACE_SECS, HOLDER_MAX_CHARS, MAX_GRACE_SECS, Outcome, RequestBook
 
 log = logging.getLogger("squall.drpc")
 
@@ -297,9 +297,6 @@ class DRPCServer:
                                                   lambda: self.book.expire(self.clock()))
 
 
-MAX_GRACE_SECS = 86400.0
-"""The longest grace a spout may ask for its requests (a day: what ``topology.message.timeout.secs``
-may reasonably be)."""
 _HOLDER = "drpc.holder"  # the session key of a spout connection's holder
 
 

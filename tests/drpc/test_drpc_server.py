@@ -160,6 +160,73 @@ def test_the_requests_a_spout_took_fail_soon_after_its_connection_closes(server,
         (2, 2, 1, 1, 0, 0)
 
 
+class _SpoutContext:
+    """What a DRPC spout asks of its task's context (one task of component "drpc")."""
+
+    def get_this_component_id(self):
+        return "drpc"
+
+    def get_component_tasks(self, component_id):
+        return [3]
+
+    def get_this_task_index(self):
+        return 0
+
+    def get_this_task_id(self):
+        return 3
+
+    def get_storm_id(self):
+        return "long-trees-1-1"
+
+
+class _SpoutCollector:
+    def __init__(self):
+        self.emitted, self.errors = [], []
+
+    def emit(self, values, msg_id=None, stream="default"):
+        self.emitted.append((values, msg_id))
+
+    def report_error(self, error):
+        self.errors.append(error)
+
+
+@pytest.mark.parametrize("message_timeout", [30, 86400, 100000, 2 ** 31 - 1])
+def test_a_drpc_spout_of_a_topology_with_a_message_timeout_over_a_day_serves(server, server_conf,
+                                                                             message_timeout):
+    """topology.message.timeout.secs is any positive number (a topology of long trees sets it
+    high): the DRPC spout sends it as its grace, which the server takes up to a day. Before,
+    above a day, every fetch_request was refused ("grace must be ...") and the RemoteError came
+    out of the spout's next_tuple: the spout fetched nothing and its worker failed, its callers
+    waited out drpc.request.timeout.secs. Now the spout asks for a day at most, and serves. One
+    request, answered; counted by the server."""
+    from squall.drpc import DRPCSpout, ReturnInfo
+    from squall.drpc import client as drpc_client
+    from squall._secret import load_or_create_secret
+    remembered = drpc_client._worker_conf[0]
+    drpc_client.remember_cluster(server_conf, load_or_create_secret(server_conf))
+    spout, collector = DRPCSpout("long"), _SpoutCollector()
+    try:
+        spout.open({"topology.message.timeout.secs": message_timeout}, _SpoutContext(), collector)
+        outcome: list = []
+        caller = threading.Thread(target=lambda: outcome.append(client_execute(server_conf, "long", "x")), daemon=True)
+        caller.start()
+        assert wait_until(lambda: spout.next_tuple() or collector.emitted, 30), collector.errors
+        (args, info), msg_id = collector.emitted[0]
+        assert args == "x" and collector.errors == []
+        request = ReturnInfo.from_json(info)
+        links = ClusterLinks.of(server_conf)
+        answer = links.link("127.0.0.1", links.drpc.invocations_port)
+        assert answer.call("result", request_id=request.request_id, result="x!")
+        answer.close()
+        caller.join(HANG_GUARD)
+        assert outcome == [("x!", None)]
+    finally:
+        spout.close()
+        drpc_client._worker_conf[0] = remembered
+    stats = server.server.book.stats()
+    assert (stats.executed, stats.fetched, stats.returned, stats.failed, stats.outstanding) == (1, 1, 1, 0, 0)
+
+
 def test_a_request_past_its_timeout_raises(server_conf):
     drpc = BackgroundDRPC.start_for_nimbus({**server_conf, "drpc.request.timeout.secs": 0.3})
     try:

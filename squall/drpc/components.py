@@ -101,9 +101,7 @@ class DRPCSpout(Spout):
         who = (f"DRPC spout [{context.get_this_component_id()}] task {context.get_this_task_id()} "
                f"of {context.get_storm_id()!r}")
         self._holder = f"{who[:HOLDER_MAX_CHARS - 15]} ({uuid.uuid4().hex[:12]})"
-        # a message timeout over a day is valid (long trees), but a server takes a grace of a day
-        # at most: asked for more, it refused every fetch, and the spout served nothing
-        self._grace = min(float(setting(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS)), MAX_GRACE_SECS)
+        self._grace = _grace(conf, context)
 
     def close(self) -> None:
         """Close the connections to the servers."""
@@ -181,6 +179,21 @@ class DRPCSpout(Spout):
                 log.error("could not send why DRPC request %s failed (%s: %s); failing it without a reason",
                           msg_id.request_id, type(e).__name__, e)
                 why = None
+
+
+def _grace(conf: dict, context: Any) -> float:
+    """How long the requests a DRPC spout took wait for it once its connection to the server
+    closed: its topology's ``topology.message.timeout.secs``, past which a live spout fails a tree
+    anyway, and a day at most (a valid timeout over a day was refused by the server, and the
+    spout served nothing). With no message timeout (``topology.enable.message.timeouts`` false,
+    or no ackers: the spout acks at the emit) nothing bounds a tree, and a bolt in another worker
+    may return the result at any time: the day, so ``drpc.request.timeout.secs`` decides, as
+    before the grace (a result 40 s after its spout's worker died was refused at 30 s)."""
+    from .._system import ACKER_COMPONENT
+    timeouts = bool(setting(conf, Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS))
+    if not timeouts or not context.get_component_tasks(ACKER_COMPONENT):
+        return MAX_GRACE_SECS
+    return min(float(setting(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS)), MAX_GRACE_SECS)
 
 
 class ReturnResults(Bolt):

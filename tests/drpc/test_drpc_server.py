@@ -161,12 +161,18 @@ def test_the_requests_a_spout_took_fail_soon_after_its_connection_closes(server,
 
 
 class _SpoutContext:
-    """What a DRPC spout asks of its task's context (one task of component "drpc")."""
+    """What a DRPC spout asks of its task's context (one task of component "drpc"; an acker
+    task unless ``ackers`` is False)."""
+
+    def __init__(self, ackers=True):
+        self.ackers = ackers
 
     def get_this_component_id(self):
         return "drpc"
 
     def get_component_tasks(self, component_id):
+        if component_id == "__acker":
+            return [1] if self.ackers else []
         return [3]
 
     def get_this_task_index(self):
@@ -224,6 +230,47 @@ def test_a_drpc_spout_of_a_topology_with_a_message_timeout_over_a_day_serves(ser
         spout.close()
         drpc_client._worker_conf[0] = remembered
     stats = server.server.book.stats()
+    assert (stats.executed, stats.fetched, stats.returned, stats.failed, stats.outstanding) == (1, 1, 1, 0, 0)
+
+
+@pytest.mark.parametrize(("conf", "ackers"), [
+    ({"topology.enable.message.timeouts": False, "topology.message.timeout.secs": 1}, True),
+    ({"topology.message.timeout.secs": 1}, False),
+], ids=["message-timeouts-off", "no-ackers"])
+def test_a_gone_spout_without_message_timeouts_leaves_its_requests_to_the_request_timeout(server, server_conf,
+                                                                                         conf, ackers):
+    """With topology.enable.message.timeouts false, or no ackers (the spout acks at the emit),
+    nothing bounds a DRPC tuple's tree, and once the spout's connection closed (its worker died) a
+    bolt in another worker may still return the result at any time: its request waits for
+    drpc.request.timeout.secs (600 here), as before the grace. Before, it failed the message
+    timeout (1 s) after the close, though no spout would ever have failed it, and the result
+    returned later was refused. The request is answered after the close; counted by the server."""
+    from squall.drpc import DRPCSpout, ReturnInfo
+    from squall.drpc import client as drpc_client
+    from squall._secret import load_or_create_secret
+    remembered = drpc_client._worker_conf[0]
+    drpc_client.remember_cluster(server_conf, load_or_create_secret(server_conf))
+    spout, collector = DRPCSpout("slow"), _SpoutCollector()
+    book = server.server.book
+    try:
+        spout.open(conf, _SpoutContext(ackers), collector)
+        outcome: list = []
+        caller = threading.Thread(target=lambda: outcome.append(client_execute(server_conf, "slow", "y")), daemon=True)
+        caller.start()
+        assert wait_until(lambda: spout.next_tuple() or collector.emitted, 30), collector.errors
+        request = ReturnInfo.from_json(collector.emitted[0][0][1])
+    finally:
+        spout.close()  # as the kernel closes a killed worker's socket
+        drpc_client._worker_conf[0] = remembered
+    assert wait_until(lambda: [h.connections for h in book._holders.values()] == [0], 30)  # the server saw it
+    assert book.deadline(request.request_id) > server.server.clock() + 300  # the request timeout's, not 1 s
+    links = ClusterLinks.of(server_conf)
+    answer = links.link("127.0.0.1", links.drpc.invocations_port)
+    assert answer.call("result", request_id=request.request_id, result="y!")  # a bolt elsewhere answers
+    answer.close()
+    caller.join(HANG_GUARD)
+    assert outcome == [("y!", None)]
+    stats = book.stats()
     assert (stats.executed, stats.fetched, stats.returned, stats.failed, stats.outstanding) == (1, 1, 1, 0, 0)
 
 

@@ -146,6 +146,7 @@ class _Holder:
     name: str
     grace: float = HOLDER_GRACE_SECS
     connections: int = 0
+    held: int = 0  # the outstanding requests it took
     fails_at: float | None = None
 
 
@@ -213,6 +214,8 @@ class RequestBook:
                 del self._queues[function]
             entry.fetched = True
             entry.holder = None if holder is None else self._holders.get(holder)
+            if entry.holder is not None:
+                entry.holder.held += 1
             self._fetched += 1
             return entry.request
 
@@ -236,7 +239,7 @@ class RequestBook:
             known.connections -= 1
             if known.connections > 0:
                 return None
-            if any(entry.holder is known for entry in self._requests.values()):
+            if known.held:
                 known.fails_at = now + known.grace
                 return known.fails_at
             del self._holders[holder]
@@ -356,9 +359,10 @@ class RequestBook:
         # function no topology serves do not pile up there after they time out
         del self._requests[entry.request.request_id]
         holder = entry.holder
-        if (holder is not None and holder.connections == 0 and holder.name in self._holders
-                and not any(e.holder is holder for e in self._requests.values())):
-            del self._holders[holder.name]  # gone, and nothing of it left to fail
+        if holder is not None:
+            holder.held -= 1
+            if holder.connections == 0 and not holder.held and self._holders.get(holder.name) is holder:
+                del self._holders[holder.name]  # gone, and nothing of it left to fail
         if not entry.fetched:
             queue = self._queues.get(entry.request.function)
             if queue is not None:

@@ -331,8 +331,9 @@ class IPartitionedTridentSpout(_PartitionedSpout):
             rows moving past them when this is true, and no micro-batch otherwise (the next plan
             starts from the same metadata). By default (this method not overridden) Spark's
             engine decides by the metadata instead: a partition's that changed moved past
-            records, which costs a spout that answers nothing at most one micro-batch of no rows
-            after each batch that read. An override is trusted. Other hosts store every batch's
+            records, which costs a spout that answers nothing one micro-batch of no rows after
+            each batch that read (one every trigger if its metadata changes at every plan, a time
+            or the txid: answer here then). An override is trusted. Other hosts store every batch's
             metadata and go on after it whatever it emitted."""
             return False
 

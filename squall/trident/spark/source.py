@@ -548,7 +548,8 @@ def _covers_records(emitter: Any, metas: dict, parts: dict, where: str) -> bool:
     it). Storm stores every batch's metadata whatever it emitted; a user's spout whose emitter
     filters records, and that never heard of this method, stalled at a batch of filtered records
     only, planned again at every trigger. A plan that read nothing gives the previous batch's end
-    again, so such a spout has at most one micro-batch of no rows after a batch that read."""
+    again, so such a spout has one micro-batch of no rows after a batch that read (or one every
+    trigger, for metadata that changes at every plan: a time, the txid; docs say to answer)."""
     covers = getattr(emitter, "covers_records", None)
     if covers is not None and any(meta is not None and covers(meta) for meta in metas.values()):
         return True

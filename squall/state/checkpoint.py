@@ -197,7 +197,9 @@ class CheckpointSpout(Spout):
         self.progress = CheckpointProgress(start, interval_ms / 1000.0, self._save)
         self.lost: str | None = None
         self._checked_at = float("-inf")
-        self._active = True  # till `deactivate`: it runs only once the topology is active
+        # till `activate`: a worker (re)started while its topology is inactive (a rebalance's or a
+        # kill's wait) is never told `deactivate`, and finishes the transaction it finds prepared
+        self._active = False
         self._drain_secs = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
         self._draining_until = float("-inf")
         floor = -1 if self._saved is None else _committed_floor(self._saved)

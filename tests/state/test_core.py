@@ -223,6 +223,44 @@ def test_the_checkpoint_spout_refuses_a_state_without_keys_naming_the_component_
     assert "topology.state.provider" in str(e.value) and "PlainState, not a KeyValueState" in str(e.value)
 
 
+class Emits:
+    def __init__(self):
+        self.emitted = []
+
+    def emit(self, values, msg_id=None, stream="default"):
+        self.emitted.append((stream, list(values)))
+        return []
+
+    def report_error(self, error):
+        raise AssertionError(error)
+
+
+def test_a_checkpoint_spout_restarted_while_its_topology_is_inactive_finishes_the_prepared_commit(tmp_path):
+    """A worker restarted during a rebalance's or a kill's wait: its executor never tells the
+    new checkpoint spout `deactivate` (it was never activated), so it took it for active and its
+    inactive ticks did nothing: the transaction prepared before the death was left uncommitted
+    and its tuples replayed after the wait. Now it commits it while inactive, and takes no new
+    checkpoint."""
+    conf = {"topology.name": "t", "topology.state.provider": "squall.state:FileKeyValueStateProvider",
+            "topology.state.provider.config": '{"directory": "%s"}' % tmp_path}
+    ctx = Ctx(component="$checkpointspout", task=1)
+    first, out = CheckpointSpout(now=lambda: 0.0), Emits()
+    first.open(conf, ctx, out)
+    first.activate()
+    first.next_tuple()
+    first.ack(-1)  # INITSTATE
+    first.next_tuple()
+    assert out.emitted[-1][1] == [0, PREPARE]
+    first.ack(0)  # prepared, saved COMMITTING; the worker dies before the COMMIT goes out
+    restarted, out = CheckpointSpout(now=lambda: 100.0), Emits()
+    restarted.open(conf, ctx, out)
+    restarted.inactive_tick()  # the topology inactive: no activate
+    assert [values for _, values in out.emitted] == [[0, COMMIT]]
+    restarted.ack(0)
+    restarted.inactive_tick()
+    assert len(out.emitted) == 1  # committed; no new checkpoint while inactive
+
+
 def test_the_file_provider_with_a_directory_of_its_own(tmp_path):
     conf = {"topology.name": "t", "topology.state.provider": "squall.state:FileKeyValueStateProvider",
             "topology.state.provider.config": '{"directory": "%s"}' % tmp_path}
@@ -672,6 +710,7 @@ def test_a_store_that_lost_the_checkpoint_state_is_not_taken_for_a_first_start()
     conf = {"topology.name": "t", "topology.state.checkpoint.interval.ms": 100}
     spout, out = CheckpointSpout(now=lambda: clock[0]), SpoutOut()
     spout.open(conf, SpoutCtx(mem, marks), out)
+    spout.activate()  # as its executor does once the topology is active
     _checkpoints(spout, out, clock, 7)  # INITSTATE, then PREPARE and COMMIT of txids 0-2
     assert out.emitted[-1] == (2, "COMMIT") and not out.errors
     record = SpoutCtx(mem, marks).transactional_state("checkpoint")
@@ -685,6 +724,7 @@ def test_a_store_that_lost_the_checkpoint_state_is_not_taken_for_a_first_start()
     # a restarted spout (same submission) finds its record outside the store: still no checkpoint
     again, out2 = CheckpointSpout(now=lambda: clock[0]), SpoutOut()
     again.open(conf, SpoutCtx(mem, marks), out2)
+    again.activate()
     assert _checkpoints(again, out2, clock, 5) == [] and "txid 2 was committed" in out2.errors[0]
     # the store restored (its state back): checkpoints go on from there
     restored = get_state("$checkpointspout-1", conf, SpoutCtx(mem, marks))
@@ -695,6 +735,7 @@ def test_a_store_that_lost_the_checkpoint_state_is_not_taken_for_a_first_start()
     _wipe(mem)
     fresh, out3 = CheckpointSpout(now=lambda: clock[0]), SpoutOut()
     fresh.open(conf, SpoutCtx(mem, marks, storm_id="t-2-2"), out3)
+    fresh.activate()
     assert _checkpoints(fresh, out3, clock, 3) == [(-1, "INITSTATE"), (0, "PREPARE"), (0, "COMMIT")]
     assert not out3.errors
     for s in (spout, again, fresh):

@@ -122,11 +122,18 @@ class Transport(abc.ABC):
         are dropped (or, in the process host, kept by its `_EarlyItems`)."""
 
     @abc.abstractmethod
-    def set_peers(self, peers: dict[int, str]) -> None:
+    def set_peers(self, peers: dict[int, str]) -> frozenset[int]:
         """The address of the worker hosting each remote task: new tasks (before `sender` is
-        asked for them), or a new address for a worker that restarted elsewhere. What was queued
-        for a moved task's old address and not yet sent is dropped: it was meant for a worker
-        that is gone."""
+        asked for them), or a new address for a worker that restarted elsewhere (a Spark task
+        on another port). What was held for a moved task's old address, sent after its worker
+        died (the spouts' replays at the master's notice among it), goes to the new address: it
+        was held for that worker's next launch, which is the one there now.
+
+        Returns the moved tasks to which something sent may have been lost in the move (a
+        transport that cannot take back what it held, or a connection to the old address that
+        was not seen to break): the caller fails the spouts' tuples that may have been among it
+        (`squall.engine.dropped_items`). What was delivered or written to the old worker before
+        it was seen to die is not counted: the master's notice of the death fails it."""
 
     def set_launches(self, launches: dict[str, int], floor: int = 0) -> None:
         """The master's launch id per slot (``floor``: of every slot not named, one the
@@ -212,6 +219,14 @@ class _Held:
         with self.lock:
             self.receive = None
 
+    def take_out(self, task: int) -> list[Any]:
+        """Remove and return what is held for ``task`` (its worker moved: it goes there)."""
+        with self.lock:
+            out = [item for t, item in self.items if t == task]
+            if out:
+                self.items = deque((t, item) for t, item in self.items if t != task)
+            return out
+
     def give_up(self, reason: str, tasks: frozenset[int] | None = None) -> None:
         """Drop what is held (for ``tasks`` only, if given), counting each as ``reason``."""
         with self.lock:
@@ -270,6 +285,12 @@ class InMemoryNetwork:
                 del self._endpoints[endpoint.address]
                 self._gone.add(endpoint.address)
                 self._point(endpoint.address)
+
+    def holding(self, address: str) -> bool:
+        """Whether what is sent to ``address`` is held now: its worker is gone, and its next
+        launch takes nothing yet."""
+        with self._lock:
+            return address in self._gone
 
     def receiver_changed(self, endpoint: InMemoryTransport) -> None:
         """``endpoint`` has a new receiver: deliver there from now on (what was held first)."""
@@ -396,9 +417,10 @@ class InMemoryTransport(Transport):
         if self.on_drop is not None:
             self.on_drop(task)
 
-    def set_peers(self, peers: dict[int, str]) -> None:
+    def set_peers(self, peers: dict[int, str]) -> frozenset[int]:
+        lost: set[int] = set()
         if self._closed:
-            return
+            return frozenset()
         for task, address in peers.items():
             cell = self._cells.get(address)
             if cell is None:
@@ -407,13 +429,22 @@ class InMemoryTransport(Transport):
             if route is None:
                 self._routes[task] = [cell]
             elif route[0] is not cell:
-                log.info("peer worker of task %s moved from %s to %s", task, self._addresses[task], address)
-                # what was held for it at the old address was meant for a worker that is gone (as
-                # the TCP wire drops a moved peer's backlog): its tuples fail on the move's notice
-                route[0][2].give_up("moved", frozenset((task,)))
-                route[0] = cell
+                old_address = self._addresses[task]
+                log.info("peer worker of task %s moved from %s to %s", task, old_address, address)
+                old, route[0] = route[0], cell
+                if not self.network.holding(old_address):
+                    # a worker there took items for the task (or none ever was: they were dropped)
+                    lost.add(task)
+                # what was held for the dead worker's next launch goes to that launch, here now
+                for item in old[2].take_out(task):
+                    try:
+                        cell[0](task, item)
+                    except KeyError:  # the worker there does not host the task
+                        self._dropped(task, "misdirected")
+                        lost.add(task)
             self._addresses[task] = address
         self._peer_addresses = frozenset(a for a in self._addresses.values() if a != self.address)
+        return frozenset(lost)
 
     def set_control_handler(self, handle: ControlHandler) -> None:
         self._control = handle
@@ -442,7 +473,8 @@ class InMemoryTransport(Transport):
         was; ``misdirected``: to a worker not hosting the task; ``no_receiver``: arrived before
         the worker existed; ``undecodable``: a control message the handler rejected; and of
         what was held for a dead worker's next launch: ``given_up``, the oldest past `MAX_HELD`,
-        ``moved``, for a task that moved elsewhere, ``closed``, held when this endpoint closed)."""
+        ``closed``, held when this endpoint closed; what was held for a task that moved goes to
+        its new address)."""
         return {"dropped": dict(self._drops), "refused": 0}
 
     def hang_up(self) -> None:

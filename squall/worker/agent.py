@@ -567,9 +567,9 @@ class WorkerAgent:
                          "have been in it%s", lost.slot, max(0.0, time.time() - lost.time),
                          f" ({len(executing)} being executed when it died, {lost.how})" if executing else "")
         if reply.peers is not None:  # a peer restarted elsewhere: before spouts may (re)start
-            moved = self._set_peers(reply.peers)
+            may_be_lost = self._set_peers(reply.peers)
             if self._dropped is not None:
-                self._dropped.moved(moved)
+                self._dropped.moved(may_be_lost)
             transport.set_launches(reply.launch_ids or {}, reply.launch_floor or 0)
             if self._launch_view is not None:
                 self._launch_view.set_launches(reply.launch_ids or {}, reply.launch_floor or 0)
@@ -595,17 +595,21 @@ class WorkerAgent:
 
     def _set_peers(self, table: dict[Any, Any]) -> list[int]:
         """Give the transport the peers' addresses (``table``: task -> address, None while a peer
-        restarts) and return the tasks whose worker moved. The transport drops what it queued for
-        those (their old address is a dead worker's): the spouts, this worker's and its peers',
-        must fail what they sent there at once (`DroppedItemsLink.moved`), or wait a message
-        timeout for it."""
+        restarts) and return the tasks whose worker moved and to which something sent may have
+        been lost in the move. The transport sends what it held for a moved worker's old address
+        (a dead worker's) to the new one; what it may have lost there (`Transport.set_peers`:
+        written into a connection not seen to break, or what ZeroMQ held) the spouts, this
+        worker's and its peers', must fail at once (`DroppedItemsLink.moved`), or wait a message
+        timeout for it. Not the rest: the master's notice of the death failed what was sent
+        before it, and failing the replays it made again would deliver each lost tuple a third
+        time to every live branch."""
         transport = self.transport
         assert transport is not None
         new = {int(t): addr for t, addr in table.items() if addr is not None and addr != transport.address}
         moved = [t for t, addr in new.items() if self._peers.get(t, addr) != addr]
-        transport.set_peers(new)
+        lost = transport.set_peers(new)
         self._peers.update(new)
-        return moved
+        return [t for t in moved if t in lost]
 
 
 class _EarlyItems:

@@ -144,9 +144,11 @@ class BatchingTransport(Transport):
         the send lock)."""
 
     @abc.abstractmethod
-    def _moved(self, key: str) -> None:
-        """The peer first known as ``key`` has a new address: drop its connection and what it
-        has not sent yet (under the send lock)."""
+    def _moved(self, key: str) -> bool:
+        """The peer first known as ``key`` has a new address (`_route` gives it): close its old
+        connection, and send to the new one what waits for the old (the worker there died: it
+        was held for its next launch, which is this one) where the wire can; return whether
+        anything sent to the old address may have been lost (under the send lock)."""
 
     # --- shared -----------------------------------------------------------------------------------
     @property
@@ -190,11 +192,13 @@ class BatchingTransport(Transport):
             for key in self._queues:
                 self._send(key, self._sealer.seal(CONTROL, self._route(key), data))
 
-    def set_peers(self, peers: dict[int, str]) -> None:
+    def set_peers(self, peers: dict[int, str]) -> frozenset[int]:
         """Addresses of peer workers: new tasks (before `sender` is asked for them), or a new
-        address for a worker that restarted elsewhere. A moved peer's unsent batches are dropped
-        with its old connection: they were meant for a worker that is gone, and their tuples
-        time out and replay, as in Storm."""
+        address for a worker that restarted elsewhere. A moved peer's old connection closes;
+        what was held for it (sent after its death was seen) goes to the new address
+        (`_moved`). Returns the tasks of the moved peers to which something sent may have been
+        lost (see `squall.engine.transport.Transport.set_peers`)."""
+        lost: set[str] = set()
         with self._send_lock:
             for task, addr in peers.items():
                 key = self._task_key.get(task)
@@ -208,7 +212,9 @@ class BatchingTransport(Transport):
                 log.info("peer worker of task %s moved from %s to %s", task, self._address[key], addr)
                 self._address[key] = addr
                 self._routes.pop(key, None)
-                self._moved(key)
+                if self._moved(key):
+                    lost.add(key)
+            return frozenset(t for t, key in self._task_key.items() if key in lost)
 
     def sender(self, task_id: int) -> Callable[[Any], None]:
         q = self._task_queue.get(task_id)

@@ -153,6 +153,16 @@ class Sealer:
         return mac.encrypt(_nonce(seq), _NO_TEXT, body) + body
 
 
+def sealed_parts(message: bytes | memoryview) -> tuple[int, memoryview]:
+    """The kind and data of a message this worker sealed (not checked: it is its own), so that
+    it can be sealed again for another route: a peer that restarted at a new address gets what
+    was held for its old one (`squall.worker.tcp.TcpTransport`)."""
+    view = memoryview(message)
+    _, kind, _ = _FIXED.unpack_from(view, _AT_FIXED)
+    _, _, n1, n2, n3 = _ROUTE.unpack_from(view, _AT_ROUTE)
+    return kind, view[_MIN_SIZE + n1 + n2 + n3:]
+
+
 @dataclass
 class Drops:
     """Messages a receiver dropped, by reason (reported in the worker's heartbeat)."""

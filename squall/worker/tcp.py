@@ -29,7 +29,8 @@ A connection to a peer that died breaks: what was written on it and not yet read
 is lost with it. Every outbound connection is watched for the peer's hang-up (``EPOLLRDHUP``),
 so a worker learns of it at its next poll, before the master's notice of the death, and sends
 what follows to the backlog, for the peer's next launch (the process host restarts it at the
-same address), rather than into the dead connection; a message whose write fails waits in the
+same address; a Spark task comes back at another, where the backlog goes, sealed again for
+it: `TcpTransport._moved`), rather than into the dead connection; a message whose write fails waits in the
 backlog too. What was written before the worker saw the hang-up was emitted before the master's
 notice of the death, which fails it at once (`Worker.tasks_lost`); what is emitted after the
 notice (the spouts' replays) reaches the peer's next launch, where Storm's netty client wrote it
@@ -60,7 +61,7 @@ from .._encryption import KEY as ENCRYPTION_KEY
 from .._native import StaleWatch, epoll_ready, recv_nb, send_nb
 from .batching import DEFAULT_MAX_MESSAGE_BYTES, BatchingTransport
 from .curve import wants_encryption
-from .envelope import Origin
+from .envelope import DATA, Origin, sealed_parts
 
 log = logging.getLogger("squall.worker")
 
@@ -124,11 +125,12 @@ class _Inbound:
 class _Outbound:
     """The connection to a peer and what it has not taken yet (under the send lock)."""
 
-    __slots__ = ("backlog", "connecting", "retry_at", "sock", "watched")
+    __slots__ = ("backlog", "connecting", "gave_up", "retry_at", "sock", "watched")
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
         self.connecting = False
+        self.gave_up = False  # a frame of the backlog was given up (too many, or refused)
         self.backlog: deque[memoryview] = deque()  # frames not written, the first maybe in part
         self.retry_at = 0.0
         self.watched = False  # watched for EPOLLOUT too (always for the peer's hang-up while connected)
@@ -427,6 +429,7 @@ class TcpTransport(BatchingTransport):
     def _give_up_oldest(out: _Outbound) -> None:
         # a frame written in part must be finished, or the peer reads garbage: give up the next
         del out.backlog[1 if out.sock is not None and _is_partial(out.backlog[0]) else 0]
+        out.gave_up = True
 
     def _write(self, key: str, out: _Outbound) -> None:
         """Connect if need be, then write the backlog until the socket would block."""
@@ -462,6 +465,7 @@ class TcpTransport(BatchingTransport):
                              "this worker's data port (%s) is not; bind a cluster's workers all on "
                              "loopback or all not", address, ENCRYPTION_KEY, self.address)
             out.backlog.clear()
+            out.gave_up = True
             out.retry_at = self._now() + RECONNECT_SECS
             return
         try:
@@ -565,10 +569,31 @@ class TcpTransport(BatchingTransport):
                 self._write(key, out)
         super()._flush_locked()
 
-    def _moved(self, key: str) -> None:
+    def _moved(self, key: str) -> bool:
+        """The peer's worker restarted at a new address (a Spark task elsewhere): what its
+        backlog holds was sent after the old connection broke (the worker died; the spouts'
+        replays at the master's notice among it), and goes to the new address, sealed again
+        for it, before anything sent from now on, as the process host's next launch at the same
+        address gets it. Lost, and so returns True: what was written into a connection still
+        open at the move (the old worker's end was not seen to close: its machine lost, say),
+        and a frame given up."""
         out = self._outbound.pop(key, None)
-        if out is not None and out.sock is not None:
+        if out is None:
+            return False
+        lost = out.gave_up
+        frames = list(out.backlog)
+        if out.sock is not None:
+            lost = lost or not out.connecting  # connected: what it wrote may be unread
+            if frames and _is_partial(frames[0]):
+                frames.pop(0)  # its beginning went into that connection
             self._close_outbound(out)
+        for frame in frames:
+            kind, data = sealed_parts(frame[_LENGTH:])
+            if kind == DATA:
+                self._send_data(key, bytes(data))  # sealed for the new route (split if it grew too long)
+            else:
+                self._send(key, self._sealer.seal(kind, self._route(key), bytes(data)))
+        return lost
 
     def close(self) -> None:
         """Stop receiving and sending, and close every socket."""

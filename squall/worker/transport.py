@@ -33,7 +33,11 @@ dead connection: ZeroMQ holds `SNDHWM` messages for the peer's next launch at th
 and the transport keeps up to `MAX_UNSENT` more (`_unsent`), handed to ZeroMQ again at every
 flush and, from the receiving thread, every `RETRY_SECS`, so they go once the peer is back
 whether or not anything more is sent to it. What was in flight when the peer died is lost with
-it; the master's notice fails it (it was sent before the notice).
+it; the master's notice fails it (it was sent before the notice). A peer whose next launch
+comes at another address (a Spark task) does not get what ZeroMQ held for the old one: it goes
+with the old socket, and the spouts fail their pending tuples again at the move
+(`ZmqTransport._moved`), their replays at the notice included, where `squall.worker.tcp`
+sends its backlog on to the new address.
 """
 
 from __future__ import annotations
@@ -152,11 +156,13 @@ class ZmqTransport(BatchingTransport):
         is set; until then the receiving thread delivers each item to ``receive`` itself)."""
         super().set_receiver(receive, receive_batch, receive_into)
 
-    def _moved(self, key: str) -> None:
+    def _moved(self, key: str) -> bool:
+        # what ZeroMQ holds for the old address cannot be taken back: it goes with the socket,
+        # and the spouts fail what it may have held (their replays included)
         sock = self._sockets.pop(key, None)
         if sock is not None:
             sock.close(0)
-        self._unsent.pop(key, None)
+        return self._unsent.pop(key, None) is not None or sock is not None
 
     def _send(self, key: str, message: bytes) -> None:
         sock = self._sockets.get(key)

@@ -1,6 +1,9 @@
 """A spout told that another worker's tasks were lost fails, at once, the pending tuples that may
 have been in it; on a simulated clock, so that no message timeout can be what fails them."""
 
+import threading
+from collections import Counter
+
 from squall import Bolt, Config, Fields, LocalCluster, Spout, TopologyBuilder
 from squall._config import topology_conf
 from squall._failure import TIMEOUT, WORKER_DIED, WORKER_LOST, FailureCause
@@ -385,3 +388,98 @@ def test_a_worker_told_that_items_for_its_own_tasks_were_dropped_fails_its_spout
         assert wait_until(lambda: tracker.is_failed("a"))
     finally:
         worker.stop(clean=False)
+
+
+class CountsAndCrashesOnce(Bolt):
+    """Logs and acks each id; the first time it sees ``boom`` (if given) it crashes its worker
+    instead, holding what its inbox had (lost with it)."""
+
+    def __init__(self, seen: SharedLog, boom: int | None = None, booms: SharedLog | None = None) -> None:
+        self.seen, self.boom, self.booms = seen, boom, booms
+
+    def execute(self, tup):
+        if self.booms is not None and tup[0] == self.boom and not self.booms.items():
+            self.booms.append(tup[0])
+            raise RuntimeError("boom")
+        self.seen.append(tup[0])
+        self.collector.ack(tup)
+
+
+def test_a_worker_that_comes_back_at_a_new_address_gets_the_replays_and_live_branches_see_each_lost_tuple_twice(
+        monkeypatch):
+    """As on Spark, where a worker's next launch is a Spark task on another port: feed (with
+    ``live``, worker A) -> both ``live`` and ``killed`` (worker B), which crashes mid-stream. At
+    the master's notice of the death, feed fails what was pending and replays it at once, while
+    B's next launch has no address yet (held back here until those replays are sent). The
+    replays are held for it and must reach it at its new address; before, the move dropped them
+    and feed failed every pending tuple again, so ``live`` took each lost id three times (Spark:
+    3,800 emits for 3,000 ids). Now each lost id reaches ``live`` at most twice (the original
+    and one replay), ``killed`` gets every id, and every id is acked once, with no message
+    timeout (the simulated clock never reaches it)."""
+    from squall.cluster import inprocess
+    n, boom = 300, 150
+    log, live, killed, booms = SharedLog(), SharedLog(), SharedLog(), SharedLog()
+    launches: dict[str, int] = {}
+    gate = threading.Event()
+
+    def new_address_each_launch(network, slot, check=None):
+        launches[slot] = launches.get(slot, 0) + 1
+        if launches[slot] > 1:  # a next launch: its address waits until the replays were sent
+            assert gate.wait(30), "the test never let the restarted worker report its address"
+        return InMemoryTransport(network, f"{slot}#{launches[slot]}", slot=slot, check=check)
+    monkeypatch.setattr(inprocess, "InMemoryTransport", new_address_each_launch)
+    b = TopologyBuilder()
+    b.set_spout("feed", ReplaysAtOnce(n, log))
+    b.set_bolt("live", CountsAndCrashesOnce(live)).shuffle_grouping("feed")
+    b.set_bolt("killed", CountsAndCrashesOnce(killed, boom, booms)).shuffle_grouping("feed")
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_num_ackers(1)
+    conf.set_max_spout_pending(50)
+    conf["topology.bolt.fail.fast"] = True
+    try:
+        with LocalCluster(clock=SimulatedClock()) as cluster:
+            cluster.submit_topology("t", conf, b.create_topology())
+            components = cluster.get_topology_info("t")["components"]
+            [feed_at], [live_at], [killed_at] = ({s["worker"] for s in components[c]["task_stats"].values()}
+                                                 for c in ("feed", "live", "killed"))
+            assert killed_at not in (feed_at, live_at), "killed must be alone in its worker"
+            assert wait_until(lambda: _replays_after_the_death_sent(log), 15), f"{len(log.items())} events"
+            gate.set()
+
+            def acked():
+                return [e[1] for e in log.items() if e[0] == "ack"]
+            assert wait_until(lambda: len(acked()) == n, 15), (
+                f"{len(acked())} of {n} ids acked; {sum(e[0] == 'fail' for e in log.items())} failures")
+            [restarted] = [w for w in cluster.get_topology_info("t")["workers"] if w["port"] == killed_at]
+            assert restarted["restarts"] == 1
+    finally:
+        gate.set()
+    events = log.items()
+    assert sorted(acked()) == list(range(n))  # each id acked once: nothing pending at the end
+    lost = {e[1] for e in events if e[0] == "fail"}
+    assert boom in lost and len(lost) > 1
+    assert {e[2] for e in events if e[0] == "fail"} <= {WORKER_LOST, WORKER_DIED, "exception"}, events
+    copies = Counter(live.items())
+    assert set(copies) == set(range(n))
+    assert max(copies.values()) <= 2, f"ids live took three times: {sorted(i for i, k in copies.items() if k > 2)}"
+    emits = Counter(e[1] for e in events if e[0] == "emit")
+    assert max(emits.values()) == 2, f"ids emitted three times or more: {sorted(i for i, k in emits.items() if k > 2)}"
+    assert set(killed.items()) == set(range(n)) and booms.items() == [boom]
+
+
+def _replays_after_the_death_sent(log: SharedLog) -> bool:
+    """Whether feed failed ``boom`` (as the crash's exception or the notice's lost worker), heard
+    the master's notice of the death (a run of ``worker-lost`` failures), and emitted again
+    every id that failed, after its failure."""
+    events = log.items()
+    if not any(e[0] == "fail" and e[2] == WORKER_LOST for e in events):
+        return False
+    last_fail: dict[int, int] = {}
+    last_emit: dict[int, int] = {}
+    for at, e in enumerate(events):
+        if e[0] == "fail":
+            last_fail[e[1]] = at
+        elif e[0] == "emit":
+            last_emit[e[1]] = at
+    return all(last_emit.get(i, -1) > at for i, at in last_fail.items())

@@ -27,17 +27,17 @@ stranger out entirely (docs/cluster.md).
 Under ``squall.encryption`` the sockets use CurveZMQ (`squall.worker.curve`).
 
 A peer that dies (its worker SIGKILLed) closes its connections; ZeroMQ's I/O thread reads every
-connection, however idle, so it sees that at once, and reconnects by itself. What a loop sends
-meanwhile (the spouts' replays after the master's notice of the death) is not written into the
-dead connection: ZeroMQ holds `SNDHWM` messages for the peer's next launch at the same address,
-and the transport keeps up to `MAX_UNSENT` more (`_unsent`), handed to ZeroMQ again at every
-flush and, from the receiving thread, every `RETRY_SECS`, so they go once the peer is back
-whether or not anything more is sent to it. What was in flight when the peer died is lost with
-it; the master's notice fails it (it was sent before the notice). A peer whose next launch
-comes at another address (a Spark task) does not get what ZeroMQ held for the old one: it goes
-with the old socket, and the spouts fail their pending tuples again at the move
-(`ZmqTransport._moved`), their replays at the notice included, where `squall.worker.tcp`
-sends its backlog on to the new address.
+connection, however idle, so it sees that at once, tells the transport (a monitor of each peer
+socket, `ZmqTransport._heard`), and reconnects by itself. What a loop sends meanwhile (the
+spouts' replays after the master's notice of the death) is not written into the dead
+connection, nor given to ZeroMQ: the transport keeps it (`_unsent`, up to `SNDHWM` +
+`MAX_UNSENT` messages, the oldest given up first) until ZeroMQ says the connection is made
+again, to the peer's next launch at the same address, and hands it over then (at every flush
+and, from the receiving thread, every `RETRY_SECS`, so it goes whether or not anything more is
+sent to that peer). A peer whose next launch comes at another address (a Spark task) gets it
+there, sealed again for it (`ZmqTransport._moved`). What was in flight when the peer died is
+lost with it (and what ZeroMQ took before it said so, if the peer comes back elsewhere); the
+master's notice fails it (it was sent before the notice).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from .._encryption import KEY as ENCRYPTION_KEY
 from ..engine.transport import IntoReceiver
 from . import curve
 from .batching import DEFAULT_MAX_MESSAGE_BYTES, MAX_BATCH, MAX_MESSAGE_KEY, BatchingTransport
-from .envelope import Origin
+from .envelope import DATA, Origin, sealed_parts
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "MAX_BATCH", "MAX_MESSAGE_KEY", "ZmqTransport", "receive_queue_limit"]
 
@@ -94,6 +94,9 @@ _HANDSHAKE_FAILED = int(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHA
 # Plain ints: pyzmq's send_multipart/recv_multipart combine its Flag enums in Python on every
 # frame, which was 4% of a worker's GIL time at 30,000 tuples/s between 2 workers.
 _NOBLOCK = int(zmq.NOBLOCK)
+# what a peer socket's watch is told (`ZmqTransport._heard`)
+_CONNECTION_EVENTS = int(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+_EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 _RCVMORE = int(zmq.RCVMORE)
 
 
@@ -127,6 +130,12 @@ class ZmqTransport(BatchingTransport):
         self._keys = curve.server_keys(secret) if encryption != NEVER else None
         self._sockets: dict[str, zmq.Socket] = {}
         self._unsent: dict[str, list[bytes]] = {}
+        # per peer socket, what ZeroMQ says of its connection (`_heard`); the peers whose
+        # connection went (a dead worker: what is sent to it waits in `_unsent`, where a move to
+        # a new address can take it), and those of which something was given up
+        self._watches: dict[str, zmq.Socket] = {}
+        self._away: set[str] = set()
+        self._gave_up: set[str] = set()
         self._pull = self._ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.LINGER, 0)
         self.encrypted = self._keys is not None and curve.wants_encryption(encryption, bind)
@@ -157,12 +166,46 @@ class ZmqTransport(BatchingTransport):
         super().set_receiver(receive, receive_batch, receive_into)
 
     def _moved(self, key: str) -> bool:
-        # what ZeroMQ holds for the old address cannot be taken back: it goes with the socket,
-        # and the spouts fail what it may have held (their replays included)
+        """The peer's worker restarted at a new address (a Spark task elsewhere). What waits in
+        `_unsent` since its connection went (the spouts' replays at the master's notice among
+        it) goes to the new address, sealed again for it. Lost, and so returns True: what
+        ZeroMQ held for the old address, unless the connection went before it was given (it
+        was sent before the notice, which failed it), and what was given up."""
         sock = self._sockets.pop(key, None)
-        if sock is not None:
-            sock.close(0)
-        return self._unsent.pop(key, None) is not None or sock is not None
+        if sock is None:
+            return False
+        self._heard(key)
+        lost = key not in self._away or key in self._gave_up
+        self._forget(key, sock)
+        for message in self._unsent.pop(key, ()):
+            kind, data = sealed_parts(message)
+            if kind == DATA:
+                self._send_data(key, bytes(data))  # sealed for the new route (split if it grew too long)
+            else:
+                self._send(key, self._sealer.seal(kind, self._route(key), bytes(data)))
+        return lost
+
+    def _forget(self, key: str, sock: zmq.Socket) -> None:
+        """Close ``key``'s socket and its watch (under the send lock)."""
+        watch = self._watches.pop(key, None)
+        if watch is not None:
+            sock.disable_monitor()
+            watch.close(0)
+        sock.close(0)
+        self._away.discard(key)
+        self._gave_up.discard(key)
+
+    def _heard(self, key: str) -> None:
+        """Take what ZeroMQ said of ``key``'s connection: gone (the peer's worker died: from now
+        on what is sent to it waits in `_unsent`, not in ZeroMQ, which could not give it up for a
+        move), or made again (its next launch at the same address: it goes on to ZeroMQ)."""
+        watch = self._watches.get(key)
+        while watch is not None and int(watch.get(_EVENTS)) & _POLLIN:
+            event = recv_monitor_message(watch, _NOBLOCK)["event"]
+            if event == zmq.EVENT_DISCONNECTED:
+                self._away.add(key)
+            elif event == zmq.EVENT_CONNECTED:
+                self._away.discard(key)
 
     def _send(self, key: str, message: bytes) -> None:
         sock = self._sockets.get(key)
@@ -173,10 +216,14 @@ class ZmqTransport(BatchingTransport):
             sock.setsockopt(zmq.SNDHWM, SNDHWM)  # batches, not tuples: up to ~2M tuples queued
             if self._keys is not None and curve.wants_encryption(self._encryption, address):
                 curve.make_client(sock, self._keys.public)
+            self._watches[key] = sock.get_monitor_socket(_CONNECTION_EVENTS)
             sock.connect(address)
             self._sockets[key] = sock
+        self._heard(key)
         backlog = self._unsent.get(key)
-        if backlog:
+        if backlog or key in self._away:
+            if backlog is None:
+                backlog = self._unsent[key] = []
             backlog.append(message)
             self._retry(key)
             return
@@ -192,15 +239,24 @@ class ZmqTransport(BatchingTransport):
             self._unsent[key] = [message]
 
     def _retry(self, key: str) -> None:
-        """Hand ZeroMQ what waits for ``key``, until it holds no more (under the send lock)."""
+        """Hand ZeroMQ what waits for ``key``, until it holds no more, unless the peer's
+        connection is gone (under the send lock)."""
         backlog = self._unsent[key]
         sock = self._sockets[key]
+        self._heard(key)
+        if key in self._away:
+            # as much as ZeroMQ and `_unsent` held together before: the oldest given up first
+            if len(backlog) > SNDHWM + MAX_UNSENT:
+                del backlog[:len(backlog) - SNDHWM - MAX_UNSENT]
+                self._gave_up.add(key)
+            return
         while backlog:
             try:
                 sock.send(backlog[0], _NOBLOCK)
             except zmq.Again:
                 if len(backlog) > MAX_UNSENT:  # the peer has been away long: give the oldest up
                     del backlog[0]
+                    self._gave_up.add(key)
                 return
             del backlog[0]
         del self._unsent[key]
@@ -211,12 +267,15 @@ class ZmqTransport(BatchingTransport):
         super()._flush_locked()
 
     def _retry_unsent(self) -> None:
-        """From the receiving thread, every `RETRY_SECS` while batches wait in `_unsent`: they
-        go once the peer (its next launch) takes them, whether or not a loop sends or flushes."""
+        """From the receiving thread, every `RETRY_SECS`: what waits in `_unsent` goes once the
+        peer (its next launch) takes it, whether or not a loop sends or flushes; and the
+        connections' events are taken (`_heard`), so that none piles up unread."""
         if not self._send_lock.acquire(blocking=False):
             return  # a loop is sending or flushing: again at the next tick
         try:
             if not self._closed:
+                for key in list(self._watches):
+                    self._heard(key)
                 for key in list(self._unsent):
                     self._retry(key)
         finally:
@@ -235,11 +294,12 @@ class ZmqTransport(BatchingTransport):
                     message = recv()
                 except zmq.Again:
                     message = None
-                if self._unsent:  # batches a peer away did not take: hand them over once it is back
-                    now = monotonic()
-                    if now >= retry_at:
-                        retry_at = now + RETRY_SECS
-                        self._retry_unsent()
+                now = monotonic()
+                if now >= retry_at:
+                    # batches a peer away did not take: handed over once it is back; and what
+                    # ZeroMQ says of the connections, taken while nothing is sent on them too
+                    retry_at = now + RETRY_SECS
+                    self._retry_unsent()
                 if monitor is not None and monitor.get(zmq.EVENTS) & zmq.POLLIN:
                     self._handshake_failed()
                 if message is None:
@@ -322,8 +382,8 @@ class ZmqTransport(BatchingTransport):
         self._closed = True
         self._thread.join(2)
         with self._send_lock:
-            for sock in self._sockets.values():
-                sock.close(0)
+            for key, sock in list(self._sockets.items()):
+                self._forget(key, sock)
             self._sockets.clear()
         if self._monitor is not None:
             self._pull.disable_monitor()

@@ -62,6 +62,22 @@ def _user_entry(frame: FrameType | None) -> FrameType | None:
     return entry
 
 
+def _frames_of(threads: Iterable[threading.Thread | None]) -> dict[int, FrameType]:
+    """The current frame of each of ``threads`` that runs, by its ident, and of no other thread.
+
+    ``sys._current_frames()`` holds every thread's frame, the caller's own too, whose locals
+    would then hold that dict: a reference cycle, made at every look of the watchdog, that kept
+    every thread's frame of that moment alive, and everything their locals held (tuples,
+    batches, locks), until the garbage collector's next pass, which a worker's raised thresholds
+    (``topology.worker.gc.thresholds``) put tens of minutes away: a worker's memory grew by
+    megabytes a minute meanwhile. The dict is emptied here before it is let go."""
+    every = sys._current_frames()
+    try:
+        return {t.ident: every[t.ident] for t in threads if t is not None and t.ident in every}
+    finally:
+        every.clear()
+
+
 def _on_stack(entry: FrameType, frame: FrameType | None) -> bool:
     while frame is not None:
         if frame is entry:
@@ -419,8 +435,9 @@ class Worker:
         inputs, say 1 ms each on a saturated machine) is making progress, not blocked.
         """
         moved = []
-        frames = sys._current_frames()
-        for lp in list(self.loops):
+        loops = list(self.loops)
+        frames = _frames_of(lp.thread for lp in loops)
+        for lp in loops:
             calls = lp.calls
             seen = self._last_calls.get(lp)
             thread = lp.thread
@@ -469,9 +486,10 @@ class Worker:
         makes a new frame per input, and is not stuck; nor is a call that resets its input's
         timeout (Storm's ``resetTimeout``, the way to hold an input longer on purpose) at least
         once every ``after`` seconds. Returns the components reported."""
-        frames = sys._current_frames()
+        loops = list(self.loops)
+        frames = _frames_of(lp.thread for lp in loops)
         reported = []
-        for lp in list(self.loops):
+        for lp in loops:
             ex, thread = lp.current, lp.thread
             frame = frames.get(thread.ident) if ex is not None and thread is not None and thread.ident else None
             entry = _user_entry(frame)

@@ -39,6 +39,28 @@ if TYPE_CHECKING:
 _TAG = 32
 _TOMBSTONE = b""
 _WRITER = b"writer"  # the field of <ns>$txid naming the worker that wrote the state last
+_RUN = b"writer_run"  # and the storm id of its topology's submission (launch ids count per submission)
+
+
+_CLOCK_SKEW_SECS = 60  # submissions this close in time are told apart by the master's counter
+
+
+def _later(storm_id: str, than: str) -> bool:
+    """Whether the submission ``storm_id`` (``name-counter-epochsecs``) was made after ``than``:
+    by the master's counter when their times are within `_CLOCK_SKEW_SECS` (a Nimbus HA leader's
+    clock may lag the one before), else by time (a cluster whose state was wiped counts afresh).
+    False for an id not of that form."""
+    def parts(sid: str) -> tuple[int, int] | None:
+        fields = sid.rsplit("-", 2)
+        if len(fields) != 3 or not fields[1].isdigit() or not fields[2].isdigit():
+            return None
+        return int(fields[1]), int(fields[2])
+    a, b = parts(storm_id), parts(than)
+    if a is None or b is None:
+        return False
+    if abs(a[1] - b[1]) <= _CLOCK_SKEW_SECS:
+        return a[0] > b[0]
+    return a[1] > b[1]
 
 
 class StateFenced(StateError):
@@ -49,15 +71,17 @@ class RedisStore:
     """A `squall.state._kv.StateStore` in Redis; see the module docstring."""
 
     def __init__(self, client: redis.Redis, namespace: str, key: bytes, where: str,
-                 launch: LaunchView | None = None, owner: str = "") -> None:
+                 launch: LaunchView | None = None, owner: str = "", run: str = "") -> None:
         """``launch``: the worker's `LaunchView`, to fence writes by (None: none, as on a
-        `LocalCluster`); ``owner``: the state's task, for the message of a write refused."""
+        `LocalCluster`); ``owner``: the state's task, for the message of a write refused;
+        ``run``: the storm id of the topology's submission the worker runs ("": unknown)."""
         self.client = client
         self.ns = namespace.encode()
         self._key = key
         self.where = where
         self.launch = launch
         self.owner = owner
+        self.run = run
         self._fenced: str | None = None  # why this worker may no longer write here (for good)
 
     def _mac(self, hash_name: bytes, field: bytes, value: bytes) -> bytes:
@@ -123,7 +147,8 @@ class RedisStore:
         the worker lends a `LaunchView`, the field ``writer`` of ``<ns>$txid`` names the worker
         that wrote the state last (`LaunchView.token`), and the write goes only if that is this
         worker, none, or a launch this worker knows the master replaced (then this worker
-        takes the state over). Otherwise this worker is the replaced one (cut off from the
+        takes the state over); the field ``writer_run`` names the writer's submission of the
+        topology, whose launches a later submission's workers cannot know (`_refused`). Otherwise this worker is the replaced one (cut off from the
         master while its tasks moved elsewhere: a zombie): `StateFenced`, and nothing is
         written, so it can neither roll back nor overwrite what the task's new copy prepared.
         A launch once replaced stays replaced: later writes are refused at once, with no round
@@ -147,26 +172,50 @@ class RedisStore:
                 while True:
                     try:
                         p.watch(txid_key)
-                        raw = p.hget(txid_key, _WRITER)
+                        raw, raw_run = p.hmget(txid_key, [_WRITER, _RUN])
                         writer = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
-                        if writer is not None and writer != me and not launch.replaced(writer):
-                            self._fenced = (
-                                f"{self.owner or 'a state'}: this worker ({launch.slot}, launch {launch.launch_id}) "
-                                f"may no longer write state {self.ns.decode(errors='replace')!r} in Redis at "
-                                f"{self.where}: the worker {writer.replace('#', ', launch ')} took it over, a "
-                                f"launch newer than this worker knows of. The master replaced this worker "
-                                f"(its machine was cut off from the master, and its tasks moved elsewhere); "
-                                f"it stops once it reaches the master again. Nothing was written")
-                            raise StateFenced(self._fenced)
+                        run = raw_run.decode(errors="replace") if isinstance(raw_run, bytes) else raw_run
+                        why = self._refused(writer, run or "")
+                        if why is not None:
+                            self._fenced = why
+                            raise StateFenced(why)
                         p.multi()
                         queue(p)
-                        if writer != me:
-                            p.hset(txid_key, _WRITER, me)
+                        if writer != me or (self.run and run != self.run):
+                            p.hset(txid_key, mapping={_WRITER: me, _RUN: self.run})
                         p.execute()
                         return
                     except redis.WatchError:
                         continue  # another write came between: look again
         self._call(what, fenced)
+
+    def _refused(self, writer: str | None, run: str) -> str | None:
+        """Why this worker may not write over the last writer ``writer`` of submission ``run``
+        ("": not recorded), None if it may. Launch ids count afresh in each submission of a
+        topology (a slot's first launch is 1), and a topology resubmitted under its name finds
+        its states: a writer of another submission is taken over, unless that submission is
+        the later one (`_later`: this worker is then a killed or replaced submission's, cut off from the
+        master); within one submission, the launch table tells (`LaunchView.replaced`)."""
+        launch = self.launch
+        if writer is None or launch is None:
+            return None
+        if self.run and run != self.run:
+            if not _later(run, self.run):
+                return None
+            return (f"{self.owner or 'a state'}: this worker ({launch.slot}, launch {launch.launch_id}) of "
+                    f"submission {self.run} may no longer write state {self.ns.decode(errors='replace')!r} in "
+                    f"Redis at {self.where}: the topology's later submission {run} (worker "
+                    f"{writer.replace('#', ', launch ')}) took it over. This worker's submission was killed or "
+                    f"replaced while its machine was cut off from the master; it stops once it reaches the "
+                    f"master again. Nothing was written")
+        if writer == launch.token or launch.replaced(writer):
+            return None
+        return (f"{self.owner or 'a state'}: this worker ({launch.slot}, launch {launch.launch_id}) "
+                f"may no longer write state {self.ns.decode(errors='replace')!r} in Redis at "
+                f"{self.where}: the worker {writer.replace('#', ', launch ')} took it over, a "
+                f"launch newer than this worker knows of. The master replaced this worker "
+                f"(its machine was cut off from the master, and its tasks moved elsewhere); "
+                f"it stops once it reaches the master again. Nothing was written")
 
     def claim(self) -> None:
         """Take the state over as `_write` would, writing nothing else: done when the state is
@@ -309,8 +358,11 @@ class RedisKeyValueStateProvider(StateProvider):
                              f"made outside a cluster needs a StateHome with a secret)")
         resources = getattr(context, "worker_resources", None)
         launch = resources.get_or_make(LAUNCH, lambda: None) if resources is not None else None
+        get_run = getattr(context, "get_storm_id", None)
+        run = get_run() if callable(get_run) else ""
         store = RedisStore(client, f"{topology_of(conf)}/{namespace}", key, where,
-                           launch if isinstance(launch, LaunchView) else None, owner)
+                           launch if isinstance(launch, LaunchView) else None, owner,
+                           run if isinstance(run, str) else "")
         store.claim()
         return TransactionalKeyValueState(store, StateCodec(conf, owner))
 

@@ -29,7 +29,8 @@ class Ctx:
     """A task's context in a worker of slot ``slot``, launch ``launch``, that last heard the
     master's launch table ``table`` (floor ``floor``)."""
 
-    def __init__(self, slot, launch, table, floor=0):
+    def __init__(self, slot, launch, table, floor=0, run="part-1-1000"):
+        self.run = run
         self.state_home = StateHome(key=KEY)
         self.worker_resources = WorkerResources()
         self.view = self.worker_resources.get_or_make(LAUNCH, lambda: LaunchView(slot, launch, table, floor))
@@ -39,6 +40,9 @@ class Ctx:
 
     def get_this_task_id(self):
         return 6
+
+    def get_storm_id(self):
+        return self.run
 
 
 def _count(state, ids):
@@ -100,3 +104,36 @@ def test_a_worker_restarted_in_place_takes_the_state_over_and_its_old_launch_is_
     plain.prepare_commit(1)
     plain.commit(1)
     assert get_state("count-3", c, Plain()).get("a") == 1
+
+
+@pytest.mark.parametrize(("same_slot", "run"), [(False, "part-2-2000"), (True, "part-2-2000"), (False, "part-2-990")])
+def test_a_topology_resubmitted_under_its_name_writes_the_states_its_last_submission_left(redis_server, same_slot, run):  # noqa: F811
+    """States are scoped by the topology's name: a topology killed and submitted again finds
+    them. Launch ids count afresh in each submission (a slot's first launch is 1), so the new
+    submission's worker, on another slot or on the same one, finds as last writer a launch its
+    table cannot know; it takes the state over. A worker of the killed submission still running
+    (cut off from the master when the kill came) may no longer write. ``part-2-990``: submitted
+    by a Nimbus HA leader whose clock is 10 s behind the one before (the counter tells)."""
+    c = conf(redis_server)
+    # the first submission: task 6's worker on A restarted twice (launch 3)
+    first = get_state("count-6", c, Ctx(A, 3, {A: 3, B: 1}, run="part-1-1000"))
+    _count(first, range(70))
+    first.prepare_commit(5)
+    first.commit(5)
+    # killed; submitted again 1000 s later: task 6 on a first launch, on A again or on C
+    slot = A if same_slot else C
+    again = get_state("count-6", c, Ctx(slot, 1, {slot: 1}, run=run))
+    assert dict(again.committed()) == dict(Counter(i % 7 for i in range(70)))
+    _count(again, range(70, 140))
+    again.prepare_commit(1)
+    # the killed submission's worker, cut off from the master, rolls back: refused
+    with pytest.raises(StateError, match=rf"later submission {run}") as refused:
+        first.rollback()
+    assert "submission part-1-1000" in str(refused.value)
+    again.commit(1)
+    _count(again, range(140, 150))
+    again.prepare_commit(2)
+    again.commit(2)
+    # every one of the 150 records counted once
+    counts = dict(get_state("count-6", c, Ctx(slot, 1, {slot: 1}, run=run)).committed())
+    assert counts == dict(Counter(i % 7 for i in range(150)))

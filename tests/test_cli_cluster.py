@@ -91,10 +91,10 @@ def squall(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
 class Nimbus:
     """``squall nimbus --host process`` in a subprocess, with the commands that talk to it."""
 
-    def __init__(self, tmp: Path, extra: dict | None = None) -> None:
+    def __init__(self, tmp: Path, extra: dict | None = None, num_slots: int = 2) -> None:
         # not a port `extra` chose for a server of its own (drpc.port, drpc.invocations.port)
         chosen = [v for k, v in (extra or {}).items() if k.endswith(".port") and isinstance(v, int)]
-        port, *slots = free_ports(3, avoid=chosen)
+        port, *slots = free_ports(1 + num_slots, avoid=chosen)
         self.port = port
         self.dir = tmp / "storm-local"
         self.conf = {"storm.local.dir": str(self.dir), "nimbus.thrift.port": port, "supervisor.slots.ports": slots,

@@ -117,12 +117,22 @@ class TopologyPlan:
         """The tasks of every component in `downstream`."""
         return {t for cid in self.downstream(component) for t in self.component_tasks.get(cid, [])}
 
+    def _rebalanceable(self) -> list[str]:
+        """The components ``-e`` can name, spouts first, then bolts, each sorted by id: a
+        Trident topology's are the planner's (``spout-<txid>``, ``b-<N>``), not its stream names.
+        The system's (``__*``: the acker, metrics consumers) are left out."""
+        comps = self.topology.components
+        return sorted((cid for cid in self.parallelism if not cid.startswith("__")),
+                      key=lambda cid: (cid not in comps or comps[cid].kind != "spout", cid))
+
     def with_parallelism(self, num_workers: int | None, executors: dict[str, int] | None) -> TopologyPlan:
         """The plan after a rebalance: same tasks, new worker and executor counts."""
         par = dict(self.parallelism)
         for cid, n in (executors or {}).items():
             if cid not in par:
-                raise InvalidTopologyException(f"rebalance: topology {self.name!r} has no component [{cid}]")
+                trident = f"; a Trident stream's spout runs in spout-{cid}" if f"spout-{cid}" in par else ""
+                raise InvalidTopologyException(f"rebalance: topology {self.name!r} has no component [{cid}] "
+                                               f"(its components: {', '.join(self._rebalanceable())}{trident})")
             if type(n) is not int or n < 1:
                 raise InvalidTopologyException(
                     f"rebalance: component [{cid}] needs a positive number of executors, got {n!r}")

@@ -163,3 +163,27 @@ def test_topology_tasks_in_the_topology_config_applies_to_components_that_do_not
     assert len(plan.component_tasks["bolt"]) == 4
     assert len(plan.component_tasks["own"]) == 2
     assert len([e for e in plan.executors if e.component == "bolt"]) == 2
+
+
+def test_a_rebalance_naming_no_component_lists_those_there_are():
+    """A Trident topology's components are the planner's: a user who names the stream
+    (``-e records=2``) learns which ids there are, and where the stream's spout runs."""
+    from squall.trident import TridentTopology
+    from squall.trident.builtin import Count
+    from squall.trident.spout import FeederBatchSpout
+    from squall.trident.state import MemoryMapState
+
+    topology = TridentTopology()
+    topology.new_stream("records", FeederBatchSpout(["key"])).group_by(Fields("key")) \
+        .persistent_aggregate(MemoryMapState.factory(), Count(), Fields("count")).parallelism_hint(2)
+    plan = make_plan("rb", "rb-1", topology.build(), topology_conf(default_conf(), {}), {})
+
+    with pytest.raises(InvalidTopologyException) as e:
+        plan.with_parallelism(None, {"records": 2})
+    assert str(e.value) == ("rebalance: topology 'rb' has no component [records] (its components: "
+                            "$mastercoord-bg0, $spoutcoord-spout-records, b-0, b-1, spout-records; "
+                            "a Trident stream's spout runs in spout-records)")
+    with pytest.raises(InvalidTopologyException, match=r"has no component \[nope\] \(its components: "
+                                                       r"\$mastercoord-bg0, \$spoutcoord-spout-records, b-0, b-1, "
+                                                       r"spout-records\)$"):
+        plan.with_parallelism(None, {"nope": 2})

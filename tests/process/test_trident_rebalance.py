@@ -12,7 +12,9 @@ What must hold (docs/trident.md, "Guarantees"; docs/cli.md, ``squall rebalance``
 - each state partition commits its txids in order (a txid again only in a new worker, which the
   state ignores or recomputes), and the REST API's ``currentTxid`` passes the last one committed;
 - every DRPC answer is a committed value: never above the final count, never below an earlier
-  answer for the same key (every key only grows).
+  answer for the same key (every key only grows);
+- ``-e records=2`` (the stream's name, not a component's) is the master's error, listing the
+  components there are, and leaves the topology as it was.
 """
 
 from __future__ import annotations
@@ -154,6 +156,15 @@ def test_a_trident_topology_rebalanced_while_records_arrive_counts_each_once(red
                     master.get_topology_info("rb")
                 at = counted()  # and counting again
                 assert wait_until(lambda: counted() > at + 20, 120, 0.1), nimbus.info("rb")["errors"]
+
+            # the stream's name is no component: the master's error says which there are
+            wrong = nimbus.run("rebalance", "rb", "-e", "records=2", "-w", "0")
+            assert (wrong.returncode, wrong.stdout) == (1, ""), wrong
+            assert wrong.stderr == (
+                "squall: error: rebalance: topology 'rb' has no component [records] (its components: "
+                "$mastercoord-bg0, $mastercoord-bg1, $spoutcoord-spout-drpc-counts, $spoutcoord-spout-records, "
+                "b-0, b-1, b-2, b-3, b-4, b-5, drpc-return-counts, spout-drpc-counts, spout-records; "
+                "a Trident stream's spout runs in spout-records)\n"), wrong.stderr
 
             info = master.get_topology_info("rb")
             ports = {s["worker"] for s in info["components"]["$mastercoord-bg0"]["task_stats"].values()}

@@ -42,25 +42,7 @@ _WRITER = b"writer"  # the field of <ns>$txid naming the worker that wrote the s
 _RUN = b"writer_run"  # and the storm id of its topology's submission (launch ids count per submission)
 
 
-_CLOCK_SKEW_SECS = 60  # submissions this close in time are told apart by the master's counter
-
-
-def _later(storm_id: str, than: str) -> bool:
-    """Whether the submission ``storm_id`` (``name-counter-epochsecs``) was made after ``than``:
-    by the master's counter when their times are within `_CLOCK_SKEW_SECS` (a Nimbus HA leader's
-    clock may lag the one before), else by time (a cluster whose state was wiped counts afresh).
-    False for an id not of that form."""
-    def parts(sid: str) -> tuple[int, int] | None:
-        fields = sid.rsplit("-", 2)
-        if len(fields) != 3 or not fields[1].isdigit() or not fields[2].isdigit():
-            return None
-        return int(fields[1]), int(fields[2])
-    a, b = parts(storm_id), parts(than)
-    if a is None or b is None:
-        return False
-    if abs(a[1] - b[1]) <= _CLOCK_SKEW_SECS:
-        return a[0] > b[0]
-    return a[1] > b[1]
+_LAST_RUN = b"$last"  # the field of <topology>/$runs counting the submissions seen (not a storm id)
 
 
 class StateFenced(StateError):
@@ -71,10 +53,13 @@ class RedisStore:
     """A `squall.state._kv.StateStore` in Redis; see the module docstring."""
 
     def __init__(self, client: redis.Redis, namespace: str, key: bytes, where: str,
-                 launch: LaunchView | None = None, owner: str = "", run: str = "") -> None:
+                 launch: LaunchView | None = None, owner: str = "", run: str = "",
+                 runs_key: bytes = b"") -> None:
         """``launch``: the worker's `LaunchView`, to fence writes by (None: none, as on a
         `LocalCluster`); ``owner``: the state's task, for the message of a write refused;
-        ``run``: the storm id of the topology's submission the worker runs ("": unknown)."""
+        ``run``: the storm id of the topology's submission the worker runs ("": unknown);
+        ``runs_key``: the hash ``<topology>/$runs`` ordering the topology's submissions
+        (`_my_order`; ``b""``: the namespace's own ``<ns>$runs``)."""
         self.client = client
         self.ns = namespace.encode()
         self._key = key
@@ -82,6 +67,8 @@ class RedisStore:
         self.launch = launch
         self.owner = owner
         self.run = run
+        self._runs = runs_key or self.ns + b"$runs"
+        self._order: int | None = None  # this submission's place in `_runs` (`_my_order`)
         self._fenced: str | None = None  # why this worker may no longer write here (for good)
 
     def _mac(self, hash_name: bytes, field: bytes, value: bytes) -> bytes:
@@ -168,6 +155,8 @@ class RedisStore:
         txid_key = self.ns + b"$txid"
 
         def fenced() -> None:
+            if self.run:
+                self._my_order()  # the submission takes its place before its first write
             with self.client.pipeline(transaction=True) as p:
                 while True:
                     try:
@@ -175,7 +164,9 @@ class RedisStore:
                         raw, raw_run = p.hmget(txid_key, [_WRITER, _RUN])
                         writer = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
                         run = raw_run.decode(errors="replace") if isinstance(raw_run, bytes) else raw_run
-                        why = self._refused(writer, run or "")
+                        later = (run is not None and bool(self.run) and run != self.run
+                                 and self._place(p.hget(self._runs, run)) > self._my_order())
+                        why = self._refused(writer, run or "", later)
                         if why is not None:
                             self._fenced = why
                             raise StateFenced(why)
@@ -189,18 +180,46 @@ class RedisStore:
                         continue  # another write came between: look again
         self._call(what, fenced)
 
-    def _refused(self, writer: str | None, run: str) -> str | None:
+    def _my_order(self) -> int:
+        """This worker's submission's place among the topology's submissions: the hash
+        ``<topology>/$runs`` maps each storm id to the count (its field ``$last``) when a worker
+        of that submission first opened or wrote one of the topology's Redis states, kept for
+        good (`HSETNX`: every worker of a submission gets the first one's place). A later
+        submission's workers start after the kill of an earlier one, so they come later, whatever
+        the storm ids say: the master's clock may lag (Nimbus HA) or be set back, and a cluster
+        whose ``storm.local.dir`` was wiped counts its storm ids afresh. (A worker of the killed
+        submission that first opens a state only after the next submission's did, cut off from
+        the master all along, would take the next one's place.) Read once."""
+        if self._order is None:
+            raw = self.client.hget(self._runs, self.run)
+            if raw is None:
+                n = self.client.hincrby(self._runs, _LAST_RUN, 1)
+                self.client.hsetnx(self._runs, self.run, n)
+                raw = self.client.hget(self._runs, self.run)
+            self._order = self._place(raw)
+        return self._order
+
+    @staticmethod
+    def _place(raw: Any) -> int:
+        """A place `_my_order` keeps; 0 for none (a writer of a squall before it: earlier)."""
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            return 0
+
+    def _refused(self, writer: str | None, run: str, later: bool) -> str | None:
         """Why this worker may not write over the last writer ``writer`` of submission ``run``
         ("": not recorded), None if it may. Launch ids count afresh in each submission of a
         topology (a slot's first launch is 1), and a topology resubmitted under its name finds
         its states: a writer of another submission is taken over, unless that submission is
-        the later one (`_later`: this worker is then a killed or replaced submission's, cut off from the
-        master); within one submission, the launch table tells (`LaunchView.replaced`)."""
+        the ``later`` one (`_my_order`: this worker is then a killed or replaced submission's, cut
+        off from the master); within one submission, the launch table tells
+        (`LaunchView.replaced`)."""
         launch = self.launch
         if writer is None or launch is None:
             return None
         if self.run and run != self.run:
-            if not _later(run, self.run):
+            if not later:
                 return None
             return (f"{self.owner or 'a state'}: this worker ({launch.slot}, launch {launch.launch_id}) of "
                     f"submission {self.run} may no longer write state {self.ns.decode(errors='replace')!r} in "
@@ -360,9 +379,10 @@ class RedisKeyValueStateProvider(StateProvider):
         launch = resources.get_or_make(LAUNCH, lambda: None) if resources is not None else None
         get_run = getattr(context, "get_storm_id", None)
         run = get_run() if callable(get_run) else ""
-        store = RedisStore(client, f"{topology_of(conf)}/{namespace}", key, where,
+        topology = topology_of(conf)
+        store = RedisStore(client, f"{topology}/{namespace}", key, where,
                            launch if isinstance(launch, LaunchView) else None, owner,
-                           run if isinstance(run, str) else "")
+                           run if isinstance(run, str) else "", f"{topology}/$runs".encode())
         store.claim()
         return TransactionalKeyValueState(store, StateCodec(conf, owner))
 

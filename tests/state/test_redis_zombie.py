@@ -106,21 +106,32 @@ def test_a_worker_restarted_in_place_takes_the_state_over_and_its_old_launch_is_
     assert get_state("count-3", c, Plain()).get("a") == 1
 
 
-@pytest.mark.parametrize(("same_slot", "run"), [(False, "part-2-2000"), (True, "part-2-2000"), (False, "part-2-990")])
-def test_a_topology_resubmitted_under_its_name_writes_the_states_its_last_submission_left(redis_server, same_slot, run):  # noqa: F811
+@pytest.mark.parametrize(("same_slot", "before", "run"), [
+    (False, "part-1-1000", "part-2-2000"), (True, "part-1-1000", "part-2-2000"),
+    # submitted by a Nimbus HA leader whose clock is 10 s behind the one before
+    (False, "part-1-1000", "part-2-990"),
+    # the master's clock set back 2 minutes between the two submissions (NTP stepped a clock
+    # that ran ahead, or the master restarted on another machine on the same storm.local.dir):
+    # the counter goes on, the times go backwards
+    (False, "part-3-1000", "part-4-880"), (True, "part-3-1000", "part-4-880"),
+    # storm.local.dir wiped (a cluster started afresh): the counter starts over, 30 s later
+    (False, "part-3-1000", "part-1-1030"), (True, "part-3-1000", "part-1-1030"),
+])
+def test_a_topology_resubmitted_under_its_name_writes_the_states_its_last_submission_left(
+        redis_server, same_slot, before, run):  # noqa: F811
     """States are scoped by the topology's name: a topology killed and submitted again finds
     them. Launch ids count afresh in each submission (a slot's first launch is 1), so the new
     submission's worker, on another slot or on the same one, finds as last writer a launch its
-    table cannot know; it takes the state over. A worker of the killed submission still running
-    (cut off from the master when the kill came) may no longer write. ``part-2-990``: submitted
-    by a Nimbus HA leader whose clock is 10 s behind the one before (the counter tells)."""
+    table cannot know; it takes the state over, whatever the two storm ids say (a master's
+    clock may lag or be set back, a wiped cluster counts afresh). A worker of the killed
+    submission still running (cut off from the master when the kill came) may no longer write."""
     c = conf(redis_server)
     # the first submission: task 6's worker on A restarted twice (launch 3)
-    first = get_state("count-6", c, Ctx(A, 3, {A: 3, B: 1}, run="part-1-1000"))
+    first = get_state("count-6", c, Ctx(A, 3, {A: 3, B: 1}, run=before))
     _count(first, range(70))
     first.prepare_commit(5)
     first.commit(5)
-    # killed; submitted again 1000 s later: task 6 on a first launch, on A again or on C
+    # killed; submitted again: task 6 on a first launch, on A again or on C
     slot = A if same_slot else C
     again = get_state("count-6", c, Ctx(slot, 1, {slot: 1}, run=run))
     assert dict(again.committed()) == dict(Counter(i % 7 for i in range(70)))
@@ -129,7 +140,7 @@ def test_a_topology_resubmitted_under_its_name_writes_the_states_its_last_submis
     # the killed submission's worker, cut off from the master, rolls back: refused
     with pytest.raises(StateError, match=rf"later submission {run}") as refused:
         first.rollback()
-    assert "submission part-1-1000" in str(refused.value)
+    assert f"submission {before}" in str(refused.value)
     again.commit(1)
     _count(again, range(140, 150))
     again.prepare_commit(2)

@@ -24,6 +24,7 @@ from ..state.counting import (
     NotingReplayingSpout,
     Pass,
     ReplayingSpout,
+    StateReader,
     acked,
     check_counts,
     emitted,
@@ -41,22 +42,27 @@ redis = pytest.importorskip("redis")
 SECRET = "squall-rebalance-secret-0123456789"
 
 
-class _Reader:
-    def __init__(self):
-        self.state_home = StateHome(key=state_key(SECRET.encode()))
-
-    def get_this_component_id(self):
-        return "(test)"
-
-    def get_this_task_id(self):
-        return -1
-
-
 def _logs(cluster):
     """The tails of the master's and the workers' logs, for a failed assertion's message."""
     return "\n".join(f"--- {p}\n{log_tail(p)}" for p in [cluster.dir.parent / "master.log",
                                                          *sorted(cluster.dir.glob("logs/workers-artifacts/*/*/worker.log"))])
 
+
+
+def committed_counts(server, topology: str) -> tuple[dict, list[str]]:
+    """The committed counts of every ``count`` task's Redis state of ``topology`` (id -> count),
+    and those states' namespaces; an id in two tasks' states is an error."""
+    counts: dict = {}
+    namespaces: list[str] = []
+    conf = {"topology.name": topology, "topology.state.provider": REDIS_STATE,
+            "topology.state.provider.config": {"url": server.url}}
+    for key in server.client().keys(f"{topology}/count-*"):
+        if "$" not in key:
+            namespaces.append(key[len(topology) + 1:])
+            for k, v in get_state(namespaces[-1], conf, StateReader(StateHome(key=state_key(SECRET.encode())))).committed():
+                assert k not in counts, f"id {k} is in the states of two tasks"
+                counts[k] = v
+    return counts, namespaces
 
 
 def test_stateful_counts_survive_rebalances_that_regroup_their_tasks(tmp_path, redis_server):  # noqa: F811
@@ -93,22 +99,12 @@ def test_stateful_counts_survive_rebalances_that_regroup_their_tasks(tmp_path, r
             m.kill_topology("rebal", wait_secs=0)
     finally:
         cluster.stop()
-    counts, namespaces = {}, []
-    for key in redis_server.client().keys("rebal/count-*"):
-        if "$" not in key:
-            namespaces.append(key[len("rebal/"):])
-            for k, v in get_state(key[len("rebal/"):], {"topology.name": "rebal", "topology.state.provider": REDIS_STATE,
-                                                        "topology.state.provider.config": {"url": redis_server.url}},
-                                  _Reader()).committed():
-                assert k not in counts, f"id {k} is in the states of two tasks"
-                counts[k] = v
+    counts, namespaces = committed_counts(redis_server, "rebal")
     assert len(namespaces) == 4, namespaces
     twice, replayed = check_counts(counts, n, out)
     assert not errors, errors
     print(f"{n} ids, 2 rebalances: {replayed} replayed, {twice} counted twice; emits per id "
           f"{sorted(set(emitted(out).values()))}")
-
-
 
 
 def test_a_rebalance_with_a_wait_commits_the_checkpoint_it_caught_half_done(tmp_path, redis_server):  # noqa: F811
@@ -150,18 +146,12 @@ def test_a_rebalance_with_a_wait_commits_the_checkpoint_it_caught_half_done(tmp_
             m.kill_topology("held", wait_secs=0)
     finally:
         cluster.stop()
-    counts = {}
-    for key in redis_server.client().keys("held/count-*"):
-        if "$" not in key:
-            counts.update(get_state(key[len("held/"):], {"topology.name": "held", "topology.state.provider": REDIS_STATE,
-                                                          "topology.state.provider.config": {"url": redis_server.url}},
-                                    _Reader()).committed())
+    counts, _ = committed_counts(redis_server, "held")
     check_counts(counts, n, out)
     twice = sorted(i for i, c in counts.items() if c > 1)
     assert not twice, f"{len(twice)} of {n} ids counted twice, e.g. {twice[:20]} ({at_release} acked at the release)"
     assert not errors, errors
     print(f"{n} ids, each counted once; {sum(emitted(out).values()) - n} replayed")
-
 
 
 def test_a_rebalance_with_a_wait_replays_nothing_of_a_stateful_bolt(tmp_path, redis_server):  # noqa: F811
@@ -202,13 +192,7 @@ def test_a_rebalance_with_a_wait_replays_nothing_of_a_stateful_bolt(tmp_path, re
             m.kill_topology("drained", wait_secs=0)
     finally:
         cluster.stop()
-    counts = {}
-    for key in redis_server.client().keys("drained/count-*"):
-        if "$" not in key:
-            counts.update(get_state(key[len("drained/"):], {"topology.name": "drained",
-                                                             "topology.state.provider": REDIS_STATE,
-                                                             "topology.state.provider.config": {"url": redis_server.url}},
-                                    _Reader()).committed())
+    counts, _ = committed_counts(redis_server, "drained")
     check_counts(counts, n, out)
     again = sorted(i for i, e in emitted(out).items() if e > 1)
     assert not again, f"{len(again)} of {n} ids emitted again after the rebalance, e.g. {again[:20]}"

@@ -12,23 +12,12 @@ from squall.state import StateHome, get_state, state_key
 
 from ..conftest import wait_until
 from ..external.conftest import redis_server  # noqa: F401 - the real redis-server fixture
-from ..state.counting import acked, counting_topology, emitted
+from ..state.counting import StateReader, acked, counting_topology, emitted
 from .conftest import Cluster, topology_errors
 from .recovery_topology import RECOVERY_CONF
 from .semantics_topology import topology_conf
 
 N = 300
-
-
-class _Reader:
-    def __init__(self, home):
-        self.state_home = home
-
-    def get_this_component_id(self):
-        return "(test)"
-
-    def get_this_task_id(self):
-        return -1
 
 
 def test_a_topology_resubmitted_under_its_name_goes_on_with_its_redis_states(tmp_path, redis_server):  # noqa: F811
@@ -42,7 +31,7 @@ def test_a_topology_resubmitted_under_its_name_goes_on_with_its_redis_states(tmp
     def counts():
         found = {}
         for ns in namespaces:
-            found.update(dict(get_state(ns, {"topology.name": "counted", **state_conf}, _Reader(home)).committed()))
+            found.update(dict(get_state(ns, {"topology.name": "counted", **state_conf}, StateReader(home)).committed()))
         return found
 
     def submit(workers, out):

@@ -149,7 +149,7 @@ def check_counts(counts: dict, n: int, out: Path) -> tuple[int, int]:
     return sum(counts.values()) - n, sum(emits.values()) - n
 
 
-class _Reader:
+class StateReader:
     """A context for reading states from a test, as a host lends them to its workers."""
 
     def __init__(self, home):
@@ -170,5 +170,5 @@ def committed_counts(state_root: Path, secret: bytes, name: str) -> dict:
     counts = {}
     for d in (state_root / name).glob("ns-count-*"):
         if not d.name.endswith("-window"):
-            counts.update(dict(get_state(d.name[3:], {"topology.name": name}, _Reader(home)).committed()))
+            counts.update(dict(get_state(d.name[3:], {"topology.name": name}, StateReader(home)).committed()))
     return counts

@@ -22,6 +22,7 @@ from squall.trident.partitioned import IPartitionedTridentSpout
 from squall.trident.spark.source import PartitionedSpoutReader, SpoutSpec
 
 from ..kafka_broker import QUIET, kafka_broker  # noqa: F401 (the module-scoped broker fixture)
+from ..trident.test_partitioned import Part
 from .conftest import count_lines_live, dead_letter_lines, read_batch, write_lines
 from .ops import skip_comment_records, skip_comments
 
@@ -186,20 +187,6 @@ def test_a_live_query_reads_past_batches_of_skipped_lines_counting_each_good_lin
     assert count_lines_live(spark, tmp_path, lines, skip_comments) == {"good1": 2, "good2": 1}
 
 
-class _Part:
-    def __init__(self, pid):
-        self.pid = pid
-
-    def get_id(self):
-        return self.pid
-
-    def __hash__(self):
-        return hash(self.pid)
-
-    def __eq__(self, other):
-        return isinstance(other, _Part) and other.pid == self.pid
-
-
 class _Coordinator:
     def __init__(self, data):
         self.data = data
@@ -222,7 +209,7 @@ class _FilteringEmitter:
         self.data = data
 
     def get_ordered_partitions(self, info):
-        return [_Part(p) for p in info]
+        return [Part(p) for p in info]
 
     def refresh_partitions(self, mine):
         pass

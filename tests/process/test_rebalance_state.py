@@ -107,6 +107,20 @@ def test_stateful_counts_survive_rebalances_that_regroup_their_tasks(tmp_path, r
           f"{sorted(set(emitted(out).values()))}")
 
 
+def _counting_on_redis(out, spout, count, tasks: int, pending: int, server) -> tuple:
+    """``spout`` -> a shuffled pass -> ``count`` (``tasks`` tasks, fields-grouped by id) on the
+    Redis state at ``server``, one worker, checkpoints every 100 ms: the topology and its conf."""
+    b = TopologyBuilder()
+    b.set_spout("source", spout, 1)
+    b.set_bolt("work", Pass(), 2).shuffle_grouping("source")
+    b.set_bolt("count", count, 2).fields_grouping("work", ["id"]).set_num_tasks(tasks)
+    conf = topology_conf(out, 1, **{"topology.message.timeout.secs": 30, "topology.max.spout.pending": pending,
+                                    "topology.state.checkpoint.interval.ms": 100,
+                                    "topology.state.provider": REDIS_STATE,
+                                    "topology.state.provider.config": {"url": server.url}})
+    return b.create_topology(), conf
+
+
 def test_a_rebalance_with_a_wait_commits_the_checkpoint_it_caught_half_done(tmp_path, redis_server):  # noqa: F811
     """`squall rebalance -w` while a checkpoint's PREPARE is in flight (held in a stateful
     bolt's ``pre_prepare`` until the spouts are off): the prepare goes through during the wait,
@@ -122,17 +136,10 @@ def test_a_rebalance_with_a_wait_commits_the_checkpoint_it_caught_half_done(tmp_
 
     def why():
         return _logs(cluster)
-    b = TopologyBuilder()
-    b.set_spout("source", NotingReplayingSpout(None), 1)
-    b.set_bolt("work", Pass(), 2).shuffle_grouping("source")
-    b.set_bolt("count", HeldCount(), 2).fields_grouping("work", ["id"]).set_num_tasks(2)
-    conf = topology_conf(out, 1, **{"topology.message.timeout.secs": 30, "topology.max.spout.pending": 100,
-                                    "topology.state.checkpoint.interval.ms": 100,
-                                    "topology.state.provider": REDIS_STATE,
-                                    "topology.state.provider.config": {"url": redis_server.url}})
+    topology, conf = _counting_on_redis(out, NotingReplayingSpout(None), HeldCount(), 2, 100, redis_server)
     try:
         with cluster.client() as m:
-            m.submit_topology("held", conf, b.create_topology())
+            m.submit_topology("held", conf, topology)
             assert wait_until(lambda: len(acked(out)) > 200, 60), why()
             (out / "hold").write_text("")
             assert wait_until(lambda: (out / "held").exists(), 30), why()
@@ -170,17 +177,10 @@ def test_a_rebalance_with_a_wait_replays_nothing_of_a_stateful_bolt(tmp_path, re
 
     def why():
         return _logs(cluster)
-    b = TopologyBuilder()
-    b.set_spout("source", ReplayingSpout(None), 1)
-    b.set_bolt("work", Pass(), 2).shuffle_grouping("source")
-    b.set_bolt("count", CountIds(), 2).fields_grouping("work", ["id"]).set_num_tasks(4)
-    conf = topology_conf(out, 1, **{"topology.message.timeout.secs": 30, "topology.max.spout.pending": 200,
-                                    "topology.state.checkpoint.interval.ms": 100,
-                                    "topology.state.provider": REDIS_STATE,
-                                    "topology.state.provider.config": {"url": redis_server.url}})
+    topology, conf = _counting_on_redis(out, ReplayingSpout(None), CountIds(), 4, 200, redis_server)
     try:
         with cluster.client() as m:
-            m.submit_topology("drained", conf, b.create_topology())
+            m.submit_topology("drained", conf, topology)
             assert wait_until(lambda: len(acked(out)) > 300, 60), why()
             for workers, executors in [(2, {"count": 4}), (1, {"count": 1})]:
                 before = len(acked(out))

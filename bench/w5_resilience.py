@@ -473,7 +473,9 @@ def run(host: str = "process", workers: int = 4, parallelism: int | None = None,
                     time.sleep(SAMPLE_SECS)
                 drained_s = round(time.time() - t_watched, 1)
                 info = h.info(name)
-                errors = [e for e in info["errors"] if "lost" not in str(e.get("error", "")).lower()]
+                # the deaths it caused aside: a worker lost by its host, or SIGKILLed by it
+                errors = [e for e in info["errors"]
+                          if not any(w in str(e.get("error", "")).lower() for w in ("lost", "killed by sigkill"))]
                 h.kill(name, wait_secs=0)
                 h.wait_no_workers()
             proof = prove(client, feeder.fed)

@@ -1349,7 +1349,12 @@ class Master:
         unasked = current and ex.status == 0
         if ex.started and state.started_launch == launch:
             state.failed_starts = 0
-            if unasked and state.reported_launch != launch:
+            # a crash that said nothing of itself (user code's os._exit(7), a SIGSEGV in C, the
+            # OOM killer's SIGKILL) left the topology's errors empty while its restarts climbed:
+            # its exit is the error, unless the worker reported why it dies (a fail-fast
+            # exception, its memory cap)
+            silent = state.reported_launch != launch if unasked else state.fatal_launch != launch
+            if (unasked or (current and ex.status != 0)) and silent:
                 add_error(topo.errors, _exit_error(slot, ex, wall, started=True,
                                                    doing=_executing_text(topo, slot, ex.executing)))
             if current and (ex.status != 0 or unasked or state.fatal_launch == launch):

@@ -135,4 +135,5 @@ def test_the_master_has_recorded_the_start_before_the_first_tuple_runs_so_a_deat
         {"storm_id": storm_id, "slot": slot, "launch_id": launch, "status": 1, "started": True, "output": ""}])
     state = topo.slot(slot)
     assert state.failed_starts == 0 and state.crashes == 1 and not state.given_up
-    assert not topo.errors  # a crash that said nothing: a restart, not a "failed to start" error
+    # a crash that said nothing: a restart and an error that says so, not a "failed to start" one
+    assert [e.error for e in topo.errors] == [f"worker on {slot} exited with status 1 without being asked to stop: no output"]

@@ -664,7 +664,9 @@ def test_a_worker_that_started_and_then_died_is_restarted_at_once_and_resets_the
     reply = _exit(m, storm_id, slot, -9)  # SIGKILLed while it ran
     assert topo.slot(slot).failed_starts == 0
     assert reply["slots"][slot.rsplit(":", 1)[1]]["launch_id"] == topo.launch_ids[slot]
-    assert len(topo.errors) == 1  # a worker that ran is no failed start: only the first exit's error
+    # a worker that ran is no failed start, but its death is an error: it said nothing of it
+    sigkill = "was killed by SIGKILL (the kernel's OOM killer, or a kill -9)"
+    assert [e.error for e in topo.errors][1:] == [f"worker on {slot} {sigkill} without being asked to stop: no output"]
 
 
 def test_a_dead_worker_is_told_to_the_others_in_their_heartbeat_replies(conf):
@@ -735,7 +737,8 @@ def test_a_worker_that_keeps_crashing_soon_after_it_starts_backs_off_is_never_gi
     row = m.op_list()[0]
     assert row["errors"] == 1 and row["last_error"].endswith("nested deeper than 1000 (x6)")
     # a run that lasted (a minute or more) before it crashed: restarted at once, the count reset
-    m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
+    m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True,
+                   errors=[_crash_report()])
     topo.slot(slot).started_at -= 120
     assert port in _exit(m, storm_id, slot, 1)["slots"]
     # a crash its heartbeat reported as fatal counts whatever its exit status
@@ -746,7 +749,7 @@ def test_a_worker_that_keeps_crashing_soon_after_it_starts_backs_off_is_never_gi
                    errors=[_crash_report()])
     assert port not in _exit(m, storm_id, slot, 0)["slots"]
     [err] = m.op_info(name="t")["errors"]
-    assert err["count"] == 8
+    assert err["count"] == 9
 
 
 def test_the_crash_backoff_starts_at_squall_worker_crash_backoff_secs(tmp_path):

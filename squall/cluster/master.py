@@ -1343,11 +1343,13 @@ class Master:
             topo.relaunch(slot, wall, now, executing=ex.executing, how=exit_text(ex.status))
         # started: its executors opened, as its own heartbeat said before any tuple ran (the
         # supervisor's word alone is not enough: a worker that dies before it reaches the
-        # master, on a bad import or a bad configuration, exits like any crash)
+        # master, on a bad import or a bad configuration, exits like any crash; nor is its
+        # "not started", read from the exit status 3 that user code may exit with too: a bolt's
+        # os._exit(3) on a poison record was counted as failed starts until the slot was given up)
         # an exit of the launch the master still wants running was asked for by no one, whatever
         # its status: a library's os._exit(0) is a crash too, not a silent restart loop
         unasked = current and ex.status == 0
-        if ex.started and state.started_launch == launch:
+        if state.started_launch == launch:
             state.failed_starts = 0
             # a crash that said nothing of itself (user code's os._exit(7), a SIGSEGV in C, the
             # OOM killer's SIGKILL) left the topology's errors empty while its restarts climbed:

@@ -101,6 +101,28 @@ def test_a_worker_that_keeps_failing_to_start_is_given_up_with_an_error(conf):
     assert _register(m)["slots"] == {}  # the supervisor is no longer asked to start it
 
 
+def test_a_started_worker_that_exits_with_status_3_is_a_crash_not_a_failed_start(conf):
+    """The supervisors read exit status 3 as "cannot start" (the worker's own code for it), but
+    user code may exit with 3 too (a bolt's os._exit(3) on a poison record): the worker's own
+    heartbeat said it started, so each such exit is a crash, restarted (with the crash backoff),
+    never a failed start that squall.worker.max.launch.attempts (3 here) gives the slot up for."""
+    m = served(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = next(iter(topo.assignment))
+    for _ in range(4):
+        m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
+        m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
+            {"storm_id": storm_id, "slot": slot, "launch_id": topo.launch_ids[slot], "status": 3, "started": False}])
+        topo.slot(slot).retry_at = time.monotonic() - 1  # the crash backoff's wait is over
+    state = topo.slot(slot)
+    assert not state.given_up and state.failed_starts == 0 and state.crashes == 4
+    [err] = m.op_info(name="t")["errors"]
+    assert "exited with status 3" in err["error"] and "before it started" not in err["error"], err
+    assert err["count"] == 4
+
+
 def test_by_default_a_slot_that_fails_to_start_is_retried_for_ever_as_storms_supervisor_does(tmp_path):
     # what fails a start may be outside the topology (a database down for a minute): given up
     # after a few tries, the topology would have lost a worker for good once it came back

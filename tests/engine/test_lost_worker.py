@@ -228,6 +228,18 @@ class CrashesTwiceAt(Bolt):
         self.collector.ack(tup)
 
 
+def _each_failed_id_emitted_after(events: list) -> bool:
+    """Whether every id that failed in ``events`` was emitted again after its last failure."""
+    last_fail: dict[int, int] = {}
+    last_emit: dict[int, int] = {}
+    for at, e in enumerate(events):
+        if e[0] == "fail":
+            last_fail[e[1]] = at
+        elif e[0] == "emit":
+            last_emit[e[1]] = at
+    return all(last_emit.get(i, -1) > at for i, at in last_fail.items())
+
+
 def _replays_after_the_second_death_sent(log: SharedLog) -> bool:
     """Whether id 100 failed twice (each death of the crashing worker fails it: as
     ``worker-lost`` with the notice, or first as the exception that crashed the worker, when the
@@ -244,14 +256,7 @@ def _replays_after_the_second_death_sent(log: SharedLog) -> bool:
                   and (at == 0 or events[at - 1][::2] != ("fail", WORKER_LOST)))
     if notices < 2:
         return False
-    last_fail: dict[int, int] = {}
-    last_emit: dict[int, int] = {}
-    for at, e in enumerate(events):
-        if e[0] == "fail":
-            last_fail[e[1]] = at
-        elif e[0] == "emit":
-            last_emit[e[1]] = at
-    return all(last_emit.get(i, -1) > at for i, at in last_fail.items())
+    return _each_failed_id_emitted_after(events)
 
 
 def test_local_cluster_takes_what_is_sent_to_a_crashed_worker_to_its_next_launch_with_no_message_timeout():
@@ -475,11 +480,4 @@ def _replays_after_the_death_sent(log: SharedLog) -> bool:
     events = log.items()
     if not any(e[0] == "fail" and e[2] == WORKER_LOST for e in events):
         return False
-    last_fail: dict[int, int] = {}
-    last_emit: dict[int, int] = {}
-    for at, e in enumerate(events):
-        if e[0] == "fail":
-            last_fail[e[1]] = at
-        elif e[0] == "emit":
-            last_emit[e[1]] = at
-    return all(last_emit.get(i, -1) > at for i, at in last_fail.items())
+    return _each_failed_id_emitted_after(events)

@@ -80,9 +80,15 @@ class FeederSpout(Spout):
 
         Raises:
             TypeError: ``values`` is not a list or tuple (a string would be fed as its characters).
+            ValueError: ``values`` has not one value per field of the spout.
         """
         if not isinstance(values, (list, tuple)):
             raise TypeError(f"FeederSpout.feed takes a list of values, got {type(values).__name__} {values!r}")
+        if len(values) != len(self._fields):
+            # checked here, in the test's frame: emitted, it would crash the spout's worker, and
+            # the test would only see its wait run out
+            raise ValueError(f"FeederSpout.feed: {list(values)!r} has {len(values)} values for the "
+                             f"{len(self._fields)} fields {list(self._fields)} of the spout")
         if msg_id is None:
             msg_id = str(uuid.uuid4())
         self._queue.put((list(values), msg_id))

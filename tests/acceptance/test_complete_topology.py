@@ -169,6 +169,17 @@ def test_a_feeder_spout_refuses_a_string_for_a_list_of_values():
         FeederSpout(Fields("word")).feed("hello")
 
 
+def test_a_feeder_spout_refuses_values_that_do_not_match_its_fields():
+    """Before, feed took them, and the spout's worker crashed at the emit: the test saw only its
+    wait run out (tracked_wait: "the spouts emitted 0 of the 1 tuples waited for")."""
+    from squall.testing import FeederSpout
+    feeder = FeederSpout(Fields("word", "count"))
+    with pytest.raises(ValueError, match=r"^FeederSpout.feed: \['nathan'\] has 1 values for the 2 fields "
+                                         r"\['word', 'count'\] of the spout$"):
+        feeder.feed(["nathan"])
+    feeder.feed(["nathan", 1])
+
+
 class Completable(TestWordSpout):
     """Storm's CompletableSpout: its state is set up by startup() and dropped by clean()."""
 

@@ -22,6 +22,7 @@ from ._complete import read_tuples as read_tuples
 from ._helpers import AckFailMapTracker as AckFailMapTracker
 from ._helpers import AckTracker as AckTracker
 from ._helpers import FeederSpout as FeederSpout
+from ._helpers import FixedTuple as FixedTuple
 from ._helpers import FixedTupleSpout as FixedTupleSpout
 from ._helpers import TupleCaptureBolt as TupleCaptureBolt
 from ._registry import shared_state_dir as shared_state_dir
@@ -48,7 +49,8 @@ from ._tracked import with_tracked_cluster as with_tracked_cluster
 
 __all__ = [
     "TEST_TIMEOUT_SECS", "AckEveryOtherBolt", "AckFailMapTracker", "AckTracker", "CapturedTopology",
-    "CompleteTopologyResult", "FeederSpout", "FixedTupleSpout", "MockedSources", "NGrouping", "SimulatedClock",
+    "CompleteTopologyResult", "FeederSpout", "FixedTuple", "FixedTupleSpout", "MockedSources", "NGrouping",
+    "SimulatedClock",
     "TestAggregatesCounter", "TestConfBolt", "TestGlobalCount", "TestPlannerBolt", "TestPlannerSpout",
     "TestWordCounter", "TestWordSpout", "TrackedTopology", "TupleCaptureBolt", "capture_topology",
     "complete_topology", "multiset", "multiseteq", "read_tuples", "shared_state_dir", "test_tuple",

@@ -20,11 +20,13 @@ from .._fields import GlobalStreamId
 from .._grouping import DIRECT, GLOBAL, Grouping
 from .._system import DEFAULT_STREAM
 from .._topology import ComponentSpec, StormTopology
-from ._helpers import FixedTupleSpout, TupleCaptureBolt
+from ._helpers import FixedTuple, FixedTupleSpout, TupleCaptureBolt, fixed_tuple
 
 
 class MockedSources:
-    """The tuples each mocked spout emits, per stream."""
+    """The tuples each mocked spout emits, per stream: ``{spout_id: [values, ...]}`` (each a
+    list of values, or a `FixedTuple` naming its stream, as Storm's ``MockedSources(Map<String,
+    List<FixedTuple>>)``), or ``{spout_id: {stream: [values, ...]}}``."""
 
     def __init__(self, data: Mapping[str, Any] | None = None) -> None:
         self.data: dict[str, list[tuple[str, list]]] = {}
@@ -35,13 +37,24 @@ class MockedSources:
             else:
                 self.add_mock_data(spout_id, *values)
 
-    def add_mock_data(self, spout_id: str, *values_list: list, stream: str = DEFAULT_STREAM) -> None:
-        """Add tuples (each a list of values) that spout ``spout_id`` emits on ``stream``."""
+    def add_mock_data(self, spout_id: str, *values_list: Any, stream: str = DEFAULT_STREAM) -> None:
+        """Add tuples that spout ``spout_id`` emits on ``stream``: each a list of values, or a
+        `FixedTuple` (on its own stream). Storm's ``addMockData(spoutId, streamId, values...)``
+        works too: a str before the tuples is their stream.
+
+        Raises:
+            TypeError: a tuple is neither a list or tuple of values nor a `FixedTuple`, or the
+                stream is given twice.
+        """
+        if values_list and isinstance(values_list[0], str):
+            if stream != DEFAULT_STREAM:
+                raise TypeError(f"add_mock_data for spout [{spout_id}]: the stream is given twice, "
+                                f"{values_list[0]!r} and stream={stream!r}")
+            stream, values_list = values_list[0], values_list[1:]
         rows = self.data.setdefault(spout_id, [])
         for values in values_list:
-            if not isinstance(values, (list, tuple)):
-                raise TypeError(f"mock data for spout [{spout_id}] must be lists of values, got {values!r}")
-            rows.append((stream, list(values)))
+            t = fixed_tuple(values, f"mock data for spout [{spout_id}]")
+            rows.append((t.stream if isinstance(values, FixedTuple) else stream, t.values))
 
 
 class CompleteTopologyResult:
@@ -158,7 +171,7 @@ def _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topol
                 raise InvalidTopologyException(
                     f"mocked tuple {values!r} for spout [{spout_id}] stream [{stream}] has {len(values)} values; "
                     f"the stream declares {len(fields)} fields {fields}")
-        replaced[spout_id] = spec.copy(FixedTupleSpout(rows))
+        replaced[spout_id] = spec.copy(FixedTupleSpout([FixedTuple(stream, values) for stream, values in rows]))
     for cid, spec in comps.items():
         if spec.kind == "spout" and cid not in replaced and not hasattr(spec.obj, "is_exhausted"):
             raise InvalidTopologyException(

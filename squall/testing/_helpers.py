@@ -1,15 +1,17 @@
-"""Storm's testing spouts and trackers: `FeederSpout`, `FixedTupleSpout`, the trackers and the
-capture bolt `complete_topology` adds."""
+"""Storm's testing spouts and trackers: `FeederSpout`, `FixedTupleSpout` and its `FixedTuple`,
+the trackers and the capture bolt `complete_topology` adds."""
 
 from __future__ import annotations
 
 import uuid
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from .._collectors import OutputFieldsDeclarer
 from .._components import Bolt, Spout
 from .._fields import Fields
+from .._system import DEFAULT_STREAM
 from ._registry import SharedCounter, SharedLog, SharedQueue
 
 
@@ -122,27 +124,102 @@ class FeederSpout(Spout):
         return state
 
 
-class FixedTupleSpout(Spout):
-    """Emits a fixed list of ``(stream, values)`` once, each with a message id.
+class FixedTuple:
+    """One tuple of a `FixedTupleSpout` or of `MockedSources`: its stream and its values (Storm's
+    ``FixedTuple``). As Storm's two constructors: ``FixedTuple(values)`` is on the default
+    stream, ``FixedTuple(stream, values)`` on ``stream``.
 
-    Task k of n emits tuples k, k+n, k+2n, ... Failed tuples are not replayed. It is exhausted
-    when acks plus fails, over all its tasks, equal the number of tuples.
+    Raises:
+        TypeError: the values are not a list or tuple, or the stream not a str.
     """
 
-    def __init__(self, tuples: list[tuple[str, list]]) -> None:
-        self.tuples = [(s, list(v)) for s, v in tuples]
+    __slots__ = ("stream", "values")
+
+    def __init__(self, stream_or_values: str | list | tuple, values: list | tuple | None = None) -> None:
+        stream: object
+        vals: object
+        if values is None:
+            stream, vals = DEFAULT_STREAM, stream_or_values
+        else:
+            stream, vals = stream_or_values, values
+        if not isinstance(stream, str):
+            raise TypeError(f"FixedTuple: the stream must be a str, got {type(stream).__name__} {stream!r}")
+        if not isinstance(vals, (list, tuple)):
+            raise TypeError(f"FixedTuple: the values must be a list or tuple, got {type(vals).__name__} {vals!r}")
+        self.stream = stream
+        self.values = list(vals)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FixedTuple) and (self.stream, self.values) == (other.stream, other.values)
+
+    __hash__ = None  # type: ignore[assignment]  # its values are a list, which may change
+
+    def __repr__(self) -> str:
+        return f"FixedTuple({self.stream!r}, {self.values!r})"
+
+
+def fixed_tuple(item: Any, where: str) -> FixedTuple:
+    """``item`` as a `FixedTuple`: one already, or a list or tuple of values (on the default
+    stream), as Storm's ``FixedTupleSpout`` and ``MockedSources`` take them.
+
+    Raises:
+        TypeError: anything else, named with ``where``.
+    """
+    if isinstance(item, FixedTuple):
+        return item
+    if isinstance(item, (list, tuple)):
+        return FixedTuple(item)
+    raise TypeError(f"{where} must be lists of values or FixedTuples, got {type(item).__name__} {item!r}")
+
+
+class FixedTupleSpout(Spout):
+    """Emits a fixed list of tuples once, each with a message id (Storm's ``FixedTupleSpout``).
+
+    ``tuples``: each a list (or tuple) of values, emitted on the default stream, or a
+    `FixedTuple` naming its stream. ``fields``: the default stream's fields, which the spout
+    then declares (without them it declares nothing, as Storm's: `complete_topology` gives the
+    spouts it mocks the original's streams). Task k of n emits tuples k, k+n, k+2n, ... Failed
+    tuples are not replayed. It is exhausted when acks plus fails, over all its tasks, equal the
+    number of tuples.
+
+    >>> FixedTupleSpout([["nathan"], FixedTuple("other", ["bob", 1])], Fields("word")).tuples
+    [FixedTuple('default', ['nathan']), FixedTuple('other', ['bob', 1])]
+
+    Raises:
+        TypeError: a tuple that is neither a list or tuple of values nor a `FixedTuple`.
+    """
+
+    def __init__(self, tuples: Iterable[FixedTuple | list | tuple],
+                 fields: Fields | Iterable[str] | None = None) -> None:
+        self.tuples = [fixed_tuple(t, "FixedTupleSpout: the tuples") for t in tuples]
+        self.fields = fields if fields is None or isinstance(fields, Fields) else Fields(list(fields))
         self._completed = SharedCounter()
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        if self.fields is not None:
+            declarer.declare(self.fields)
 
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
-        tasks = context.get_component_tasks(context.get_this_component_id())
+        component = context.get_this_component_id()
+        streams = set(context.get_this_streams())
+        for t in self.tuples:  # here, naming the mistake, rather than at the emit that crashes
+            if t.stream not in streams:
+                raise ValueError(f"FixedTupleSpout [{component}]: tuple {t.values!r} is on stream [{t.stream}], "
+                                 f"which the spout does not declare: give the default stream's fields, "
+                                 f"FixedTupleSpout(tuples, Fields(...)), or override declare_output_fields")
+            fields = context.get_this_output_fields(t.stream)
+            if len(t.values) != len(fields):
+                raise ValueError(f"FixedTupleSpout [{component}]: tuple {t.values!r} has {len(t.values)} values "
+                                 f"for the {len(fields)} fields {list(fields)} of stream [{t.stream}]")
+        tasks = context.get_component_tasks(component)
         k = context.get_this_task_index()
         self._mine = deque(self.tuples[k::len(tasks)])
 
     def next_tuple(self) -> None:
         if self._mine:
-            stream, values = self._mine.popleft()
-            self.collector.emit(values, uuid.uuid4().hex, stream)
+            t = self._mine.popleft()
+            self.collector.emit(t.values, uuid.uuid4().hex, t.stream)
 
     def ack(self, msg_id):
         self._completed.incr()
@@ -153,6 +230,14 @@ class FixedTupleSpout(Spout):
     def completed(self) -> int:
         """Tuples acked or failed so far, over all tasks."""
         return self._completed.value
+
+    def get_completed(self) -> int:
+        """`completed` (Storm's ``getCompleted``)."""
+        return self.completed()
+
+    def get_source_tuples(self) -> list[FixedTuple]:
+        """The tuples it emits (Storm's ``getSourceTuples``)."""
+        return self.tuples
 
     def is_exhausted(self) -> bool:
         """True when every tuple was acked or failed."""

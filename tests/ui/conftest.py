@@ -35,7 +35,7 @@ class Words(FixedTupleSpout):
     """Forty words, each with a message id."""
 
     def __init__(self):
-        super().__init__([("default", [f"w{i}"]) for i in range(40)])
+        super().__init__([[f"w{i}"] for i in range(40)])
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("word"))

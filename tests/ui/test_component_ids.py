@@ -28,7 +28,7 @@ WORDS = 12
 
 class _Words(FixedTupleSpout):
     def __init__(self):
-        super().__init__([("default", [f"w{i}"]) for i in range(WORDS)])
+        super().__init__([[f"w{i}"] for i in range(WORDS)])
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("word"))

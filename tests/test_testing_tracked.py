@@ -15,7 +15,17 @@ from unittest import mock
 
 import pytest
 
-from squall import BasicBolt, Bolt, Config, Fields, LocalCluster, TopologyBuilder, is_tick_tuple
+from squall import (
+    BaseWindowedBolt,
+    BasicBolt,
+    Bolt,
+    Config,
+    Duration,
+    Fields,
+    LocalCluster,
+    TopologyBuilder,
+    is_tick_tuple,
+)
 from squall.engine.clock import SimulatedClock
 from squall.testing import (
     AckFailMapTracker,
@@ -101,6 +111,11 @@ class BranchingBolt(Bolt):
 class AckBolt(Bolt):
     def execute(self, tup):
         self.collector.ack(tup)
+
+
+class Windowed(BaseWindowedBolt):
+    def execute(self, window):
+        pass
 
 
 class DupAnchorBolt(Bolt):
@@ -519,8 +534,9 @@ class Drops(Bolt):
 
 
 def test_with_simulated_time_local_cluster_times_a_tuple_out_without_waiting():
-    """Storm's Testing.withSimulatedTimeLocalCluster: a 10 s timeout fails the tuple between 10
-    and 20 s of the simulated clock, and no real second passes."""
+    """Storm's Testing.withSimulatedTimeLocalCluster with timeouts on (as Storm's testTimeout
+    asks for them): a 10 s timeout fails the tuple between 10 and 20 s of the simulated clock,
+    and no real second passes."""
     feeder = FeederSpout(Fields("n"))
     tracker = AckFailMapTracker()
     feeder.set_ack_fail_delegate(tracker)
@@ -529,7 +545,7 @@ def test_with_simulated_time_local_cluster_times_a_tuple_out_without_waiting():
     builder.set_bolt("drops", Drops()).shuffle_grouping("numbers")
     conf = Config()
     conf.set_message_timeout_secs(10)
-    with with_simulated_time_local_cluster() as cluster:
+    with with_simulated_time_local_cluster({Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: True}) as cluster:
         assert isinstance(cluster.clock, SimulatedClock)
         tracked = TrackedTopology(builder.create_topology(), cluster)
         cluster.submit_topology("drops", conf, tracked)
@@ -541,3 +557,30 @@ def test_with_simulated_time_local_cluster_times_a_tuple_out_without_waiting():
         cluster.advance_cluster_time(12)
         tracked_wait(tracked, 0)
         assert tracker.is_failed("m1") and not tracker.is_acked("m1")
+
+
+@pytest.mark.parametrize("cluster_of", [with_tracked_cluster, with_simulated_time_local_cluster])
+def test_storms_testing_clusters_time_no_tuple_out_unless_asked(cluster_of):
+    """Storm's withTrackedCluster and withSimulatedTimeLocalCluster build a LocalCluster.Builder
+    cluster, whose topology.enable.message.timeouts is false. Before, squall's had timeouts on:
+    AggBolt's held tuple failed 60 s of simulated time later, where Storm's is acked with the
+    next one, and a one-minute window was refused (InvalidTopologyException: "Window duration
+    ... 70000 is more than topology.message.timeout.secs value 30000")."""
+    feeder = FeederSpout(Fields("num"))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    builder = TopologyBuilder()
+    builder.set_spout("1", feeder)
+    builder.set_bolt("2", AggBolt(2)).shuffle_grouping("1")
+    builder.set_spout("quiet", FeederSpout(Fields("num")))
+    builder.set_bolt("minute", Windowed().with_window(Duration.minutes(1), Duration.seconds(10))) \
+        .shuffle_grouping("quiet")
+    with cluster_of() as cluster:
+        tracked = TrackedTopology(builder.create_topology(), cluster)
+        cluster.submit_topology("held", {}, tracked)
+        feeder.feed([1], "first")
+        tracked_wait(tracked, 1)
+        cluster.advance_cluster_time(60)
+        feeder.feed([2], "second")
+        tracked_wait(tracked, 1)
+        assert tracker.is_acked("first") and tracker.is_acked("second") and not tracker.is_failed("first")

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from .._config import Config
 from .._fields import Fields
 from .._system import DEFAULT_STREAM
 from .._topology import StormTopology
@@ -192,12 +193,15 @@ def with_tracked_cluster(daemon_conf: Mapping[str, Any] | None = None, simulated
                          **kwargs: Any) -> Iterator[Any]:
     """A `LocalCluster` for tracked topologies, shut down at the end of the block (Storm's
     ``Testing.withTrackedCluster``, which also runs on simulated time: ``simulated=False`` for
-    real time). Any `LocalCluster` can run a `TrackedTopology`; ``kwargs`` go to it."""
+    real time). Any `LocalCluster` can run a `TrackedTopology`; ``kwargs`` go to it.
+
+    As Storm's (a ``LocalCluster.Builder`` cluster), its topologies' tuples never time out
+    unless ``daemon_conf`` sets ``topology.enable.message.timeouts`` (`storm_testing_conf`)."""
     from ..cluster.local import LocalCluster  # the testing layer sits above the cluster
 
     if simulated and "clock" not in kwargs:
         kwargs["clock"] = SimulatedClock()
-    with LocalCluster(daemon_conf, **kwargs) as cluster:
+    with LocalCluster(storm_testing_conf(daemon_conf), **kwargs) as cluster:
         yield cluster
 
 
@@ -206,13 +210,26 @@ def with_simulated_time_local_cluster(daemon_conf: Mapping[str, Any] | None = No
                                       **kwargs: Any) -> Iterator[Any]:
     """A `LocalCluster` on a `SimulatedClock`, shut down at the end of the block (Storm's
     ``Testing.withSimulatedTimeLocalCluster``): time moves only with
-    ``cluster.advance_cluster_time(secs)``. The same as ``LocalCluster(daemon_conf,
-    clock=SimulatedClock())``; ``kwargs`` go to the `LocalCluster`."""
+    ``cluster.advance_cluster_time(secs)``. As Storm's (a ``LocalCluster.Builder`` cluster), its
+    topologies' tuples never time out unless ``daemon_conf`` sets
+    ``topology.enable.message.timeouts`` (`storm_testing_conf`); otherwise the same as
+    ``LocalCluster(daemon_conf, clock=SimulatedClock())``. ``kwargs`` go to the `LocalCluster`."""
     from ..cluster.local import LocalCluster  # the testing layer sits above the cluster
 
     kwargs.setdefault("clock", SimulatedClock())
-    with LocalCluster(daemon_conf, **kwargs) as cluster:
+    with LocalCluster(storm_testing_conf(daemon_conf), **kwargs) as cluster:
         yield cluster
+
+
+def storm_testing_conf(daemon_conf: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``daemon_conf`` with message timeouts off unless it says otherwise, as Storm's testing
+    clusters have them: ``Testing.withTrackedCluster`` and ``withSimulatedTimeLocalCluster``
+    build a ``LocalCluster.Builder`` cluster, which sets ``topology.enable.message.timeouts``
+    false under the daemon configuration (only ``new LocalCluster()`` turns them on). Storm's
+    tests that want timeouts say so (``testTimeout``: ``withDaemonConf(
+    TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, true)``); with them on here, a ported test's tuple held
+    past 30 s of simulated time failed, and a window longer than the timeout was refused."""
+    return {Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: False, **(daemon_conf or {})}
 
 
 def multiset(items: Iterable[Any]) -> Counter:

@@ -102,6 +102,23 @@ def test_a_timeout_names_the_bolts_holding_the_tuples_and_the_errors_reported():
     assert re.search(r"; errors reported: \[odd\] task \d+: ValueError: odd number \(x3\)$", message)
 
 
+def test_a_timeout_says_when_message_timeouts_are_off_so_that_none_could_complete_the_held_tuples():
+    """Storm's testing clusters have them off (with_tracked_cluster here): a test that counted on
+    a timeout to fail the tuples a bolt holds waits out its own. Before, the message did not say
+    why nothing timed them out."""
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", FeederSpout(Fields("n")))
+    builder.set_bolt("stuck", NeverAcks()).shuffle_grouping("numbers")
+    with LocalCluster({Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: False}) as cluster, \
+            pytest.raises(AssertionError) as raised:
+        complete_topology(cluster, builder.create_topology(), {"numbers": [[1], [2]]}, timeout_secs=1)
+    assert str(raised.value) == (
+        "Test timed out (1s); spouts not done: {'numbers': '0/2 tuples completed'}; [stuck] holds 2 of the 2 "
+        "tuples it executed, neither acked nor failed, and message timeouts are off (topology.enable.message."
+        "timeouts false, as on with_tracked_cluster and with_simulated_time_local_cluster unless asked for): "
+        "no timeout fails them")
+
+
 def test_a_topology_that_completes_reports_nothing_of_the_kind():
     builder = TopologyBuilder()
     builder.set_spout("numbers", FeederSpout(Fields("n")))

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from .._config import Config
+from .._config import Config, conf_value
 from .._errors import InvalidTopologyException
 from .._fields import GlobalStreamId
 from .._grouping import DIRECT, GLOBAL, Grouping
@@ -202,7 +202,7 @@ def _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topol
                 done = {c: (f"{s.completed()}/{len(s.tuples)} tuples completed" if isinstance(s, FixedTupleSpout)
                             else "not exhausted") for c, s in spouts.items() if not s.is_exhausted()}
                 raise AssertionError(f"Test timed out ({timeout_secs}s); spouts not done: {done}"
-                                     + _where_held(cluster, name, rewritten, capture_id))
+                                     + _where_held(cluster, name, rewritten, capture_id, storm_conf))
             if all(s.is_exhausted() for s in spouts.values()) and cluster.is_idle(name):
                 idle_checks += 1
             else:
@@ -248,12 +248,20 @@ def _raise_on_crash(cluster: Any, name: str) -> None:
                 f"task {e['task']} (x{e['count']}, crash-looping): {e['error']}\n{e['traceback']}".rstrip())
 
 
-def _where_held(cluster: Any, name: str, topology: StormTopology, capture_id: str) -> str:
+def _where_held(cluster: Any, name: str, topology: StormTopology, capture_id: str,
+                storm_conf: Mapping[str, Any] | None = None) -> str:
     """For the timeout's message: the bolts with tuples waiting in their inboxes, or that executed
-    tuples they neither acked nor failed (where the spouts' tuples wait), and the errors reported."""
+    tuples they neither acked nor failed (where the spouts' tuples wait), whether message timeouts
+    are off (then no timeout completes those), and the errors reported."""
     info = _info(cluster, name)
     if info is None:
         return ""
+    conf = {**(getattr(cluster, "conf", None) or {}), **(storm_conf or {})}
+    # off on Storm's testing clusters (with_tracked_cluster, with_simulated_time_local_cluster):
+    # a test that counted on a timeout to complete a held tuple waits out its own instead
+    no_timeouts = (", and message timeouts are off (topology.enable.message.timeouts false, as on "
+                   "with_tracked_cluster and with_simulated_time_local_cluster unless asked for): no timeout "
+                   "fails them") if conf_value(conf, Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS) is False else ""
     held = []
     for cid, c in info.get("components", {}).items():
         spec = topology.components.get(cid)
@@ -268,7 +276,7 @@ def _where_held(cluster: Any, name: str, topology: StormTopology, capture_id: st
                 why = (", a windowed bolt: it acks a tuple when the tuple leaves its last window, and a count "
                        "or event-time window keeps its last tuples until newer ones come (docs/testing.md)")
             held.append(f"[{cid}] holds {n} of the {c['executed']} tuples it executed, neither acked nor "
-                        f"failed{why}")
+                        f"failed{why}{no_timeouts}")
     return ("; " + "; ".join(held) if held else "") + errors_reported(info, skip=capture_id)
 
 

@@ -259,6 +259,7 @@ class _FeederCoordinator(BatchCoordinator):
         except IndexError:
             return FeederBatch(None)
         self.spout._taken.incr()
+        self.spout._took.append((batch_id, txid))
         self._batch_ids[txid] = batch_id
         partitions: dict[int, list[list]] = {i: [] for i in range(self.emitters)}
         for i, values in enumerate(tuples):
@@ -315,6 +316,7 @@ class FeederBatchSpout(ITridentSpout):
         self._taken = SharedCounter()
         self._done = SharedLog()
         self._begun = SharedCounter()  # the highest txid the spout coordinator began
+        self._took = SharedLog()  # (batch id, txid) of each batch fed, as the spout coordinator took it
 
     def set_wait_to_emit(self, flag: bool) -> None:
         """Whether a batch starts only when one was fed (the default)."""
@@ -336,7 +338,7 @@ class FeederBatchSpout(ITridentSpout):
         """Feed one batch of ``tuples`` and wait until it is committed.
 
         Raises:
-            TimeoutError: it was not committed within ``timeout`` seconds (is the topology running?).
+            TimeoutError: it was not committed within ``timeout`` seconds, saying how far it got.
         """
         self.wait_committed(self.feed_no_wait(tuples), timeout)
 
@@ -344,14 +346,29 @@ class FeederBatchSpout(ITridentSpout):
         """Wait until the batch `feed_no_wait` returned ``batch_id`` for is committed.
 
         Raises:
-            TimeoutError: it was not committed within ``timeout`` seconds (is the topology running?).
+            TimeoutError: it was not committed within ``timeout`` seconds, saying how far it got.
         """
         deadline = time.monotonic() + timeout
         while batch_id not in self._done.items():
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"FeederBatchSpout: the batch fed was not committed within {timeout} s "
-                                   f"(is the topology submitted and active?)")
+                raise TimeoutError(f"FeederBatchSpout: the batch fed was not committed within {timeout} s: "
+                                   f"{self._where(batch_id)}")
             time.sleep(0.005)
+
+    def _where(self, batch_id: str) -> str:
+        """How far the batch ``batch_id`` got, for `wait_committed`'s timeout: a topology that is
+        not running, and one that runs and fails or crashes on the batch, looked alike ("is the
+        topology submitted and active?")."""
+        errors = "the topology's errors (cluster.get_topology_info(name)['errors']) say why"
+        txids = [txid for taken, txid in self._took.items() if taken == batch_id]
+        if txids:
+            return (f"the topology took it as Trident batch txid {txids[0]} but has not committed it: a bolt fails "
+                    f"it or raises on it (it is replayed), or a worker crashes; {errors}")
+        if self._begun.value == 0:
+            return ("the topology began no batch: is it submitted and active, and its workers up (a worker that "
+                    f"crashes as it starts begins none)? {errors}")
+        return (f"the topology has not taken it yet: it waits behind batch txid {self._begun.value}, begun and not "
+                f"committed; {errors}")
 
     def get_coordinator(self, txid_key: str, conf: dict, context: Any) -> BatchCoordinator:
         """Takes fed batches; on the spout coordinator, splits them among the emitter tasks."""

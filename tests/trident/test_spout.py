@@ -260,3 +260,23 @@ def test_feeder_batch_spout_lets_a_restarted_master_coordinator_replay_the_txid_
     assert restarted.is_ready(1)
     assert spout_coordinator.initialize_transaction(1, None, metadata) == metadata  # the same tuples again
     assert not restarted.is_ready(2)
+
+
+def test_feeder_batch_spout_feed_that_times_out_says_how_far_its_batch_got() -> None:
+    """Before, each said "(is the topology submitted and active?)", also to a test whose
+    topology ran and failed its batch again and again, or whose worker crash-looped."""
+    spout = FeederBatchSpout(["word"])
+    errors = "the topology's errors (cluster.get_topology_info(name)['errors']) say why"
+    with pytest.raises(TimeoutError, match=r"^FeederBatchSpout: the batch fed was not committed within 0.01 s: the "
+                                           r"topology began no batch: is it submitted and active, and its workers up"):
+        spout.feed([["a"]], timeout=0.01)
+    spout.get_coordinator("key", {}, _Where("$spoutcoord-spout0")).initialize_transaction(1, None, None)
+    with pytest.raises(TimeoutError) as taken:
+        spout.feed([["b"]], timeout=0.01)
+    with pytest.raises(TimeoutError) as first:
+        spout.wait_committed(spout._took.items()[0][0], timeout=0.01)
+    assert str(first.value).endswith(
+        "the topology took it as Trident batch txid 1 but has not committed it: a bolt fails it or raises on it (it "
+        f"is replayed), or a worker crashes; {errors}")
+    assert str(taken.value).endswith(
+        f"the topology has not taken it yet: it waits behind batch txid 1, begun and not committed; {errors}")

@@ -95,6 +95,41 @@ def test_outside_a_shared_state_dir_the_state_stays_in_memory(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+class _Id:
+    """A message id that counts the comparisons made to find it."""
+
+    compared = 0
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __hash__(self) -> int:
+        return hash(self.n)
+
+    def __eq__(self, other: object) -> bool:
+        _Id.compared += 1
+        return isinstance(other, _Id) and other.n == self.n
+
+
+def test_an_ack_fail_map_tracker_finds_each_of_many_ids_without_scanning_them_all():
+    """As Storm's, whose tracker is a HashSet. Before, each is_acked copied the log and scanned
+    it: a test checking each of 10,000 acked ids took 1.5 s a pass, 50,000 about 35 s."""
+    tracker = AckFailMapTracker()
+    n = 2000
+    for i in range(n):
+        tracker.ack(_Id(i))
+    tracker.fail([1, 2])  # an id that does not hash is found too
+    _Id.compared = 0
+    assert all(tracker.is_acked(_Id(i)) for i in range(n))
+    assert _Id.compared <= 2 * n  # a set lookup each (a scan: n * n / 2 in all)
+    assert tracker.is_failed([1, 2]) and not tracker.is_acked([1, 2]) and not tracker.is_acked(_Id(n))
+    log = SharedLog()
+    log.append("a")
+    assert log.contains("a")
+    log.take_all()
+    assert not log.contains("a")  # the index forgets what was taken
+
+
 def test_a_log_being_appended_to_shows_only_whole_records(tmp_path):
     with shared_state_dir(tmp_path):
         log = SharedLog()

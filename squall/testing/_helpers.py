@@ -54,11 +54,11 @@ class AckFailMapTracker:
 
     def is_acked(self, msg_id: Any) -> bool:
         """True once ``msg_id`` was acked."""
-        return msg_id in self._acked.items()
+        return self._acked.contains(msg_id)
 
     def is_failed(self, msg_id: Any) -> bool:
         """True once ``msg_id`` failed."""
-        return msg_id in self._failed.items()
+        return self._failed.contains(msg_id)
 
 
 class FeederSpout(Spout):

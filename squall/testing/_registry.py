@@ -116,8 +116,8 @@ class _Shared:
 class SharedLog(_Shared):
     """An append-only list of values."""
 
-    def _new(self) -> list:
-        return []
+    def _new(self) -> _IndexedList:
+        return _IndexedList()
 
     def append(self, value: Any) -> None:
         """Add ``value`` at the end (in a directory: pickled, in one write, so that appends from
@@ -141,6 +141,14 @@ class SharedLog(_Shared):
         return _decode_log(self._path().read_bytes())
 
 
+    def contains(self, value: Any) -> bool:
+        """Whether ``value`` was appended: in memory, a set lookup (an index of the values kept up
+        as they come), not a scan of a copy, so a test may ask it of each of 100,000 ids."""
+        if self.directory is None:
+            with _lock:
+                return self._mem().contains(value)
+        return value in self.items()
+
     def take_all(self) -> list[Any]:
         """The values so far, and the log emptied of them. In memory, an append racing with
         this lands either in what is returned or in the log afterwards; in a directory, call it
@@ -160,6 +168,36 @@ class SharedLog(_Shared):
         raw = taken.read_bytes()
         taken.unlink(missing_ok=True)
         return _decode_log(raw)
+
+
+class _IndexedList(list):
+    """A `SharedLog`'s values in memory, with a set of those that hash, brought up to date by
+    `contains` (and a list of those that do not: a msg id may be a list)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._indexed = 0
+        self._hashed: set[Any] = set()
+        self._unhashable: list[Any] = []
+
+    def contains(self, value: Any) -> bool:
+        """Whether ``value`` is one of the values (called under the registry's lock)."""
+        for v in self[self._indexed:]:
+            try:
+                self._hashed.add(v)
+            except TypeError:
+                self._unhashable.append(v)
+        self._indexed = len(self)
+        try:
+            return value in self._hashed
+        except TypeError:
+            return value in self._unhashable
+
+    def clear(self) -> None:
+        super().clear()
+        self._indexed = 0
+        self._hashed.clear()
+        self._unhashable.clear()
 
 
 def _decode_log(raw: bytes) -> list[Any]:

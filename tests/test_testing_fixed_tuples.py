@@ -7,7 +7,7 @@ from unittest import mock
 
 import pytest
 
-from squall import Fields, TopologyBuilder
+from squall import Config, Fields, TopologyBuilder
 from squall.testing import (
     FixedTuple,
     FixedTupleSpout,
@@ -52,3 +52,19 @@ def test_a_fixed_tuple_spout_with_no_fields_for_its_stream_says_so_when_it_opens
     with pytest.raises(ValueError, match=r"^FixedTupleSpout \[words\]: tuple \['a'\] is on stream \[default\], which "
                                          r"the spout does not declare: give the default stream's fields"):
         FixedTupleSpout([["a"]]).open({}, context, mock.Mock())
+
+
+@pytest.mark.parametrize(("mocked", "message"), [
+    ([["a"], ["b"]], (r"^mocked sources must be \{spout_id: \[values, ...\]\} or \{spout_id: \{stream: \[values, "
+                      r"...\]\}\} \(or a MockedSources\), got list \[\['a'\], \['b'\]\]$")),
+    (Config(), r"^mocked sources: got a Config; the topology's configuration goes to complete_topology's storm_conf=$"),
+    ({"topology.workers": 2}, (r"^mocked sources for spout \[topology.workers\] must be a list of tuples \(each a "
+                               r"list of values\) or \{stream: \[tuples\]\}, got int 2 \(a topology configuration where "
+                               r"the mocked sources go\? give it as storm_conf=\)$")),
+    ({"words": ["a", "b"]}, r"^mock data for spout \[words\] must be lists of values or FixedTuples, got str 'a'$"),
+], ids=["a list", "a Config", "a configuration", "values not in lists"])
+def test_mocked_sources_in_the_wrong_shape_say_what_was_expected(mocked, message):
+    """Before: AttributeError: 'list' object has no attribute 'items'; TypeError: Value after *
+    must be an iterable, not int; and ["a", "b"] took 'a' for Storm's stream and named 'b'."""
+    with pytest.raises(TypeError, match=message):
+        MockedSources(mocked)

@@ -30,12 +30,18 @@ class MockedSources:
 
     def __init__(self, data: Mapping[str, Any] | None = None) -> None:
         self.data: dict[str, list[tuple[str, list]]] = {}
+        if isinstance(data, Config):
+            raise TypeError("mocked sources: got a Config; the topology's configuration goes to complete_topology's "
+                            "storm_conf=")
+        if data is not None and not isinstance(data, Mapping):
+            raise TypeError(f"mocked sources must be {{spout_id: [values, ...]}} or {{spout_id: {{stream: [values, "
+                            f"...]}}}} (or a MockedSources), got {type(data).__name__} {_short(data)}")
         for spout_id, values in (data or {}).items():
             if isinstance(values, Mapping):
                 for stream, rows in values.items():
-                    self.add_mock_data(spout_id, *rows, stream=stream)
+                    self._add(spout_id, _rows(spout_id, rows), stream)
             else:
-                self.add_mock_data(spout_id, *values)
+                self._add(spout_id, _rows(spout_id, values), DEFAULT_STREAM)
 
     def add_mock_data(self, spout_id: str, *values_list: Any, stream: str = DEFAULT_STREAM) -> None:
         """Add tuples that spout ``spout_id`` emits on ``stream``: each a list of values, or a
@@ -46,15 +52,39 @@ class MockedSources:
             TypeError: a tuple is neither a list or tuple of values nor a `FixedTuple`, or the
                 stream is given twice.
         """
-        if values_list and isinstance(values_list[0], str):
+        # a str first and none after it: Storm's stream (several are values not put in lists)
+        if values_list and isinstance(values_list[0], str) and not any(isinstance(v, str) for v in values_list[1:]):
             if stream != DEFAULT_STREAM:
                 raise TypeError(f"add_mock_data for spout [{spout_id}]: the stream is given twice, "
                                 f"{values_list[0]!r} and stream={stream!r}")
             stream, values_list = values_list[0], values_list[1:]
+        self._add(spout_id, values_list, stream)
+
+    def _add(self, spout_id: str, values_list: Any, stream: str) -> None:
         rows = self.data.setdefault(spout_id, [])
         for values in values_list:
             t = fixed_tuple(values, f"mock data for spout [{spout_id}]")
             rows.append((t.stream if isinstance(values, FixedTuple) else stream, t.values))
+
+
+def _rows(spout_id: str, rows: Any) -> list | tuple:
+    """The tuples mocked for ``spout_id`` in a dict of mocked sources: a list of them.
+
+    Raises:
+        TypeError: anything else, saying what was expected (and, for a configuration key, that
+            the configuration goes to ``storm_conf``).
+    """
+    if isinstance(rows, (list, tuple)):
+        return rows
+    hint = (" (a topology configuration where the mocked sources go? give it as storm_conf=)"
+            if spout_id.startswith("topology.") else "")
+    raise TypeError(f"mocked sources for spout [{spout_id}] must be a list of tuples (each a list of values) or "
+                    f"{{stream: [tuples]}}, got {type(rows).__name__} {_short(rows)}{hint}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class CompleteTopologyResult:

@@ -12,7 +12,7 @@ from .._collectors import OutputFieldsDeclarer
 from .._components import Bolt, Spout
 from .._fields import Fields
 from .._system import DEFAULT_STREAM
-from ._registry import SharedCounter, SharedLog, SharedQueue
+from ._registry import SharedCounter, SharedFlag, SharedLog, SharedQueue
 
 
 class AckTracker:
@@ -72,6 +72,7 @@ class FeederSpout(Spout):
         self._fields = fields if isinstance(fields, Fields) else Fields(list(fields))
         self._queue = SharedQueue()
         self._delegate: Any = None
+        self._read = SharedFlag()  # raised by the first next_tuple of any of its tasks
 
     def set_ack_fail_delegate(self, tracker: Any) -> None:
         """Forward ``ack``/``fail`` to ``tracker`` (an `AckTracker`, `AckFailMapTracker`, ...)."""
@@ -99,10 +100,25 @@ class FeederSpout(Spout):
         """Same as `feed` (squall's feed never blocks)."""
         self.feed(values, msg_id)
 
+    def wait_for_reader(self, timeout_secs: float = 10.0) -> None:
+        """Wait until a task of the spout has asked for a tuple: the topology runs it (Storm's
+        ``waitForReader``, which Storm's ``feed`` calls; squall's ``feed`` does not wait, it
+        queues).
+
+        Raises:
+            TimeoutError: no task asked within ``timeout_secs`` (real time).
+        """
+        if not self._read.wait(timeout_secs):
+            raise TimeoutError(f"FeederSpout.wait_for_reader: no task of the spout asked for a tuple within "
+                               f"{timeout_secs} s (is its topology submitted and active, its worker up?)")
+
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         declarer.declare(self._fields)
 
     def next_tuple(self) -> None:
+        if not getattr(self, "_reading", False):  # once per task: wait_for_reader's flag
+            self._reading = True
+            self._read.set()
         try:
             values, msg_id = self._queue.take()
         except IndexError:
@@ -119,8 +135,8 @@ class FeederSpout(Spout):
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state.pop("collector", None)
-        state.pop("context", None)
+        for k in ("collector", "context", "_reading"):
+            state.pop(k, None)
         return state
 
 

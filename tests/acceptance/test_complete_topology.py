@@ -213,3 +213,19 @@ def test_completable_spouts_are_started_up_and_cleaned_and_nothing_captured_is_k
     assert sorted(read_tuples(results, "echo")) == [["a"], ["b"]]
     assert Completable.calls == ["startup", "clean"]
     assert set(_registry._memory) == held
+
+
+def test_a_feeder_spout_waits_for_its_reader_as_storms_does():
+    """Storm's FeederSpout.waitForReader: until a task of the spout asked for a tuple. Before,
+    squall's FeederSpout had no such method (AttributeError in a ported test)."""
+    from squall import LocalCluster
+    from squall.testing import FeederSpout
+    feeder = FeederSpout(Fields("word"))
+    with pytest.raises(TimeoutError, match=r"^FeederSpout.wait_for_reader: no task of the spout asked for a tuple "
+                                           r"within 0.01 s \(is its topology submitted and active"):
+        feeder.wait_for_reader(0.01)
+    builder = TopologyBuilder()
+    builder.set_spout("words", feeder, 2)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("reader", {}, builder.create_topology())
+        feeder.wait_for_reader()

@@ -236,3 +236,17 @@ def test_a_timeout_names_the_bolt_whose_inbox_waits_behind_a_call_that_hangs():
         flag.set()
     assert str(raised.value) == ("Test timed out (3s); spouts not done: {'numbers': '2/5 tuples completed'}; "
                                  "[hangs] has 2 tuples waiting in its inbox")
+
+
+def test_reading_a_component_the_topology_does_not_have_names_the_ones_it_has():
+    """Before, read_tuples(result, "slpit") gave [], as Storm's readTuples does: an assertion
+    that a misspelt component emitted nothing passed."""
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", FeederSpout(Fields("n")))
+    builder.set_bolt("odd", OddRaises()).shuffle_grouping("numbers")
+    result = complete_topology(None, builder.create_topology(), {"numbers": [[2]]})
+    assert read_tuples(result, "odd") == [[2]]
+    assert read_tuples(result, "odd", "no-such-stream") == []  # a stream nothing was emitted on: Storm's []
+    with pytest.raises(ValueError, match=r"^read_tuples: \[od\] is not a component of the topology; its "
+                                         r"components: \[numbers\], \[odd\]$"):
+        read_tuples(result, "od")

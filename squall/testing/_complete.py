@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._config import Config, conf_value
@@ -91,11 +91,14 @@ class CompleteTopologyResult:
     """What `complete_topology` captured: ``{component: [(stream, values), ...]}``."""
 
     def __init__(self, captured: dict[str, list[tuple[str, list]]], topology_name: str,
-                 direct_streams: dict[tuple[str, str], list[str]] | None = None) -> None:
+                 direct_streams: dict[tuple[str, str], list[str]] | None = None,
+                 components: Iterable[str] | None = None) -> None:
         self.captured = captured
         self.topology_name = topology_name
         # (component, stream) of each direct stream -> the components that subscribe to it
         self.direct_streams = direct_streams or {}
+        # the topology's component ids (None: not known), so that a misspelt one is named
+        self.components = None if components is None else frozenset(components)
 
     def __repr__(self) -> str:
         return f"CompleteTopologyResult({ {k: len(v) for k, v in self.captured.items()} })"
@@ -109,9 +112,15 @@ def read_tuples(result: CompleteTopologyResult | Mapping[str, list[tuple[str, li
 
     Raises:
         ValueError: ``stream`` of ``component_id`` is a direct stream in `complete_topology`'s
-            result: nothing of it is captured (each ``emit_direct`` goes only to the task it names).
+            result: nothing of it is captured (each ``emit_direct`` goes only to the task it names);
+            or ``component_id`` is no component of `complete_topology`'s topology (Storm's gives an
+            empty list, which an assertion that nothing came out takes for a pass).
     """
     captured = result.captured if isinstance(result, CompleteTopologyResult) else result
+    if isinstance(result, CompleteTopologyResult) and result.components is not None \
+            and component_id not in result.components:
+        raise ValueError(f"read_tuples: [{component_id}] is not a component of the topology; its components: "
+                         f"{', '.join(f'[{c}]' for c in sorted(result.components))}")
     if isinstance(result, CompleteTopologyResult) and (component_id, stream) in result.direct_streams:
         receivers = result.direct_streams[(component_id, stream)]
         raise ValueError(
@@ -245,7 +254,7 @@ def _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topol
         cluster.kill_topology(name, wait_secs=0)
     direct = {(cid, stream): sorted(r for r, rs in comps.items() if GlobalStreamId(cid, stream) in rs.inputs)
               for cid, spec in comps.items() for stream, info in spec.streams.items() if info.direct}
-    result = CompleteTopologyResult(capture.results(), name, direct)
+    result = CompleteTopologyResult(capture.results(), name, direct, comps)
     if cleanup_state:
         capture.discard()
         for spout in spouts.values():

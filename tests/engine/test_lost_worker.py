@@ -280,11 +280,14 @@ def test_local_cluster_takes_what_is_sent_to_a_crashed_worker_to_its_next_launch
     conf.set_max_spout_pending(50)
     conf["topology.bolt.fail.fast"] = True
     with LocalCluster(clock=SimulatedClock()) as cluster:
-        cluster.submit_topology("t", conf, b.create_topology())
+        # inactive while the placement is read: an active crash worker could die (and its slot
+        # drop its figures) before the test reads them
+        cluster.submit_topology("t", conf, b.create_topology(), initial_status="INACTIVE")
         components = cluster.get_topology_info("t")["components"]
         [feed_at] = {s["worker"] for s in components["feed"]["task_stats"].values()}
         [crash_at] = {s["worker"] for s in components["crash"]["task_stats"].values()}
         assert feed_at != crash_at, "feed and crash must be in different workers"
+        cluster.activate("t")
 
         def acked():
             return [e[1] for e in log.items() if e[0] == "ack"]
@@ -444,11 +447,12 @@ def test_a_worker_that_comes_back_at_a_new_address_gets_the_replays_and_live_bra
     conf["topology.bolt.fail.fast"] = True
     try:
         with LocalCluster(clock=SimulatedClock()) as cluster:
-            cluster.submit_topology("t", conf, b.create_topology())
+            cluster.submit_topology("t", conf, b.create_topology(), initial_status="INACTIVE")  # as above
             components = cluster.get_topology_info("t")["components"]
             [feed_at], [live_at], [killed_at] = ({s["worker"] for s in components[c]["task_stats"].values()}
                                                  for c in ("feed", "live", "killed"))
             assert killed_at not in (feed_at, live_at), "killed must be alone in its worker"
+            cluster.activate("t")
             assert wait_until(lambda: _replays_after_the_death_sent(log), 15), f"{len(log.items())} events"
             gate.set()
 

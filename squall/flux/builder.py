@@ -334,11 +334,15 @@ def _custom(grouping: GroupingDef, components: dict[str, Any]) -> CustomStreamGr
 
 
 def _culprit(message: str, definition: TopologyDef) -> Where:
-    """Where the definition ``create_topology``'s error names is: the stream between the two
-    components it names, else the component."""
-    for stream in definition.streams:
-        if f"[{stream.target}]" in message and f"[{stream.source}]" in message:
+    """Where the definition ``create_topology``'s error names is: the stream entry between the
+    two components it names, on the stream it names (two components may be joined by several
+    named streams), else the component."""
+    between = [s for s in definition.streams if f"[{s.target}]" in message and f"[{s.source}]" in message]
+    for stream in between:
+        if f"[{stream.grouping.stream_id or DEFAULT_STREAM}]" in message:
             return stream.where
+    if between:
+        return between[0].where
     for vertex in (*definition.spouts.values(), *definition.bolts.values()):
         if f"[{vertex.id}]" in message:
             return vertex.where

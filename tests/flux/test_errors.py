@@ -28,6 +28,7 @@ streams:
 """
 
 BOLT_ARGS = '    constructorArgs: ["errors"]\n'
+STREAM = "    grouping: {type: SHUFFLE}\n"
 
 CASES = {
     "unknown class": (('"flux_words.WordCounter"', '"flux_words.NoSuchCounter"'),
@@ -113,6 +114,10 @@ CASES = {
                        "t.yaml:15: bolts[0].config.my.key: cannot read the value: could not determine a constructor"),
     "a key given twice": ((BOLT_ARGS, BOLT_ARGS + "    parallelism: 2\n    parallelism: 3\n"),
                           "t.yaml:15: bolts[0].parallelism: given twice"),
+    "a second stream between the same two lacks its stream": (
+        (STREAM, STREAM + '  - from: "spout"\n    to: "count"\n    grouping: {type: SHUFFLE, streamId: "nope"}\n'),
+        ("t.yaml:18: streams[1]: the topology is not valid: Component: [count] subscribes from non-existent "
+         "stream: [nope] of component [spout]")),
     "include not found": (('name: "t"\n', 'name: "t"\nincludes:\n  - file: "missing.yaml"\n'),
                           "t.yaml:3: includes[0].file: file not found: 'missing.yaml'"),
 }

@@ -271,8 +271,9 @@ def _wire(definition: TopologyDef, components: dict[str, Any]) -> StormTopology:
         declarer = _declare(bolt, lambda v, obj: builder.set_bolt(v.id, obj, v.parallelism), components)
         assert isinstance(declarer, BoltDeclarer)
         declarers[bolt.id] = declarer
+    subscribed: dict[tuple[str, str, str], StreamDef] = {}
     for stream in definition.streams:
-        _subscribe(stream, definition, declarers, components)
+        _subscribe(stream, definition, declarers, components, subscribed)
     try:
         return builder.create_topology()
     except InvalidTopologyException as e:
@@ -297,7 +298,8 @@ def _declare(vertex: VertexDef, add: Callable[[VertexDef, Any], _Declarer], comp
 
 
 def _subscribe(stream: StreamDef, definition: TopologyDef, declarers: dict[str, BoltDeclarer],
-               components: dict[str, Any]) -> None:
+               components: dict[str, Any], subscribed: dict[tuple[str, str, str], StreamDef]) -> None:
+    """Subscribe ``stream``'s bolt; ``subscribed``: the entries so far, by (from, streamId, to)."""
     named = f"stream {stream.name!r}" if stream.name else "stream"
     if stream.source not in definition.spouts and stream.source not in definition.bolts:
         raise FluxError(stream.source_where, f"{named} is from {stream.source!r}, which is no spout or bolt "
@@ -308,6 +310,16 @@ def _subscribe(stream: StreamDef, definition: TopologyDef, declarers: dict[str, 
         raise FluxError(stream.target_where, f"{named} goes to {stream.target!r}, which is {what}")
     grouping = stream.grouping
     stream_id = grouping.stream_id or DEFAULT_STREAM
+    # A bolt takes each stream once: Storm's declarer keeps the last grouping given, so a second
+    # entry (a copied one whose streamId was not changed) replaced the first without a word, and
+    # the stream the user meant to subscribe went nowhere, its tuples acked uncounted.
+    first = subscribed.setdefault((stream.source, stream_id, stream.target), stream)
+    if first is not stream:
+        raise FluxError(stream.where,
+                        f"{named} subscribes {stream.target!r} to stream {stream_id!r} of {stream.source!r}, as "
+                        f"{_place(first.where, stream.where)} does already: a bolt takes a stream once (Storm "
+                        f"keeps the last grouping, and the other entry's stream goes nowhere); give one of "
+                        f"them the streamId it was meant to have")
     subscribe: dict[str, Callable[[], Any]] = {
         "SHUFFLE": lambda: declarer.shuffle_grouping(stream.source, stream_id),
         "FIELDS": lambda: declarer.fields_grouping(stream.source, list(grouping.args), stream_id),
@@ -331,6 +343,12 @@ def _custom(grouping: GroupingDef, components: dict[str, Any]) -> CustomStreamGr
         raise FluxError(grouping.custom_class.where, f"{grouping.custom_class.class_name} is no "
                                                      f"squall.CustomStreamGrouping (got a {type(obj).__name__})")
     return obj
+
+
+def _place(where: Where, here: Where) -> str:
+    """``where`` for a message at ``here``: its key, with its line (and its file if another)."""
+    file = f"{where.file}:" if where.file != here.file else "line "
+    return f"{where.key} ({file}{where.line})"
 
 
 def _culprit(message: str, definition: TopologyDef) -> Where:

@@ -66,7 +66,13 @@ def parse_file(path: Path, filters: Filters, *, includes: bool = True) -> Topolo
     if not includes:
         return topology
     for include in topology.includes:
-        included = parse_file(find_include(include, path.parent), filters, includes=False)
+        found = find_include(include, path.parent)
+        if found.resolve() == path.resolve():
+            # merged into itself, a file's streams were all subscribed twice, and its
+            # includes (itself) only warned of as an included file's ignored includes
+            raise FluxError(include.where, f"{include.file!r} is this file itself: an include names "
+                                           f"another Flux file, whose definitions are merged into this one")
+        included = parse_file(found, filters, includes=False)
         if included.includes:
             log.warning("%s: the includes of an included file are ignored, as in Flux", include.where)
         topology = merge(topology, included, include.override)

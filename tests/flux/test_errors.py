@@ -118,6 +118,10 @@ CASES = {
         (STREAM, STREAM + '  - from: "spout"\n    to: "count"\n    grouping: {type: SHUFFLE, streamId: "nope"}\n'),
         ("t.yaml:18: streams[1]: the topology is not valid: Component: [count] subscribes from non-existent "
          "stream: [nope] of component [spout]")),
+    "a stream subscribed twice": (
+        (STREAM, STREAM + '  - from: "spout"\n    to: "count"\n    grouping: {type: ALL, streamId: "default"}\n'),
+        ("t.yaml:18: streams[1]: stream subscribes 'count' to stream 'default' of 'spout', as streams[0] "
+         "(line 15) does already: a bolt takes a stream once")),
     "include not found": (('name: "t"\n', 'name: "t"\nincludes:\n  - file: "missing.yaml"\n'),
                           "t.yaml:3: includes[0].file: file not found: 'missing.yaml'"),
 }
@@ -176,6 +180,14 @@ def test_an_error_in_an_included_file_names_that_file(tmp_path):
     path.write_text(BASE.replace('name: "t"\n', 'name: "t"\nincludes:\n  - file: "inc.yaml"\n'))
 
     with pytest.raises(FluxError, match=r"^inc.yaml:4: bolts\[0\]: missing required key 'className'$"):
+        flux.load(path)
+
+
+def test_a_file_that_includes_itself_is_refused(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text(BASE.replace('name: "t"\n', 'name: "t"\nincludes:\n  - file: "t.yaml"\n'))
+
+    with pytest.raises(FluxError, match=r"^t.yaml:3: includes\[0\].file: 't.yaml' is this file itself"):
         flux.load(path)
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import SquallError
+from .._redact import redact_text
 
 
 @dataclass(frozen=True)
@@ -23,10 +24,13 @@ class Where:
 
 
 class FluxError(SquallError):
-    """A mistake in a Flux file (or its include, properties file or classes), naming where."""
+    """A mistake in a Flux file (or its include, properties file or classes), naming where.
+    Credentials in it are masked: it shows the arguments a call could not take and what a
+    constructor raised, values a file often takes from ``${ENV-...}`` (a Redis URL with its
+    password), and it goes to stderr and CI logs."""
 
     def __init__(self, where: Where | str, message: str) -> None:
-        super().__init__(f"{where}: {message}")
+        super().__init__(redact_text(f"{where}: {message}"))
         self.where = where
 
 

@@ -159,6 +159,19 @@ def test_an_undefined_environment_variable_names_the_line_key_and_reference(tmp_
         flux.load(path)
 
 
+def test_an_error_masks_the_password_of_a_url_the_environment_gave(tmp_path):
+    """The arguments a constructor could not take are shown, a Redis URL from ``${ENV-...}``
+    among them: its password is masked, as in every error squall shows."""
+    path = tmp_path / "t.yaml"
+    path.write_text(BASE.replace('"errors"]', '"errors", "${ENV-FLUX_URL}"]', 1))
+
+    with pytest.raises(FluxError) as e:
+        flux.load(path, env_filter=True, environ={"FLUX_URL": "redis://:hunter2@127.0.0.1:6379/0"})
+
+    assert str(e.value).startswith("t.yaml:9: spouts[0].constructorArgs: flux_words.SentenceSpout"), str(e.value)
+    assert "hunter2" not in str(e.value) and "redis://:***@127.0.0.1:6379/0" in str(e.value), str(e.value)
+
+
 def test_an_undefined_property_names_the_line_and_what_is_missing(tmp_path):
     path = tmp_path / "t.yaml"
     path.write_text(BASE.replace("type: SHUFFLE", "type: ${grouping}", 1))

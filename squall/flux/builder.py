@@ -194,7 +194,7 @@ def call(target: Callable[..., Any], args: Sequence[Any], where: Where, what: st
         try:
             signature.bind(*args)
         except TypeError as e:
-            raise FluxError(where, f"{what}{signature} cannot take the {len(args)} argument(s) "
+            raise FluxError(where, f"{what}{_shown(signature)} cannot take the {len(args)} argument(s) "
                                    f"{list(args)!r}: {e}") from e
     try:
         return target(*args)
@@ -202,6 +202,23 @@ def call(target: Callable[..., Any], args: Sequence[Any], where: Where, what: st
         raise
     except Exception as e:
         raise FluxError(where, f"{what}(...) raised {type(e).__name__}: {e}") from e
+
+
+class _Default:
+    """A parameter's default as an error shows it: that there is one, not its value."""
+
+    def __repr__(self) -> str:
+        return "..."
+
+
+def _shown(signature: inspect.Signature) -> str:
+    """``signature`` as a Flux error shows it: the parameters' names, ``=...`` where there is a
+    default. The whole text (annotations, each default's repr: a function's with its address, a
+    retry policy's with its fields) made a squall class's error hundreds of characters long."""
+    default = _Default()
+    parameters = [p.replace(annotation=p.empty, default=p.empty if p.default is p.empty else default)
+                  for p in signature.parameters.values()]
+    return str(signature.replace(parameters=parameters, return_annotation=signature.empty))
 
 
 def snake_case(name: str) -> str:

@@ -78,6 +78,11 @@ CASES = {
     "constructor arguments": ((BOLT_ARGS, '    constructorArgs: ["errors", 2]\n'),
                               ("t.yaml:13: bolts[0].constructorArgs: flux_words.WordCounter(sink) cannot take the 2 "
                               "argument(s) ['errors', 2]")),
+    "a squall class's constructor arguments": (
+        ('"flux_words.WordCounter"\n' + BOLT_ARGS, '"squall.external.files.FileSinkBolt"\n    constructorArgs: ["out", 5]\n'),
+        ("t.yaml:13: bolts[0].constructorArgs: squall.external.files.FileSinkBolt(directory, *, prefix=..., "
+         "suffix=..., formatter=..., max_records=..., max_bytes=..., tick_secs=...) cannot take the 2 argument(s) "
+         "['out', 5]: too many positional arguments")),
     "no such config method": ((BOLT_ARGS, BOLT_ARGS + '    configMethods:\n      - name: "withNothing"\n'),
                               ("t.yaml:15: bolts[0].configMethods[0].name: WordCounter has no method 'withNothing' "
                               "(nor 'with_nothing')")),

@@ -4,7 +4,10 @@ shown (Flux's topology details) and submitted. The Flux package is `squall.flux`
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,7 +135,8 @@ def prepare(path: Path, options: FluxOptions, rename: str | None, verb: str) -> 
         raise UserError("-i/--inactive: squall jar submits active; run `squall deactivate NAME` after it", code=2)
     if options.sleep is not None and verb != "local":
         print("squall: warning: --sleep is ignored by squall jar (it is squall local's --ttl)", file=sys.stderr)
-    run = FluxRun(path, options, load(path, filter_file=filter_path(options), env_filter=options.env_filter))
+    with _load_warnings():
+        run = FluxRun(path, options, load(path, filter_file=filter_path(options), env_filter=options.env_filter))
     if not options.no_detail or options.dry_run:
         print(describe(run.flux, run.name(rename)), flush=True)
     if options.dry_run:  # what submitting would warn of (it does, to a master's log too)
@@ -140,6 +144,27 @@ def prepare(path: Path, options: FluxOptions, rename: str | None, verb: str) -> 
         for warning in submit_warnings(run.flux.conf, run.flux.topology, run.name(rename)):
             print(f"squall: warning: {warning}", file=sys.stderr)
     return run
+
+
+@contextlib.contextmanager
+def _load_warnings() -> Iterator[None]:
+    """What the Flux package warns of while it reads a file (an included file's own includes
+    ignored, a ``cpuLoad`` ignored), shown as the command's other warnings are: ``squall:
+    warning: ...`` on stderr. The command sets up no logging before it reads the file, so they
+    came out bare, through Python's last-resort handler, and read as errors (or, under a
+    logging configuration of the caller's, went wherever that sent them)."""
+    logger = logging.getLogger("squall.flux")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("squall: warning: %(message)s"))
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False  # shown once, here
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 def sleep_seconds(options: FluxOptions) -> float | None:

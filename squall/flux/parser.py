@@ -74,7 +74,8 @@ def parse_file(path: Path, filters: Filters, *, includes: bool = True) -> Topolo
                                            f"another Flux file, whose definitions are merged into this one")
         included = parse_file(found, filters, includes=False)
         if included.includes:
-            log.warning("%s: the includes of an included file are ignored, as in Flux", include.where)
+            log.warning("%s: the includes of %s (%s) are ignored: Flux reads includes one level deep",
+                        include.where, include.file, ", ".join(i.file for i in included.includes))
         topology = merge(topology, included, include.override)
     return topology
 

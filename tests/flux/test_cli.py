@@ -76,6 +76,15 @@ def test_a_dry_run_warns_of_a_misspelled_configuration_key(tmp_path, capsys):
            "'topology.max.spout.pending'?" in err
 
 
+def test_what_reading_the_file_warns_of_is_a_squall_warning_line(capsys):
+    """An included file's own includes are ignored (as Flux does): said as the command's other
+    warnings are, naming the included file and what it includes."""
+    assert main(["local", str(FILES / "includes.yaml"), "--dry-run", "-q"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        ("squall: warning: includes.yaml:3: includes[0].file: the includes of include_common.yaml (never_read.yaml) "
+         "are ignored: Flux reads includes one level deep")]
+
+
 def test_jar_takes_flux_options_after_the_file_and_a_dry_run_needs_no_master(capsys):
     assert main(["jar", "--name", "renamed", str(FILES / "topology_source.yaml"), "-d"]) == 0
     out = capsys.readouterr().out

@@ -117,11 +117,41 @@ class FluxRun:
         """Submit the topology to ``target`` with ``-c``'s keys over the file's ``config``."""
         name = self.name(rename)
         conf = {**self.flux.conf, **topology_over}
-        if self.options.inactive:
-            target.submit_topology(name, conf, self.flux.topology, initial_status="INACTIVE")
-        else:
-            target.submit_topology(name, conf, self.flux.topology)
+        with self.located():
+            if self.options.inactive:
+                target.submit_topology(name, conf, self.flux.topology, initial_status="INACTIVE")
+            else:
+                target.submit_topology(name, conf, self.flux.topology)
         return [name]
+
+    def check(self, cluster: dict[str, Any], topology_over: dict[str, Any], rename: str | None) -> None:
+        """``--dry-run``: the checks a submission of the topology to a master of the ``cluster``
+        configuration would make, submitting nothing: the configuration merged as the master merges
+        it, the components' own checks at submit (a stateful bolt's ``topology.state.provider``, a
+        window against ``topology.max.spout.pending`` or the message timeout) and each component
+        picklable. Building the topology makes none of them, so a dry run passed a file that
+        ``squall local`` and ``squall jar`` then refused."""
+        from .._config import Config, topology_conf
+        from ..engine.plan import make_plan
+        from ..engine.worker import component_blobs
+        name = self.name(rename)
+        conf = {**self.flux.conf, **topology_over}
+        with self.located():
+            merged = topology_conf(cluster, conf)
+            merged[Config.TOPOLOGY_NAME] = conf[Config.TOPOLOGY_NAME] = name  # as the master sets it
+            component_blobs(make_plan(name, f"{name}-dry-run", self.flux.topology, merged, conf))
+
+    @contextlib.contextmanager
+    def located(self) -> Iterator[None]:
+        """A submission's refusal (`InvalidTopologyException`) as a `FluxError` naming the file,
+        line and key it points at, as the file's own mistakes are named."""
+        from .._errors import InvalidTopologyException
+        from ..flux import FluxError
+        from ..flux.builder import locate
+        try:
+            yield
+        except InvalidTopologyException as e:
+            raise FluxError(locate(str(e), self.flux.definition), f"the topology is refused at submit: {e}") from e
 
 
 def prepare(path: Path, options: FluxOptions, rename: str | None, verb: str) -> FluxRun:
@@ -198,4 +228,9 @@ def from_args(args: argparse.Namespace, rest: list[str], verb: str) -> FluxRun |
     options = options_of(args, rest)
     path = check_file(str(flux_path(args.file, options)))
     with on_sys_path(path.parent):  # its classes are found beside it, as a Python FILE's imports are
-        return prepare(path, options, args.name, verb)
+        run = prepare(path, options, args.name, verb)
+        if options.dry_run:
+            from ._options import cluster_conf_of
+            cluster, topology_over = cluster_conf_of(args)
+            run.check(cluster, topology_over, args.name)
+        return run

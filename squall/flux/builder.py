@@ -368,6 +368,20 @@ def _place(where: Where, here: Where) -> str:
     return f"{where.key} ({file}{where.line})"
 
 
+def locate(message: str, definition: TopologyDef) -> Where:
+    """Where in the file a submission's refusal (``message``: the master's, or a component's
+    own check at submit) points: the ``config`` key it names, the component's own before the
+    file's (the longest key named: ``topology.state.provider.config`` over
+    ``topology.state.provider``), else the stream or component it names (`_culprit`)."""
+    vertices = (*definition.spouts.values(), *definition.bolts.values())
+    for wheres in [v.config_where for v in vertices if f"[{v.id}]" in message] + [definition.config_where]:
+        # a key as a whole word: a short key of the user's ("a") is in most messages as letters
+        named = [key for key in wheres if re.search(rf"(?<![\w.]){re.escape(key)}(?!\w|\.\w)", message)]
+        if named:
+            return wheres[max(named, key=len)]
+    return _culprit(message, definition)
+
+
 def _culprit(message: str, definition: TopologyDef) -> Where:
     """Where the definition ``create_topology``'s error names is: the stream entry between the
     two components it names, on the stream it names (two components may be joined by several

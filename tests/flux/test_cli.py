@@ -85,6 +85,21 @@ def test_what_reading_the_file_warns_of_is_a_squall_warning_line(capsys):
          "are ignored: Flux reads includes one level deep")]
 
 
+def test_a_dry_run_refuses_what_a_submission_refuses_naming_the_line(tmp_path, capsys):
+    """--dry-run makes the checks of a submission (here Storm's: a count window longer than
+    topology.max.spout.pending would never fill), named at the key's line as the file's own
+    mistakes are, as squall local and jar name it."""
+    path = tmp_path / "windows.yaml"
+    path.write_text((FILES / "windowing.yaml").read_text().replace(
+        "  topology.workers: 1\n", "  topology.workers: 1\n  topology.max.spout.pending: 4\n"))
+
+    assert main(["local", str(path), "--dry-run", "-q"]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "squall: error: windows.yaml:18: config.topology.max.spout.pending: the topology is refused at submit: "
+        "Component [bolt-1]: Window count (length + sliding interval) value 8 is more than "
+        "topology.max.spout.pending value 4: the spouts would stop before the window fills")
+
+
 def test_jar_takes_flux_options_after_the_file_and_a_dry_run_needs_no_master(capsys):
     assert main(["jar", "--name", "renamed", str(FILES / "topology_source.yaml"), "-d"]) == 0
     out = capsys.readouterr().out

@@ -130,7 +130,8 @@ def merge(topology: TopologyDef, included: TopologyDef, override: bool) -> Topol
 
 def parse_text(text: str, file: str, filters: Filters) -> TopologyDef:
     """One Flux file's text (named ``file`` in errors), filtered, without its includes."""
-    text = substitute(text, file, filters.properties, filters.env, key_at=lambda line: key_at(text, line))
+    text = substitute(text, file, filters.properties, filters.env,
+                      key_at=lambda line, column: key_at(text, line, column))
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
@@ -144,18 +145,23 @@ def parse_text(text: str, file: str, filters: Filters) -> TopologyDef:
     return reader.topology(root)
 
 
-def key_at(text: str, line: int) -> str:
-    """The path of the key whose value starts on ``line`` (1-based), or "" (not YAML). The
-    ``${...}`` references are masked first: one in a flow mapping is no YAML until replaced."""
+def key_at(text: str, line: int, column: int | None = None) -> str:
+    """The path of the key whose value starts on ``line`` (1-based) at or before ``column``
+    (0-based; the last one that starts on the line if None), or "" (not YAML). Of several values
+    on one line (a flow list ``[a, "${b}"]``) it is the one the column is in. The ``${...}``
+    references are masked first, keeping their length: one in a flow mapping is no YAML until
+    replaced."""
     masked = re.sub(r"\$\{[^}]*\}", lambda m: "_" * len(m.group(0)), text)
     try:
         root = yaml.compose(masked, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         return ""
-    best = ""
+    best, best_column = "", -1
     for path, node in _walk(root, ""):
-        if node.start_mark.line + 1 == line and path:
-            best = path
+        start = node.start_mark
+        if start.line + 1 == line and path and (column is None or start.column <= column) \
+                and start.column >= best_column:
+            best, best_column = path, start.column
     return best
 
 

@@ -16,10 +16,10 @@ _LIST_ITEM = re.compile(r"(.+)\[(\d+)\]")
 
 
 def substitute(text: str, file: str, properties: Mapping[str, str] | None,
-               env: Mapping[str, str] | None, key_at: Callable[[int], str] = lambda line: "") -> str:
+               env: Mapping[str, str] | None, key_at: Callable[[int, int], str] = lambda line, column: "") -> str:
     """``text`` with each ``${...}`` replaced; ``env`` is None unless ``--env-filter`` was given,
     ``properties`` None unless ``--filter`` was. Comment lines are left as they are. An error
-    names the key ``key_at`` gives for its line.
+    names the key ``key_at`` gives for its line and the reference's column (0-based).
 
     Raises:
         FluxError: a reference that is not defined (naming the file, line and reference).
@@ -29,45 +29,48 @@ def substitute(text: str, file: str, properties: Mapping[str, str] | None,
         if "${" not in line or line.lstrip().startswith("#"):
             continue
         try:
-            lines[number - 1] = _REFERENCE.sub(lambda m: _value(m.group(1), properties, env), line)
+            lines[number - 1] = _REFERENCE.sub(lambda m: _value(m.group(1), properties, env, m.start()), line)
         except _Undefined as e:
-            key = key_at(number)
+            key = key_at(number, e.column)
             raise FluxError(Where(file, number, f"{key}: {e.reference}" if key else e.reference), e.reason) from None
     return "\n".join(lines)
 
 
 class _Undefined(Exception):
-    def __init__(self, reference: str, reason: str) -> None:
+    """A reference that cannot be replaced, at ``column`` (0-based) of its line."""
+
+    def __init__(self, reference: str, reason: str, column: int) -> None:
         super().__init__(reason)
         self.reference = "${" + reference + "}"
         self.reason = reason
+        self.column = column
 
 
-def _value(name: str, properties: Mapping[str, str] | None, env: Mapping[str, str] | None) -> str:
+def _value(name: str, properties: Mapping[str, str] | None, env: Mapping[str, str] | None, column: int) -> str:
     env_name = _ENV.fullmatch(name)
     if env_name is not None:
         if env is None:
-            raise _Undefined(name, "environment substitution is off: give -e/--env-filter to replace it")
+            raise _Undefined(name, "environment substitution is off: give -e/--env-filter to replace it", column)
         value = env.get(env_name.group(1))
         if value is None:
-            raise _Undefined(name, f"environment variable {env_name.group(1)} is not set")
+            raise _Undefined(name, f"environment variable {env_name.group(1)} is not set", column)
         return value
     if properties is None:
-        raise _Undefined(name, "no properties file to replace it from: give --filter FILE")
+        raise _Undefined(name, "no properties file to replace it from: give --filter FILE", column)
     if name in properties:
         return properties[name]
     item = _LIST_ITEM.fullmatch(name)
     if item is not None and item.group(1) in properties:
-        return _list_item(name, properties[item.group(1)], int(item.group(2)))
-    raise _Undefined(name, f"{name!r} is not defined in the properties file")
+        return _list_item(name, properties[item.group(1)], int(item.group(2)), column)
+    raise _Undefined(name, f"{name!r} is not defined in the properties file", column)
 
 
-def _list_item(name: str, text: str, index: int) -> str:
+def _list_item(name: str, text: str, index: int, column: int) -> str:
     """Item ``index`` of a property written ``["a", "b"]``, as Flux reads it (split at commas,
     spaces and the quotes around each item dropped)."""
     items = [t.strip() for t in text.strip()[1:-1].split(",")]
     if index >= len(items):
-        raise _Undefined(name, f"the property has {len(items)} items, no item {index}")
+        raise _Undefined(name, f"the property has {len(items)} items, no item {index}", column)
     item = items[index]
     return item[1:-1] if len(item) >= 2 and item[0] == item[-1] and item[0] in "\"'" else item
 

@@ -177,6 +177,17 @@ def test_an_error_masks_the_password_of_a_url_the_environment_gave(tmp_path):
     assert "hunter2" not in str(e.value) and "redis://:***@127.0.0.1:6379/0" in str(e.value), str(e.value)
 
 
+def test_of_several_references_on_a_line_the_error_names_the_key_of_the_undefined_one(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text(BASE.replace('[{reflist: ["sentences"]}, "errors"]', '["${ENV-FLUX_SENTENCE}", "${ENV-FLUX_SINK}"]'))
+
+    with pytest.raises(FluxError) as e:
+        flux.load(path, env_filter=True, environ={"FLUX_SINK": "errors"})
+
+    assert str(e.value) == ("t.yaml:9: spouts[0].constructorArgs[0]: ${ENV-FLUX_SENTENCE}: "
+                            "environment variable FLUX_SENTENCE is not set")
+
+
 def test_an_undefined_property_names_the_line_and_what_is_missing(tmp_path):
     path = tmp_path / "t.yaml"
     path.write_text(BASE.replace("type: SHUFFLE", "type: ${grouping}", 1))

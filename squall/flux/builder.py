@@ -105,9 +105,10 @@ def _check_config(config: dict[str, Any], wheres: dict[str, Where], section: Whe
 
 
 # --- objects ------------------------------------------------------------------------------------------
-def find_class(name: str, where: Where) -> Any:
+def find_class(name: str, where: Where, named: str = "") -> Any:
     """The class (or any attribute) ``module.Name`` names, importing the longest module prefix;
-    Java's ``Outer$Inner`` is read as ``Outer.Inner``."""
+    Java's ``Outer$Inner`` is read as ``Outer.Inner``. ``named``: what starts an error's message
+    (the component's id, ``'count': ``)."""
     target = JAVA_CLASSES.get(name, name).replace("$", ".")
     parts = target.split(".")
     for cut in range(len(parts) - 1, 0, -1):
@@ -117,19 +118,19 @@ def find_class(name: str, where: Where) -> Any:
         except ModuleNotFoundError as e:
             if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
                 continue  # this prefix is no module: try a shorter one
-            raise FluxError(where, f"importing {module_name} for {name!r} failed: {e}") from e
+            raise FluxError(where, f"{named}importing {module_name} for {name!r} failed: {e}") from e
         except Exception as e:
-            raise FluxError(where, f"importing {module_name} for {name!r} raised {type(e).__name__}: {e}") from e
+            raise FluxError(where, f"{named}importing {module_name} for {name!r} raised {type(e).__name__}: {e}") from e
         obj: Any = module
         for i, attr in enumerate(parts[cut:]):
             if not hasattr(obj, attr):
-                raise FluxError(where, f"unknown class {name!r}: {'.'.join(parts[:cut + i])} has no {attr!r}")
+                raise FluxError(where, f"{named}unknown class {name!r}: {'.'.join(parts[:cut + i])} has no {attr!r}")
             obj = getattr(obj, attr)
         return obj
     hint = (" (a Java class: in squall, className is a Python module.Class; docs/flux.md)"
             if target.startswith(("org.", "com.", "java.")) else "")
-    raise FluxError(where, f"unknown class {name!r}: no module {parts[0]!r} on sys.path{hint}"
-                    if len(parts) > 1 else f"unknown class {name!r}: expected module.Class")
+    raise FluxError(where, f"{named}unknown class {name!r}: no module {parts[0]!r} on sys.path{hint}"
+                    if len(parts) > 1 else f"{named}unknown class {name!r}: expected module.Class")
 
 
 def make(definition: ObjectDef, components: dict[str, Any]) -> Any:
@@ -137,26 +138,27 @@ def make(definition: ObjectDef, components: dict[str, Any]) -> Any:
     ``constructorArgs``, or else by its ``factory`` with ``factoryArgs``; then its
     ``properties`` set and its ``configMethods`` called, in order."""
     where = definition.where
-    cls = find_class(definition.class_name, where)
+    # each error names the component it makes (its id, when it has one), as a user calls it
+    named = f"{definition.id!r}: " if isinstance(definition, BeanDef) else ""
+    cls = find_class(definition.class_name, where, named)
     args_where = definition.args_where or where
     if definition.constructor_args or not definition.factory:
         args = resolve(definition.constructor_args, components)
-        obj = call(cls, args, args_where, definition.class_name)
+        obj = call(cls, args, args_where, f"{named}{definition.class_name}")
     else:
         factory = _member(cls, definition.factory)
         if factory is None:
-            raise FluxError(where, f"{definition.class_name} has no factory method {definition.factory!r}"
+            raise FluxError(where, f"{named}{definition.class_name} has no factory method {definition.factory!r}"
                                    f"{_snake_hint(definition.factory)}")
         obj = call(factory, resolve(definition.factory_args, components), args_where,
-                   f"{definition.class_name}.{definition.factory}")
-    # a setter's error names the component it configures (its id, when it has one)
-    owner = f"{definition.id!r}: {type(obj).__name__}" if isinstance(definition, BeanDef) else type(obj).__name__
+                   f"{named}{definition.class_name}.{definition.factory}")
+    owner = f"{named}{type(obj).__name__}"
     for prop in definition.properties:
         _set_property(obj, prop.name, resolve([prop.value], components)[0], prop.where, owner)
     for method_def in definition.config_methods:
         method = _member(obj, method_def.name)
         if method is None or not callable(method):
-            raise FluxError(method_def.where, f"{type(obj).__name__} has no method {method_def.name!r}"
+            raise FluxError(method_def.where, f"{owner} has no method {method_def.name!r}"
                                               f"{_snake_hint(method_def.name)}")
         call(method, resolve(method_def.args, components), method_def.where, f"{owner}.{method_def.name}")
     built = getattr(obj, "_flux_built", None)  # squall's own wrappers finish what the file left out
@@ -253,9 +255,9 @@ def _set_property(obj: Any, name: str, value: Any, where: Where, owner: str) -> 
             try:
                 setattr(obj, attr, value)
             except Exception as e:
-                raise FluxError(where, f"setting {type(obj).__name__}.{attr} raised {type(e).__name__}: {e}") from e
+                raise FluxError(where, f"setting {owner}.{attr} raised {type(e).__name__}: {e}") from e
             return
-    raise FluxError(where, f"{type(obj).__name__} has no property {name!r}: no {snake_case(camel)}() or "
+    raise FluxError(where, f"{owner} has no property {name!r}: no {snake_case(camel)}() or "
                            f"{camel}() setter and no attribute {name!r}{_snake_hint(name)}")
 
 

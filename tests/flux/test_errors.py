@@ -32,13 +32,13 @@ STREAM = "    grouping: {type: SHUFFLE}\n"
 
 CASES = {
     "unknown class": (('"flux_words.WordCounter"', '"flux_words.NoSuchCounter"'),
-                      ("t.yaml:12: bolts[0].className: unknown class 'flux_words.NoSuchCounter': "
+                      ("t.yaml:12: bolts[0].className: 'count': unknown class 'flux_words.NoSuchCounter': "
                       "flux_words has no 'NoSuchCounter'")),
     "unknown module": (('"flux_words.WordCounter"', '"no_such_module.Counter"'),
-                       ("t.yaml:12: bolts[0].className: unknown class 'no_such_module.Counter': "
+                       ("t.yaml:12: bolts[0].className: 'count': unknown class 'no_such_module.Counter': "
                        "no module 'no_such_module' on sys.path")),
     "a java class": (('"flux_words.WordCounter"', '"org.apache.storm.flux.examples.WordCounter"'),
-                     ("t.yaml:12: bolts[0].className: unknown class 'org.apache.storm.flux.examples.WordCounter': "
+                     ("t.yaml:12: bolts[0].className: 'count': unknown class 'org.apache.storm.flux.examples.WordCounter': "
                      "no module 'org' on sys.path (a Java class: in squall, className is a Python module.Class")),
     "missing ref": (('{reflist: ["sentences"]}', '{ref: "nothing"}'),
                     ("t.yaml:9: spouts[0].constructorArgs[0].ref: no component 'nothing' declared above "
@@ -76,24 +76,24 @@ CASES = {
     "stream from nothing": (('from: "spout"', 'from: "spot"'),
                             "t.yaml:15: streams[0].from: stream is from 'spot', which is no spout or bolt of this file"),
     "constructor arguments": ((BOLT_ARGS, '    constructorArgs: ["errors", 2]\n'),
-                              ("t.yaml:13: bolts[0].constructorArgs: flux_words.WordCounter(sink) cannot take the 2 "
+                              ("t.yaml:13: bolts[0].constructorArgs: 'count': flux_words.WordCounter(sink) cannot take the 2 "
                               "argument(s) ['errors', 2]")),
     "a squall class's constructor arguments": (
         ('"flux_words.WordCounter"\n' + BOLT_ARGS, '"squall.external.files.FileSinkBolt"\n    constructorArgs: ["out", 5]\n'),
-        ("t.yaml:13: bolts[0].constructorArgs: squall.external.files.FileSinkBolt(directory, *, prefix=..., "
+        ("t.yaml:13: bolts[0].constructorArgs: 'count': squall.external.files.FileSinkBolt(directory, *, prefix=..., "
          "suffix=..., formatter=..., max_records=..., max_bytes=..., tick_secs=...) cannot take the 2 argument(s) "
          "['out', 5]: too many positional arguments")),
     "no such config method": ((BOLT_ARGS, BOLT_ARGS + '    configMethods:\n      - name: "withNothing"\n'),
-                              ("t.yaml:15: bolts[0].configMethods[0].name: WordCounter has no method 'withNothing' "
+                              ("t.yaml:15: bolts[0].configMethods[0].name: 'count': WordCounter has no method 'withNothing' "
                               "(nor 'with_nothing')")),
     "no such property": ((BOLT_ARGS, BOLT_ARGS + '    properties:\n      - {name: "colour", value: 1}\n'),
-                         "t.yaml:15: bolts[0].properties[0].name: WordCounter has no property 'colour'"),
+                         "t.yaml:15: bolts[0].properties[0].name: 'count': WordCounter has no property 'colour'"),
     "property value and ref": ((BOLT_ARGS, BOLT_ARGS + '    properties:\n      - {name: "sink", value: 1, ref: "x"}\n'),
                                "t.yaml:15: bolts[0].properties[0]: property 'sink' needs a value or a ref"),
     "no factory": (('    constructorArgs: [["a b"]]\n', '    factory: "make"\n'),
-                   "t.yaml:4: components[0].className: flux_words.Sentences has no factory method 'make'"),
+                   "t.yaml:4: components[0].className: 'sentences': flux_words.Sentences has no factory method 'make'"),
     "a bolt as a spout": (('"flux_words.SentenceSpout"', '"flux_words.WordCounter"'),
-                          "t.yaml:9: spouts[0].constructorArgs: flux_words.WordCounter(sink) cannot take the 2"),
+                          "t.yaml:9: spouts[0].constructorArgs: 'spout': flux_words.WordCounter(sink) cannot take the 2"),
     "not a spout": (('"flux_words.SentenceSpout"\n    constructorArgs: [{reflist: ["sentences"]}, "errors"]',
                      '"flux_words.WordCounter"\n    constructorArgs: ["errors"]'),
                     "t.yaml:8: spouts[0].className: Component [spout]: set_spout needs a Spout, got WordCounter"),
@@ -173,7 +173,7 @@ def test_an_error_masks_the_password_of_a_url_the_environment_gave(tmp_path):
     with pytest.raises(FluxError) as e:
         flux.load(path, env_filter=True, environ={"FLUX_URL": "redis://:hunter2@127.0.0.1:6379/0"})
 
-    assert str(e.value).startswith("t.yaml:9: spouts[0].constructorArgs: flux_words.SentenceSpout"), str(e.value)
+    assert str(e.value).startswith("t.yaml:9: spouts[0].constructorArgs: 'spout': flux_words.SentenceSpout"), str(e.value)
     assert "hunter2" not in str(e.value) and "redis://:***@127.0.0.1:6379/0" in str(e.value), str(e.value)
 
 
@@ -224,7 +224,7 @@ def test_a_constructor_that_raises_is_named_with_its_exception(tmp_path):
     path = tmp_path / "t.yaml"
     path.write_text(BASE.replace('[["a b"]]', '[5]'))
 
-    with pytest.raises(FluxError, match=r"^t.yaml:5: components\[0\].constructorArgs: flux_words.Sentences\(...\) "
+    with pytest.raises(FluxError, match=r"^t.yaml:5: components\[0\].constructorArgs: 'sentences': flux_words.Sentences\(...\) "
                                          r"raised TypeError: 'int' object is not iterable$"):
         flux.load(path)
 
@@ -272,6 +272,6 @@ def test_a_missing_dependency_of_a_class_module_is_named(tmp_path, monkeypatch):
     path = tmp_path / "t.yaml"
     path.write_text(BASE.replace('"flux_words.WordCounter"', '"fluxdep_tools.Counter"'))
 
-    with pytest.raises(FluxError, match=r"^t.yaml:12: bolts\[0\].className: importing fluxdep_tools for "
+    with pytest.raises(FluxError, match=r"^t.yaml:12: bolts\[0\].className: 'count': importing fluxdep_tools for "
                                          r"'fluxdep_tools.Counter' failed: No module named 'fluxdep'$"):
         flux.load(path)

@@ -21,8 +21,10 @@ last ack or fail (a subprocess works through its input in order, as storm.py's a
 do), unless that last answer was a fail after an
 error it reported (pystorm's ``exit_on_exception``: it failed the tuple that raised, then
 exited): then that fail charged the record already. A subprocess that dies before answering
-anything, with no tuple to put it down to (it cannot start its work at all), is a fault of the
-worker, as in Storm: the error crashes it, the host restarts it.
+anything, a heartbeat included, with no tuple to put it down to (it cannot start its work at
+all), is a fault of the worker, as in Storm: the error crashes it, the host restarts it. One
+that answered heartbeats and had no tuple in hand (an idle task, killed from outside) is
+started again in its worker.
 """
 
 from __future__ import annotations
@@ -162,6 +164,8 @@ class ShellBolt(ShellComponent, Bolt):
         self._written = 0  # the place of the last tuple whose writing started (the writer's)
         self._answered = 0  # the latest place it acked or failed (the reader's)
         self._answers = 0
+        # heartbeats it answered: a subprocess that synced works, even if it was given no tuple
+        self._synced = 0
         self._failed_after_error = False  # its last answer was a fail after an error it reported
         self._pending = PendingWrites(int(conf_value(self._conf, Config.TOPOLOGY_SHELLBOLT_MAX_PENDING)))
         self._reported: str | None = None  # the subprocess's last error (`reported_line`), for the fails after it
@@ -261,8 +265,9 @@ class ShellBolt(ShellComponent, Bolt):
 
         Raises:
             MultilangError: the death is the worker's fault (no tuple to put it down to, and
-                nothing answered since it started), or a new subprocess cannot start; what it
-                held failed as lost first, and so does the input it is raised on.
+                nothing answered since it started, not even a heartbeat), or a new subprocess
+                cannot start; what it held failed as lost first, and so does the input it is
+                raised on.
         """
         error = self._death
         old = self._process
@@ -278,7 +283,12 @@ class ShellBolt(ShellComponent, Bolt):
         held = list(self._inputs.items())
         self._inputs.clear()
         error.squall_input_cause = lost  # type: ignore[attr-defined]  # the bolt executor reads it: the input is not charged
-        if suspect is None and not self._answers:
+        # A subprocess that answered nothing, not even a heartbeat, cannot do its work: its
+        # worker's fault. One that answered heartbeats but had no tuple (a shuffle that keeps
+        # tuples in the spout's worker leaves the other worker's task idle) was killed from
+        # outside, by the OOM killer or a person: started again here, as a busy one is, where
+        # it crashed its worker and every task in it.
+        if suspect is None and not self._answers and not self._synced:
             for _tid, tup in held:
                 fail_for(self.collector, tup, lost)
             raise error
@@ -382,7 +392,7 @@ class ShellBolt(ShellComponent, Bolt):
                 fail_because(self.collector, tup, *self._where,
                              fail_reason(f"{self.kind} subprocess (pid {process.pid})", tup, msg.msg, self._reported))
         elif command == "sync":
-            pass  # a heartbeat's answer: counted as every message is
+            self._synced += 1  # a heartbeat's answer (counted in _heard too, as every message is)
         else:
             if command == "error":
                 # Storm's storm.py (and pystorm) report a tuple's exception, then fail the tuple:

@@ -125,6 +125,27 @@ def test_a_subprocess_killed_mid_run_is_started_again_and_every_spout_tuple_is_a
     assert all(WORDS[str(i)] >= 1 for i in range(n))
 
 
+def test_an_idle_subprocess_killed_is_started_again_in_its_worker(tmp_path):
+    """A shell bolt's task given no tuple (with 2 workers a load-aware shuffle keeps tuples in
+    the spout's worker: the other worker's task stays idle) whose subprocess is killed from
+    outside (the OOM killer, a person). It had answered its heartbeats, so it could work: it is
+    started again in its worker, as a busy one is. Before, having acked no tuple, it was taken
+    for one that cannot start, and crashed its worker with every task in it."""
+    b, _feed, _ = fed_builder("sentence")
+    b.set_bolt("idle", ShellBolt([sys.executable, "idle.py", str(tmp_path)], cwd=str(BARE))).shuffle_grouping("feed")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("idle", Config(), b.create_topology())
+        assert wait_until(lambda: list(tmp_path.glob("idle-*")), 30), "the subprocess answered no heartbeat"
+        [first] = tmp_path.glob("idle-*")
+        os.kill(int(first.name.split("-")[1]), signal.SIGKILL)
+        assert wait_until(lambda: len(list(tmp_path.glob("idle-*"))) == 2, 30), "no new subprocess answered"
+        info = cluster.get_topology_info("idle")
+
+    [error] = [e for e in info["errors"] if e["component"] == "idle"]
+    assert not error["fatal"] and "killed by SIGKILL" in error["error"], error
+    assert sum(w["restarts"] for w in info["workers"]) == 0
+
+
 def _run_until_error(name, component, conf=None, tracker_out=None):
     """Run ``component`` as bolt "bad" after a spout of one sentence per next; the first error
     the topology reports for "bad". ``tracker_out``: a list given the spout's tracker, which

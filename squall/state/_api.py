@@ -68,6 +68,12 @@ class StateProvider(abc.ABC):
     def new_state(self, namespace: str, conf: dict[str, Any], context: TopologyContext) -> State:
         """The state of ``namespace`` (``"<component>-<task>"``) as last committed."""
 
+    @staticmethod
+    def check_config(options: dict[str, Any], owner: str) -> None:
+        """Refuse ``topology.state.provider.config`` settings (``options``) this provider cannot
+        use, raising `StateError` that names ``owner`` and them. Called at submit, where a
+        mistake costs no worker; the default takes any."""
+
 
 @dataclass(frozen=True)
 class StateHome:

@@ -32,7 +32,7 @@ from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.plan import SUBMIT_CHECK
 from ._api import StateError
-from ._names import get_state, provider_config, provider_problem, state_namespace
+from ._names import get_state, provider_config, provider_problem, provider_settings_problem, state_namespace
 from .checkpoint import CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, COMMIT, INITSTATE, PREPARE, ROLLBACK
 
 
@@ -259,9 +259,9 @@ class StatefulBoltExecutor(_CheckpointAware):
     def squall_check_at_submit(self, component_id: str, conf: dict[str, Any], streams: dict[str, Any],
                                inputs: dict[Any, Any], spouts: dict[str, dict[str, Any]] | None = None) -> None:
         """Refuse a ``topology.state.provider`` that does not name a provider class (where its
-        module imports here) or a ``topology.state.provider.config`` that is not a map or a JSON
-        object (each worker would fail to make its state, and restart, again and again), then
-        the wrapped bolt's check."""
+        module imports here), a ``topology.state.provider.config`` that is not a map or a JSON
+        object (each worker would fail to make its state, and restart, again and again) or
+        whose settings the provider refuses (its ``check_config``), then the wrapped bolt's check."""
         owner = f"component [{component_id}]"
         problem = provider_problem(conf)
         if problem is not None:
@@ -270,6 +270,9 @@ class StatefulBoltExecutor(_CheckpointAware):
             provider_config(conf, owner)
         except StateError as e:
             raise InvalidTopologyException(str(e)) from None
+        problem = provider_settings_problem(conf, owner)
+        if problem is not None:
+            raise InvalidTopologyException(problem)
         super().squall_check_at_submit(component_id, conf, streams, inputs, spouts=spouts)
 
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:

@@ -75,6 +75,25 @@ def provider_problem(conf: Mapping[str, Any]) -> str | None:
     return None
 
 
+def provider_settings_problem(conf: Mapping[str, Any], owner: str) -> str | None:
+    """What the provider ``topology.state.provider`` names says of its settings
+    (``topology.state.provider.config``: its ``check_config``), checked at submit: a misspelt
+    ``"directory"`` of the file provider was ignored, its states kept elsewhere without a word.
+    None when they pass, or when the class does not resolve here (`provider_problem` says that)."""
+    try:
+        cls = resolve(conf_value(conf, PROVIDER_KEY))
+    except Exception:  # noqa: BLE001 (its module may import on the workers alone; a typo is provider_problem's)
+        return None
+    check = getattr(cls, "check_config", None)
+    if not callable(check):
+        return None
+    try:
+        check(provider_config(conf, owner), owner)
+    except StateError as e:
+        return str(e)
+    return None
+
+
 def get_state(namespace: str, conf: Mapping[str, Any], context: TopologyContext | None) -> State:
     """The state of ``namespace`` from the provider ``topology.state.provider`` names (Storm's
     ``StateFactory.getState``).

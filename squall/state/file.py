@@ -200,18 +200,42 @@ class FileStore(MemoryStore):
             self.prepare_txid, self.prepared_changes = None, {}
 
 
+_SETTINGS = ("directory", "start_afresh")
+"""What ``topology.state.provider.config`` may set for the file provider."""
+
+
+def _start_afresh(options: dict[str, Any], owner: str) -> bool:
+    afresh = options.get("start_afresh", False)
+    if type(afresh) is not bool:
+        raise StateError(f"{owner}: {PROVIDER_CONFIG_KEY!r}'s \"start_afresh\" must be true or false, got {afresh!r}")
+    return afresh
+
+
 class FileKeyValueStateProvider(StateProvider):
     """States in sealed files; see the module docstring."""
+
+    @staticmethod
+    def check_config(options: dict[str, Any], owner: str) -> None:
+        """At submit: only `_SETTINGS`, each of its type. A misspelt ``"directory"`` was ignored,
+        and the states went to ``storm.local.dir`` (a directory a redeployment may wipe) instead
+        of the one the user named, without a word; Redis's provider refuses what it does not
+        know too. (Not in `new_state`: the in-memory provider, the hosts' default, makes its
+        states here with whatever settings its topology gives.)"""
+        unknown = sorted(str(k) for k in options if k not in _SETTINGS)
+        if unknown:
+            raise StateError(f"{owner}: {PROVIDER_CONFIG_KEY!r} has unknown settings {unknown} for "
+                             f"squall.state:FileKeyValueStateProvider (it takes \"directory\" and \"start_afresh\")")
+        directory = options.get("directory")
+        if directory is not None and (not isinstance(directory, (str, os.PathLike)) or not str(directory)):
+            raise StateError(f"{owner}: {PROVIDER_CONFIG_KEY!r}'s \"directory\" must be a path, got {directory!r}")
+        _start_afresh(options, owner)
 
     def new_state(self, namespace: str, conf: dict[str, Any], context: TopologyContext | None) -> KeyValueState:
         owner = owner_of(namespace, context)
         home = state_home(context)
         options = provider_config(conf, owner)
         given = options.get("directory")
-        afresh = options.get("start_afresh", False)
-        if type(afresh) is not bool:
-            raise StateError(f"{owner}: {PROVIDER_CONFIG_KEY!r}'s \"start_afresh\" must be true or false, "
-                             f"got {afresh!r}")
+        afresh = _start_afresh(options, owner)
         root = given or home.directory
         if root is None:
             raise StateError(f"{owner}: squall.state:FileKeyValueStateProvider needs a directory: this host "

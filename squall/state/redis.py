@@ -361,6 +361,12 @@ def _number(value: Any, what: str) -> float:
 class RedisKeyValueStateProvider(StateProvider):
     """States in Redis; see the module docstring."""
 
+    @staticmethod
+    def check_config(options: dict[str, Any], owner: str) -> None:
+        """At submit: the settings `_url` reads (no connection is made), so a misspelt one is
+        refused there rather than by every worker that makes a state."""
+        _url(options, owner)
+
     def new_state(self, namespace: str, conf: dict[str, Any], context: TopologyContext | None) -> KeyValueState:
         owner = owner_of(namespace, context)
         url, timeout = _url(provider_config(conf, owner), owner)

@@ -243,3 +243,23 @@ def test_a_provider_class_that_does_not_resolve_is_refused_at_submit_unless_its_
                        Config.TOPOLOGY_STATE_PROVIDER: "squall_provider_only_on_the_workers:Provider"})
         cluster.submit_topology("t", conf, counting_topology(10))  # may import on the workers alone
         cluster.kill_topology("t", wait_secs=0)
+
+
+def test_settings_a_provider_does_not_take_are_refused_at_submit(tmp_path):
+    """A misspelt ``"directory"`` of the file provider was ignored: its states went to
+    storm.local.dir, not where the user said, without a word. Redis's provider refused an
+    unknown setting only in each worker that made a state; both are refused at submit now."""
+    import pytest
+
+    from squall import Config, InvalidTopologyException, LocalCluster
+
+    from .counting import counting_topology
+    with LocalCluster() as cluster:
+        for provider, settings in [("squall.state:FileKeyValueStateProvider", {"directroy": str(tmp_path)}),
+                                   ("squall.state.redis:RedisKeyValueStateProvider", {"ulr": "redis://127.0.0.1:1/0"})]:
+            conf = Config({"test.out.dir": str(tmp_path), Config.TOPOLOGY_STATE_PROVIDER: provider,
+                           Config.TOPOLOGY_STATE_PROVIDER_CONFIG: settings})
+            with pytest.raises(InvalidTopologyException) as e:
+                cluster.submit_topology("t", conf, counting_topology(10))
+            msg = str(e.value)
+            assert f"has unknown settings {sorted(settings)} for {provider}" in msg and "component [count]" in msg, msg

@@ -340,14 +340,20 @@ class BatchingTransport(Transport):
             good += one
         return encode(good)
 
-    def _take(self, message: bytes) -> int:
+    def _take(self, message: bytes, peer: str | None = None) -> int:
         """Check one message and deliver it: the items of a batch (how many is returned), or a
         control message. The MAC is checked before anything is decoded: decoding may unpickle.
-        Called by one thread at a time, in the order the messages came (under ``_poll_lock``)."""
+        Called by one thread at a time, in the order the messages came (under ``_poll_lock``).
+        ``peer``: the ``host:port`` the message came from, where the wire knows it (TCP's does,
+        ZeroMQ's does not), for the warning when it is refused: an unauthenticated message has
+        no sender to name but its address."""
         try:
             header, data = self._opener.open(message)
         except Refused as e:
-            self._warn.warning("dropped %s", e)
+            if peer is None:
+                self._warn.warning("dropped %s", e)
+            else:
+                self._warn.warning("dropped %s, from %s", e, peer)
             return 0
         if header.kind == CONTROL:
             if self._control is not None:

@@ -110,13 +110,15 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 class _Inbound:
-    """A connection from a peer: the bytes of the frame it is in the middle of, and whether a
-    message from it has passed the envelope's checks."""
+    """A connection from a peer: the bytes of the frame it is in the middle of, whether a
+    message from it has passed the envelope's checks, and where it comes from (``host:port``,
+    what a warning about it names: a stranger has no slot to be known by)."""
 
-    __slots__ = ("buffer", "since", "sock", "trusted")
+    __slots__ = ("buffer", "peer", "since", "sock", "trusted")
 
-    def __init__(self, sock: socket.socket, since: float) -> None:
+    def __init__(self, sock: socket.socket, since: float, peer: str) -> None:
         self.sock = sock
+        self.peer = peer
         self.buffer = bytearray()
         self.trusted = False
         self.since = since  # when it connected: untrusted, it must be authentic within UNTRUSTED_SECS
@@ -291,7 +293,7 @@ class TcpTransport(BatchingTransport):
         delivered = 0
         while True:
             try:
-                sock, _ = self._listener.accept()
+                sock, remote = self._listener.accept()
             except _WOULD_BLOCK:
                 return delivered
             except OSError as e:  # out of descriptors, say: the peer will connect again
@@ -310,7 +312,7 @@ class TcpTransport(BatchingTransport):
             # a peer whose machine died, or gave this connection up in a partition, never says so:
             # kept, it would hold one of the MAX_INBOUND places, trusted, for ever
             keep_alive(sock, self._keepalive, unacknowledged=False)
-            inbound = self._inbound[sock.fileno()] = _Inbound(sock, self._now())
+            inbound = self._inbound[sock.fileno()] = _Inbound(sock, self._now(), _peer_name(remote))
             self._epoll.register(sock.fileno(), _EPOLLIN)
             delivered += self._read(sock.fileno(), inbound)
 
@@ -365,7 +367,7 @@ class TcpTransport(BatchingTransport):
 
     def _refuse_untrusted(self, fd: int, why: str) -> None:
         self._opener.count("malformed")
-        self._warn.warning("closed a connection to %s %s", self.address, why)
+        self._warn.warning("closed the connection from %s to %s, %s", self._inbound[fd].peer, self.address, why)
         self._drop_inbound(fd)
 
     def _frames(self, fd: int, inbound: _Inbound, data: bytes | bytearray) -> tuple[int, int]:
@@ -380,8 +382,9 @@ class TcpTransport(BatchingTransport):
                 n = int.from_bytes(view[at:at + _LENGTH], "big")
                 if n > limit:
                     self._opener.count("malformed")
-                    self._warn.warning("closed a connection to %s that sent a frame of %d bytes, over the "
-                                       "%d of squall.transport.max.message.bytes", self.address, n, limit)
+                    self._warn.warning("closed the connection from %s to %s, which sent a frame of %d bytes, over "
+                                       "the %d of squall.transport.max.message.bytes", inbound.peer, self.address,
+                                       n, limit)
                     self._drop_inbound(fd)
                     return delivered, at
                 if end - at - _LENGTH < n:
@@ -389,7 +392,7 @@ class TcpTransport(BatchingTransport):
                 start = at + _LENGTH
                 at = start + n
                 accepted = self._opener.accepted
-                delivered += self._take(bytes(view[start:at]))
+                delivered += self._take(bytes(view[start:at]), inbound.peer)
                 if self._opener.accepted != accepted:
                     inbound.trusted = True
         return delivered, at
@@ -612,6 +615,14 @@ class TcpTransport(BatchingTransport):
             event.set()  # a loop asleep on the epoll wakes and sees its worker stopping
         self._watchman.join(2)
         self._epoll.close()
+
+
+def _peer_name(remote: Any) -> str:
+    """``host:port`` of an accepted connection's other end (``[host]:port`` for IPv6)."""
+    if isinstance(remote, tuple) and len(remote) >= 2:
+        host, port = remote[0], remote[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return str(remote)
 
 
 def _is_partial(frame: memoryview) -> bool:

@@ -207,7 +207,7 @@ def test_a_forged_or_replayed_message_is_dropped_and_counted_before_it_is_decode
     a, b, got = pair
     seen = []
     take = b._take
-    b._take = lambda message: seen.append(message) or take(message)
+    b._take = lambda message, *peer: seen.append(message) or take(message, *peer)
     decoded = []
     decode = b._serializer.decode_batch
     b._serializer.decode_batch = lambda data: decoded.append(data) or decode(data)
@@ -644,3 +644,24 @@ def test_the_watchman_looks_at_most_every_stale_span_even_when_it_cannot_read():
                 assert looks <= (time.monotonic() - start) / tcp_module.STALE_SECS + 10
     finally:
         t.close()
+
+
+def test_a_strangers_refused_message_and_oversized_frame_are_logged_with_its_address(caplog):
+    """A warning about a connection that is not a worker's said what it sent but not who sent
+    it ("closed a connection to <this worker's own address>..."): it names the other end now
+    (whichever reads it, the test's polls or the watchman)."""
+    b = tcp(receive=Collect(), slot="h:2", max_message_bytes=1 << 16)
+    host, port = split_address(b.address)
+    try:
+        with caplog.at_level(logging.WARNING), socket.create_connection((host, port)) as garbage, \
+                socket.create_connection((host, port)) as oversized:
+            garbage.sendall((10).to_bytes(4, "big") + b"x" * 10)
+            oversized.sendall((1 << 20).to_bytes(4, "big"))
+            assert wait_until(lambda: b.poll() >= 0 and b.statistics()["dropped"]["malformed"] == 2)
+            warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+            assert f"dropped a message of 10 bytes, too short to be one, from 127.0.0.1:{garbage.getsockname()[1]}" \
+                in warnings
+            assert (f"closed the connection from 127.0.0.1:{oversized.getsockname()[1]} to {b.address}, which sent a "
+                    f"frame of {1 << 20} bytes, over the {1 << 16} of squall.transport.max.message.bytes") in warnings
+    finally:
+        b.close()

@@ -219,8 +219,11 @@ def _frame_length(head: bytes, limit: int) -> int:
 def _unpack(data: bytes) -> dict:
     try:
         obj = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except msgpack.StackError as e:
+        # its message is empty: the log line about the peer said "malformed frame: " and no more
+        raise RpcError(f"malformed frame of {len(data)} bytes: nested deeper than msgpack unpacks") from e
     except Exception as e:
-        raise RpcError(f"malformed frame: {e}") from e
+        raise RpcError(f"malformed frame of {len(data)} bytes: {str(e) or type(e).__name__}") from e
     if not isinstance(obj, dict):
         raise RpcError(f"malformed frame: expected a map, got {type(obj).__name__}")
     return obj

@@ -111,6 +111,28 @@ def test_garbage_does_not_crash_the_server(server):
         assert c.call("echo", ok=True) == {"ok": True}
 
 
+
+def test_a_frame_nested_too_deep_is_refused_with_a_log_line_that_says_so_and_from_where(caplog):
+    """msgpack's StackError has no message: the warning read "malformed frame: " and stopped."""
+    deep = logging.getLogger("test-rpc-deep")
+    server = _Server(logger=deep)
+    try:
+        with caplog.at_level(logging.WARNING, logger="test-rpc-deep"):
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            port = s.getsockname()[1]
+            _read_frame(s)
+            body = b"\x91" * 3000 + b"\xc0"  # a list in a list... 3,000 deep
+            s.sendall(struct.pack(">I", len(body)) + body)
+            assert s.recv(1024) == b""  # closed
+            assert wait_until(lambda: any(r.name == "test-rpc-deep" for r in caplog.records))
+            s.close()
+        line = next(r.getMessage() for r in caplog.records if r.name == "test-rpc-deep")
+        assert f"('127.0.0.1', {port})" in line and line.endswith(
+            "malformed frame of 3001 bytes: nested deeper than msgpack unpacks"), line
+    finally:
+        server.stop()
+
+
 # --- a reply that comes after its call gave up -----------------------------------------------------------
 def test_after_a_timeout_the_late_reply_is_never_taken_for_the_next_calls():
     s = _Server(hold={"list"})

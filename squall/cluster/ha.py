@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -628,11 +629,17 @@ def _is_int(v: Any) -> bool:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    # finite: JSON as Python reads it takes NaN and Infinity, and a start time of NaN made every
+    # uptime NaN
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 # --- the cluster state, as the leader writes it and followers read it --------------------------------
 _STATUSES = ("ACTIVE", "INACTIVE", "KILLED", "REBALANCING")
+# master_records.REMOVE_ACTION and REBALANCE_ACTION, spelt out: the master's store imports this
+# module, and master_records sits above the store (pyproject's "master" layers). Another kind
+# crashed the master's timer when its wait was over
+_ACTIONS = ("remove", "rebalance")
 
 
 @dataclass
@@ -668,7 +675,7 @@ def check_base(v: Any) -> str | None:
     if not _is_number(v.get("launched")):
         return "launched is not a time"
     action = v.get("pending_action")
-    if action is not None and not (isinstance(action, dict) and isinstance(action.get("kind"), str)
+    if action is not None and not (isinstance(action, dict) and action.get("kind") in _ACTIONS
                                    and _is_number(action.get("due"))
                                    and (action.get("num_workers") is None or _is_int(action["num_workers"]))
                                    and isinstance(action.get("executors") or {}, dict)):
@@ -698,6 +705,34 @@ def check_assignment(v: Any, executors: int) -> str | None:
                 or not _is_int(s.get("restarts", 0)):
             return f"slot record {slot!r} is malformed"
     return None
+
+
+def check_saved_topology(t: Any, executors: int) -> str | None:
+    """What is wrong with a lone master's ``state.json`` record of one topology, for a plan of
+    ``executors`` executors (None: nothing). ``state.json`` is not sealed as the plans are, so
+    its records get the checks a Nimbus HA leader's nodes get (`check_base`, `check_assignment`),
+    on the forms an older master wrote too: slot records as three maps, the pending action as a
+    ``[kind, due, args]`` list, no code digest."""
+    if not isinstance(t, dict):
+        return "not a map"
+    action = t.get("pending_action") or None
+    if isinstance(action, list) and len(action) == 3 and isinstance(action[2], dict):
+        action = {**action[2], "kind": action[0], "due": action[1]}
+    problem = check_base({**t, "name": "-", "code": t.get("code") or "", "pending_action": action})
+    if problem is not None:
+        return problem
+    slots = t.get("slots")
+    if "slots" not in t:  # an older master's three maps
+        ids, failures, given_up = t.get("launch_ids") or {}, t.get("launch_failures") or {}, t.get("given_up") or []
+        if not isinstance(ids, dict) or not isinstance(failures, dict) or not isinstance(given_up, list) \
+                or not all(isinstance(slot, str) for slot in given_up):
+            return "malformed slot records (launch_ids, launch_failures, given_up)"
+        slots = {slot: {"launch_id": launch} for slot, launch in ids.items()}
+        for slot, n in failures.items():
+            slots.setdefault(slot, {})["failed_starts"] = n
+        for slot in given_up:
+            slots.setdefault(slot, {})["given_up"] = True
+    return check_assignment({"assignment": t.get("assignment"), "slots": slots}, executors)
 
 
 def check_supervisor(v: Any) -> str | None:

@@ -102,7 +102,7 @@ from ..engine.plan import ExecutorSpec, TopologyPlan, make_plan
 from ..engine.worker import component_blobs
 from ..worker.log_levels import config_digest, merge_log_config
 from .backoff import crash_backoff, launch_backoff
-from .ha import LEADER, NOT_A_LEADER, OFFLINE, check_assignment
+from .ha import LEADER, NOT_A_LEADER, OFFLINE, check_assignment, check_saved_topology
 from .master_records import (
     REBALANCE_ACTION,
     REMOVE_ACTION,
@@ -597,6 +597,13 @@ class Master:
             plan = plans.get(name)
             if plan is None:
                 log.error("state names topology %s but its plan is missing; dropped", name)
+                continue
+            problem = check_saved_topology(t, len(plan.executors))
+            if problem is not None:
+                # before anything reads it: a malformed record stopped the master at start, or
+                # made it answer every list and info with a bare TypeError
+                log.error("the state's record of topology %s in %s is malformed (%s); dropped", name,
+                          self.store.directory / "state.json" if self.store.directory else "memory", problem)
                 continue
             plan = _rebalanced(plan, t)
             if plan is None:

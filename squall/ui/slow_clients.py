@@ -57,6 +57,35 @@ def ui_limits(conf: Any) -> UiLimits:
                     float(setting(conf, Config.UI_REQUEST_TIMEOUT_SECS)))
 
 
+class _ConnectionLog:
+    """What uvicorn's protocol logs through (``H11Protocol.logger``), for one connection: its
+    warnings (a request that is not HTTP: "Invalid HTTP request received.") name the client's
+    address, which uvicorn's do not, and go through the server's rate limit (``warn``), so a
+    flood of garbage writes a bounded log; everything else goes to uvicorn's logger as before."""
+
+    def __init__(self, logger: logging.Logger, client: tuple[str, int] | None, warn: Any) -> None:
+        self._logger = logger
+        self._warn = warn
+        self._from = f" (from {client[0]}:{client[1]})" if client else ""
+        self.level = logger.level  # uvicorn reads it before a trace line
+
+    def _said(self, msg: str, args: tuple[Any, ...]) -> str:
+        # with args the message is %-formatted: an IPv6 address's "%eth0" must not be read as a format
+        return msg + (self._from.replace("%", "%%") if args else self._from)
+
+    def warning(self, msg: str, *args: Any) -> None:
+        self._warn.warning(self._said(msg, args), *args)
+
+    def error(self, msg: str, *args: Any, exc_info: Any = None) -> None:
+        self._logger.error(self._said(msg, args), *args, exc_info=exc_info)
+
+    def log(self, level: int, msg: str, *args: Any, **kwargs: Any) -> None:
+        self._logger.log(level, msg, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger, name)  # anything else a later uvicorn calls
+
+
 def guarded_protocol(limits: UiLimits) -> type[H11Protocol]:
     """uvicorn's h11 protocol with `limits` applied (pass it as ``uvicorn.Config(http=...)``): one
     class per server, holding that server's `ConnectionTable`."""
@@ -71,6 +100,7 @@ def guarded_protocol(limits: UiLimits) -> type[H11Protocol]:
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
             """Admit the connection (making room, or refusing it with 503) and start its deadline."""
             super().connection_made(transport)
+            self.logger = _ConnectionLog(self.logger, self.client, warn)  # type: ignore[assignment]
             admission = table.opened(self)
             if admission.refuse:
                 warn.warning("refused a connection from %s: %d open, all being answered (ui.max.connections, "

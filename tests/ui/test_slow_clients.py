@@ -101,3 +101,21 @@ def test_half_header_sockets_neither_silence_the_ui_nor_stay_open(tmp_path):
     # one: the cap must count them, or the UI reaches its limit (251 of 256 at load 4)
     peak = int(re.search(r"connection descriptors at most (\d+)", text).group(1))
     assert 0 < peak <= FILES - FILE_RESERVE
+
+
+def test_a_request_that_is_not_http_is_logged_with_the_clients_address(caplog):
+    """uvicorn logged "Invalid HTTP request received." and no more: not who sent it."""
+    import logging
+
+    from starlette.applications import Starlette
+
+    from squall.ui.server import UiServer
+    server = UiServer(Starlette(), "127.0.0.1", 0).start()
+    try:
+        with caplog.at_level(logging.WARNING), socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+            client = s.getsockname()[1]
+            s.sendall(b"\x00\x00\x00\x05hello\r\n\r\n")
+            assert _wait_closed(s).startswith(b"HTTP/1.1 400 ")
+        assert f"Invalid HTTP request received. (from 127.0.0.1:{client})" in caplog.messages
+    finally:
+        server.stop()

@@ -159,6 +159,19 @@ def test_c_values_are_json_else_text_and_daemon_keys_go_to_the_cluster():
     assert daemon == {"ui.port": 9090}
 
 
+def test_a_credential_given_with_c_is_used_and_warned_about_without_showing_it(capsys):
+    """The docs showed `squall local -c squall.secret=...`, which every local user reads in ps."""
+    topology, daemon = parse_overrides(["squall.secret=0123456789abcdef-hunter2", "topology.workers=2",
+                                        "app.url=redis://:pw-8c1d@db:6379/0", "drpc.http.secret.required=false"])
+    assert daemon == {"squall.secret": "0123456789abcdef-hunter2", "drpc.http.secret.required": False}
+    assert topology == {"topology.workers": 2, "app.url": "redis://:pw-8c1d@db:6379/0"}
+    err = capsys.readouterr().err
+    assert [line.split(":")[1:3] for line in err.splitlines()] == [
+        [" warning", " -c squall.secret"], [" warning", " -c app.url"]]
+    assert "readable by you only (chmod 600) and give --config FILE" in err
+    assert "hunter2" not in err and "pw-8c1d" not in err
+
+
 def test_version(capsys):
     assert main(["version"]) == 0
     assert capsys.readouterr().out.startswith(f"squall {squall.__version__} ")

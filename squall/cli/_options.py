@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .._config import cluster_conf, is_daemon_key, misspelling_of
+from .._redact import is_secret_key, redact_text
 
 
 class UserError(Exception):
@@ -45,6 +46,7 @@ def parse_overrides(items: list[str] | None, option: str = "-c",
             raise UserError(f"{option} {item!r}: expected KEY=VALUE, e.g. {option} topology.workers=2", code=2)
         value = value_of(item, text) if value_of is not None else _json_or_text(text)
         _warn_if_misspelt(key, option)
+        _warn_if_credential(key, text, value, option)
         (daemon if is_cluster_key(key) else topology)[key] = value
     return topology, daemon
 
@@ -62,6 +64,19 @@ def _warn_if_misspelt(key: str, option: str) -> None:
     meant = misspelling_of(key) if is_daemon_key(key) else None
     if meant is not None:
         print(f"squall: warning: {option} {key}: unknown key; did you mean {meant}?", file=sys.stderr)
+
+
+def _warn_if_credential(key: str, text: str, value: Any, option: str) -> None:
+    # a process's command line is readable by every user of the machine (ps, /proc/PID/cmdline)
+    # for as long as it runs, and the docs once showed `squall local -c squall.secret=...`: the
+    # value is used all the same (refusing it would break scripts), but the user is told. A key
+    # that names a credential and holds a switch or a number (drpc.http.secret.required=false)
+    # carries none
+    named = is_secret_key(key) and isinstance(value, (str, list, dict)) and bool(value)
+    if named or redact_text(text) != text:
+        print(f"squall: warning: {option} {key}: this credential is on the command line, which every user of "
+              f"this machine can read (ps, /proc/PID/cmdline) while squall runs; put it in a squall.yaml "
+              f"readable by you only (chmod 600) and give --config FILE", file=sys.stderr)
 
 
 def conf_file(path: str | None) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,15 @@ def _create_in_place(path: Path, value: bytes) -> bytes:
 
 def _read_secret_file(path: Path) -> bytes:
     fix = "delete it to generate a new one (then restart every daemon that used the old one)"
+    st = os.stat(path)
+    if st.st_uid != os.getuid():
+        # whoever wrote it knows it, and whoever knows it runs code as this cluster's user: another
+        # user who made storm.local.dir first (the default "storm-local" is relative, so in a
+        # shared directory such as /tmp anyone may) gave a root daemon a secret of their choosing
+        raise SquallError(f"the cluster's secret {path} belongs to another user (uid {st.st_uid}), who may know "
+                          f"what it holds: use a storm.local.dir of your own, or set squall.secret")
+    if not stat.S_ISREG(st.st_mode):
+        raise SquallError(f"the cluster's secret {path} is not a regular file: {fix}")
     mode = loose_mode(path)
     if mode is not None:
         raise SquallError(f"the cluster's secret {path} is open to other users (mode {mode:o}): "

@@ -10,6 +10,9 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from squall._errors import SquallError
 from squall._secret import load_or_create_secret
 
 
@@ -45,3 +48,23 @@ def test_a_process_killed_while_it_makes_the_secret_leaves_none_that_stops_later
     assert done.returncode == 9, done.stderr
     secret = load_or_create_secret({"storm.local.dir": str(tmp_path)})  # main: "... is empty"
     assert len(secret) == 64 and (tmp_path / "secret").read_bytes() == secret
+
+
+def test_a_secret_file_another_user_wrote_is_refused(tmp_path, monkeypatch):
+    """A daemon run as root in a directory where another user had made storm-local/secret (0600,
+    theirs) read it and ran with a secret that user chose: they could then submit code."""
+    (tmp_path / "secret").write_bytes(b"chosen-by-someone-else-0123456789")
+    os.chmod(tmp_path / "secret", 0o600)
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(tmp_path / "secret").st_uid + 1)  # we are not its owner
+    with pytest.raises(SquallError) as e:
+        load_or_create_secret({"storm.local.dir": str(tmp_path)})
+    assert str(e.value) == (f"the cluster's secret {tmp_path / 'secret'} belongs to another user (uid "
+                            f"{os.stat(tmp_path / 'secret').st_uid}), who may know what it holds: use a "
+                            f"storm.local.dir of your own, or set squall.secret")
+
+
+def test_a_secret_that_is_not_a_regular_file_is_refused_without_reading_it(tmp_path):
+    """A FIFO in its place would hang every daemon reading it."""
+    os.mkfifo(tmp_path / "secret", 0o600)
+    with pytest.raises(SquallError, match="is not a regular file"):
+        load_or_create_secret({"storm.local.dir": str(tmp_path)})

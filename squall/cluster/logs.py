@@ -36,7 +36,7 @@ from urllib.parse import quote
 
 from .._config import Config, conf_value
 from .._private import FILE_MODE, open_private_log
-from .._redact import RedactingFilter
+from .._redact import RedactingFilter, redact_text
 
 
 def log_limits(conf: dict[str, Any]) -> tuple[int, int]:
@@ -117,13 +117,23 @@ class RotatingLog:
 
 class OutputPump:
     """Copies a pipe (a child's stdout and stderr) into a `RotatingLog` on a daemon thread
-    until the pipe ends, keeping its last ``keep`` bytes for `tail`."""
+    until the pipe ends, keeping its last ``keep`` bytes for `tail`.
+
+    Credentials are masked line by line as they are copied (`squall._redact.redact_text`: a
+    URL's password, ``password=...``), as the logging of every squall process masks its records:
+    a worker's prints and tracebacks reach this file raw, and a component that printed the URL
+    it connects to left the password in the supervisor's ``worker-<port>.log``. A line is masked
+    once whole (a URL cut between two reads would pass half by half), so the start of a line
+    waits here for its end, up to `HELD_BYTES`."""
+
+    HELD_BYTES = 65536
 
     def __init__(self, pipe: IO[bytes], log: RotatingLog, keep: int = 4096) -> None:
         self._pipe = pipe
         self._log = log
         self._keep = keep
         self._tail = b""
+        self._held = b""  # the start of a line whose end has not come yet
         self.lost = 0  # bytes the log could not take (kept in `tail` all the same)
         self._thread = threading.Thread(target=self._run, name="squall-log-pump", daemon=True)
         self._thread.start()
@@ -134,14 +144,25 @@ class OutputPump:
             while True:
                 chunk = os.read(fd, 65536)
                 if not chunk:
+                    if self._held:
+                        self._copy(self._held)
+                        self._held = b""
                     return
-                self._tail = (self._tail + chunk)[-self._keep:]
-                try:
-                    self._log.write(chunk)
-                except Exception:  # noqa: BLE001 (a full disk, a deleted file: the child must not block on a full pipe, or die on a closed one)
-                    self.lost += len(chunk)
+                data = self._held + chunk
+                end = data.rfind(b"\n") + 1 or (len(data) if len(data) >= self.HELD_BYTES else 0)
+                self._held = data[end:]
+                if end:
+                    self._copy(data[:end])
         finally:
             self._pipe.close()
+
+    def _copy(self, data: bytes) -> None:
+        data = _masked(data)
+        self._tail = (self._tail + data)[-self._keep:]
+        try:
+            self._log.write(data)
+        except Exception:  # noqa: BLE001 (a full disk, a deleted file: the child must not block on a full pipe, or die on a closed one)
+            self.lost += len(data)
 
     def join(self, timeout: float) -> bool:
         """Wait up to ``timeout`` for the pipe to end; True if it did."""
@@ -149,8 +170,16 @@ class OutputPump:
         return not self._thread.is_alive()
 
     def tail(self, lines: int = 20) -> str:
-        """The last ``lines`` lines copied so far."""
-        return "\n".join(self._tail.decode("utf-8", "replace").splitlines()[-lines:])
+        """The last ``lines`` lines copied so far (with a line not ended yet, masked)."""
+        text = (self._tail + _masked(self._held)).decode("utf-8", "replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def _masked(data: bytes) -> bytes:
+    """``data`` with its credentials masked (`redact_text`); bytes that are not UTF-8 kept as they are."""
+    text = data.decode("utf-8", "surrogateescape")
+    masked = redact_text(text)
+    return data if masked == text else masked.encode("utf-8", "surrogateescape")
 
 
 def log_own_output(path: Path, conf: dict[str, Any]) -> Callable[[], None]:

@@ -168,3 +168,25 @@ def test_a_supervisor_that_keeps_dying_is_restarted_at_once_then_after_a_growing
     alive.clear()
     keeper.check()
     assert keeper.pid == 104
+
+
+def test_a_workers_printed_credential_is_masked_in_its_log_even_cut_between_two_reads(tmp_path):
+    """A worker's prints and tracebacks reach worker-<port>.log through its supervisor's pump,
+    raw: a component that printed the URL it connects to left the password there."""
+    from squall.cluster.logs import OutputPump
+    path = tmp_path / "worker-6700.log"
+    log = RotatingLog(path, max_bytes=1 << 20, backups=1)
+    read, write = os.pipe()
+    pump = OutputPump(os.fdopen(read, "rb", buffering=0), log)
+    try:
+        os.write(write, b"connecting to redis://:pw-")  # the rest of the line comes in another read
+        assert wait_until(lambda: pump._held == b"connecting to redis://:pw-")
+        os.write(write, b"8c1d@db:6379/0 with password=pw-77e2\nbytes \xff kept\nno newline at the end token=t-5")
+    finally:
+        os.close(write)
+        assert pump.join(10)
+        log.close()
+    said = (b"connecting to redis://:***@db:6379/0 with password=***\nbytes \xff kept\n"
+            b"no newline at the end token=***")
+    assert path.read_bytes() == said
+    assert pump.tail() == said.decode("utf-8", "replace")

@@ -15,11 +15,12 @@ import os
 import pwd
 import stat
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
-from ._config import Config
-from ._errors import DiskWriteError
+from ._config import Config, conf_value
+from ._errors import DiskWriteError, SquallError
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -43,8 +44,41 @@ def private_dir(path: str | os.PathLike) -> Path:
             pass
     if not missing and p.name in _OURS:
         st = p.stat()
-        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
+        if st.st_uid != os.getuid():
+            raise SquallError(f"{p} belongs to another user (uid {st.st_uid}), who can replace what squall keeps "
+                              f"there and reads back: {_OWN_DIR}")
+        if stat.S_IMODE(st.st_mode) & 0o077:
             os.chmod(p, DIR_MODE)
+    return p
+
+
+_OWN_DIR = "give storm.local.dir a directory of your own"
+
+
+def own_local_dir(conf: Mapping[str, Any]) -> Path:
+    """``storm.local.dir``, made owner-only if it is missing (`private_dir`), after checking that
+    no other user can change what is in it.
+
+    squall reads back what it keeps there (the secret, its state, the configuration a supervisor
+    and its workers start from), and the default is the relative ``storm-local``: in a shared
+    directory such as ``/tmp``, another user may have made it first. Whoever owns it, or may
+    write it, can put their own files in place of squall's (a supervisor's ``launch.yaml``
+    swapped between the master's write and the supervisor's read named their master and their
+    secret, and a root supervisor then ran their code).
+
+    Raises:
+        SquallError: another user owns it, or others (not the group) may write it; named, with
+            what to do.
+    """
+    p = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR)))
+    st = p.stat()
+    if st.st_uid != os.getuid():
+        raise SquallError(f"storm.local.dir {p} belongs to another user (uid {st.st_uid}), who can replace what "
+                          f"squall keeps there and reads back (its secret, state and configuration): {_OWN_DIR}")
+    if stat.S_IMODE(st.st_mode) & 0o002:
+        raise SquallError(f"storm.local.dir {p} may be written by any user (mode {stat.S_IMODE(st.st_mode):o}), "
+                          f"who can replace what squall keeps there and reads back: run `chmod 700 {p}`, or "
+                          f"{_OWN_DIR}")
     return p
 
 

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ._config import MIN_SECRET_CHARS, SECRET_KEY, Config, conf_value, setting
+from ._config import MIN_SECRET_CHARS, SECRET_KEY, setting
 from ._errors import SquallError
-from ._private import Kept, fsync_dir, loose_mode, private_dir, write_failure
+from ._private import Kept, fsync_dir, loose_mode, own_local_dir, write_failure
 
 _SECRET_FILE = Kept("the cluster's secret, generated because squall.secret is not set",
                     "storm.local.dir, or squall.secret (then no file is written)")
@@ -34,7 +34,7 @@ def load_or_create_secret(conf: Mapping[str, Any]) -> bytes:
     given = setting(conf, SECRET_KEY)
     if given is not None:
         return given.encode() if isinstance(given, str) else bytes(given)
-    path = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR))) / "secret"
+    path = own_local_dir(conf) / "secret"
     if os.path.lexists(path):
         return _read_secret_file(path)
     # Written whole under a name of its own, then linked into place: the master, its supervisor,

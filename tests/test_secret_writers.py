@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from squall._errors import SquallError
-from squall._secret import load_or_create_secret
+from squall._private import private_dir
+from squall._secret import _read_secret_file, load_or_create_secret
 
 
 def test_a_process_starting_while_another_makes_the_secret_gets_the_same_one(tmp_path, monkeypatch):
@@ -57,7 +58,7 @@ def test_a_secret_file_another_user_wrote_is_refused(tmp_path, monkeypatch):
     os.chmod(tmp_path / "secret", 0o600)
     monkeypatch.setattr(os, "getuid", lambda: os.stat(tmp_path / "secret").st_uid + 1)  # we are not its owner
     with pytest.raises(SquallError) as e:
-        load_or_create_secret({"storm.local.dir": str(tmp_path)})
+        _read_secret_file(tmp_path / "secret")  # in a storm.local.dir of our own (another's: the next test)
     assert str(e.value) == (f"the cluster's secret {tmp_path / 'secret'} belongs to another user (uid "
                             f"{os.stat(tmp_path / 'secret').st_uid}), who may know what it holds: use a "
                             f"storm.local.dir of your own, or set squall.secret")
@@ -68,3 +69,23 @@ def test_a_secret_that_is_not_a_regular_file_is_refused_without_reading_it(tmp_p
     os.mkfifo(tmp_path / "secret", 0o600)
     with pytest.raises(SquallError, match="is not a regular file"):
         load_or_create_secret({"storm.local.dir": str(tmp_path)})
+
+
+def test_a_storm_local_dir_another_user_owns_or_anyone_may_write_is_refused(tmp_path, monkeypatch):
+    """Whoever owns or may write storm.local.dir can put files of their own in place of squall's:
+    a supervisor's launch.yaml swapped there named their master and secret to a root supervisor."""
+    local = tmp_path / "storm-local"
+    local.mkdir()
+    os.chmod(local, 0o777)
+    with pytest.raises(SquallError) as e:
+        load_or_create_secret({"storm.local.dir": str(local)})
+    assert str(e.value).startswith(f"storm.local.dir {local} may be written by any user (mode 777)")
+    assert f"chmod 700 {local}" in str(e.value) and not (local / "secret").exists()
+    os.chmod(local, 0o700)
+    (local / "supervisor").mkdir()
+    owner = os.stat(local).st_uid
+    monkeypatch.setattr(os, "getuid", lambda: owner + 1)  # now both are another user's
+    with pytest.raises(SquallError, match=rf"storm.local.dir {local} belongs to another user \(uid {owner}\)"):
+        load_or_create_secret({"storm.local.dir": str(local)})
+    with pytest.raises(SquallError, match=rf"{local / 'supervisor'} belongs to another user \(uid {owner}\)"):
+        private_dir(local / "supervisor")  # one of squall's own, made by someone else first

@@ -29,7 +29,7 @@ from typing import Any
 
 from .._children import process_start
 from .._config import Config, conf_value
-from .._private import open_private_log, private_dir
+from .._private import open_private_log, own_local_dir, private_dir
 from .backoff import STEADY_SECS, crash_backoff
 from .master import Master
 from .process_launcher import write_conf
@@ -69,7 +69,7 @@ def start_supervisor(conf: dict[str, Any]) -> tuple[int, bool]:
     if pid is not None:
         log.info("adopting the running supervisor (pid %s)", pid)
         return pid, False
-    sup_dir = private_dir(local_dir / "supervisor")
+    sup_dir = private_dir(own_local_dir(conf) / "supervisor")
     conf_file = sup_dir / "launch.yaml"
     write_conf(conf_file, conf)
     log_file = sup_dir / "supervisor.log"

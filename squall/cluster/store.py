@@ -33,7 +33,7 @@ from typing import Any
 
 from .._config import SECRET_KEY, Config, conf_value, setting
 from .._errors import ClusterStateUnavailableError, SquallError
-from .._private import Kept, hold_lock, private_dir, write_private
+from .._private import Kept, hold_lock, own_local_dir, private_dir, write_private
 from .._transactional import MemoryBackend
 
 log = logging.getLogger("squall.master")
@@ -469,7 +469,7 @@ def hold_master_lock(conf: Mapping[str, Any]) -> int:
         SquallError: another master holds it (its pid, and its address when known, named).
     """
     from .ha import zookeeper_servers
-    directory = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "nimbus")
+    directory = private_dir(own_local_dir(conf) / "nimbus")
     path = directory / MASTER_LOCK
     fd = hold_lock(path)
     if fd is None:

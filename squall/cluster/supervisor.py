@@ -37,7 +37,7 @@ from typing import Any
 from .._config import Config, cluster_conf, conf_value, setting
 from .._errors import RpcError, SquallError
 from .._nimbus import RunningWorker, SupervisorSync, WorkerExit
-from .._private import hold_lock, lock_held, private_dir, write_private
+from .._private import hold_lock, lock_held, own_local_dir, private_dir, write_private
 from .._redact import redact_logs
 from .._secret import load_or_create_secret
 from ..worker.calls import MasterCalls, nimbus_of
@@ -206,7 +206,7 @@ def process_supervisor(conf: dict[str, Any], host: str | None = None) -> Supervi
     from .process_launcher import ProcessLauncher
     from .seeds import master_link
 
-    directory = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "supervisor")
+    directory = private_dir(own_local_dir(conf) / "supervisor")
     secret = load_or_create_secret(conf)
     host = host or node_address(conf)
     supervisor_id = SupervisorIdFile(directory, secret).load_or_create(host, new_supervisor_id)
@@ -232,7 +232,7 @@ def node_address(conf: dict[str, Any]) -> str:
 def run_process_supervisor(conf: dict[str, Any], host: str | None = None) -> None:
     """Run the process host's supervisor until SIGTERM/SIGINT, leaving its pid in its directory
     (so that a master finds and adopts it: `squall.cluster.process.running_supervisor`)."""
-    directory = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "supervisor")
+    directory = private_dir(own_local_dir(conf) / "supervisor")
     lock = hold_supervisor_lock(directory)  # held (open) until this process ends
     sup = process_supervisor(conf, host)
     signal.signal(signal.SIGTERM, lambda *_: sup.stop())

@@ -11,6 +11,8 @@ window, at least once after it (see docs/connectors.md).
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 import re
 from collections import deque
 from collections.abc import Sequence
@@ -116,6 +118,22 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
 
 
+def drops_a_fraction(field_type: pa.DataType, value: Any) -> bool:
+    """Whether ``value`` is a number with a fraction (12.5, ``Decimal("0.1")``, numpy's 2.5) bound
+    for an integer column: pyarrow converts it by cutting the fraction off, without a word
+    (``pa.array([12.5], pa.int64())`` is ``[12]``), so a producer whose field turned from
+    integers to decimals would have its values written wrong. A whole number (12.0) fits."""
+    if not pa.types.is_integer(field_type) or isinstance(value, (int, str, bytes)) or value is None:
+        return False  # bool is an int: pyarrow refuses it itself
+    if not isinstance(value, numbers.Number) or isinstance(value, numbers.Integral):
+        return False
+    number: Any = value  # a Number to the type checker, which math.trunc does not take
+    try:
+        return bool(number != math.trunc(number))
+    except (TypeError, ValueError, OverflowError):
+        return False  # NaN, an infinity, a complex: pyarrow refuses these itself
+
+
 def row_error(schema: pa.Schema, row: list, component: str) -> SinkSchemaError | None:
     """Why ``row`` (one value per column of ``schema``) does not fit ``schema``, or None."""
     for field, value in zip(schema, row):
@@ -127,6 +145,10 @@ def row_error(schema: pa.Schema, row: list, component: str) -> SinkSchemaError |
             pa.array([value], type=field.type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
             return SinkSchemaError(component, field.name, value, field.type, str(e).splitlines()[0])
+        if drops_a_fraction(field.type, value):
+            return SinkSchemaError(component, field.name, value, field.type,
+                                   f"it has a fraction, which the integer column would cut off: "
+                                   f"written as {math.trunc(value)}")
     return None
 
 
@@ -141,7 +163,11 @@ def build_table(schema: pa.Schema, rows: dict, component: str) -> tuple[pa.Table
     try:
         arrays = [pa.array(col, type=f.type) for col, f in zip(columns, schema)]
         table = pa.Table.from_arrays(arrays, schema=schema)
-        if not any(table.column(f.name).null_count for f in schema if not f.nullable):
+        # pyarrow took a number with a fraction into an integer column by cutting it off: each
+        # row is checked below, and such a row set aside as one that does not fit
+        cut = any(drops_a_fraction(f.type, v) for col, f in zip(columns, schema) if pa.types.is_integer(f.type)
+                  for v in col)
+        if not cut and not any(table.column(f.name).null_count for f in schema if not f.nullable):
             return table, {}
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
         pass

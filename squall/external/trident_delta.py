@@ -39,7 +39,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from .._config import Config
 from .._errors import FailedException
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
-from ._sink_batch import safe_name
+from ._sink_batch import drops_a_fraction, safe_name
 from ._trident_map import StateType, build_map_state
 
 __all__ = ["DeltaMapState", "DeltaMapStateError", "DeltaMapStateFactory"]
@@ -181,8 +181,19 @@ class DeltaMapState(IBackingMap):
         return row
 
     def _write(self, rows: dict[tuple, Any], txid: int | None) -> None:
+        written = [self._row(k, v) for k, v in rows.items()]
+        for field in self.f.schema:
+            # pyarrow would cut the fraction off without a word (a Sum of decimals into an int64
+            # value): refused as a value that does not fit, before anything is written
+            bad = next((row for row in written if drops_a_fraction(field.type, row[field.name])), None)
+            if bad is not None:
+                raise DeltaMapStateError(
+                    f"DeltaMapState {self.f.table_uri}: a value does not fit the column {field.name!r} "
+                    f"({field.type}): {bad[field.name]!r:.100} has a fraction, which the column would cut off "
+                    f"(key {tuple(bad[n] for n in self.keys)!r:.100}); give the state a floating point or "
+                    f"decimal value_type")
         try:
-            source = pa.Table.from_pylist([self._row(k, v) for k, v in rows.items()], schema=self.f.schema)
+            source = pa.Table.from_pylist(written, schema=self.f.schema)
         except (pa.ArrowException, TypeError, ValueError) as e:
             raise DeltaMapStateError(f"DeltaMapState {self.f.table_uri}: a value does not fit the column "
                                      f"{self.f.value_field!r} ({self.f.value_type}): {e}") from None

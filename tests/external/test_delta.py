@@ -45,6 +45,17 @@ def test_build_table_sets_aside_rows_that_do_not_fit_naming_the_field():
     assert bad[2].field == "n" and "'n'" in str(bad[2]) and "'sink'" in str(bad[2])
 
 
+def test_build_table_sets_aside_a_number_whose_fraction_an_integer_column_would_cut_off():
+    """A producer whose field turned from integers to decimals: pyarrow converts 12.5 into an
+    int64 column as 12, without a word, so such a row was written wrong, not set aside."""
+    import decimal
+    rows = {1: [1, "a", 12.5], 2: [2, "b", 12.0], 3: [3, "c", decimal.Decimal("0.1")], 4: [4, "d", 7]}
+    table, bad = build_table(SCHEMA, rows, "sink")
+    assert table.column("id").to_pylist() == [2, 4] and table.column("n").to_pylist() == [12, 7]
+    assert sorted(bad) == [1, 3]
+    assert bad[1].field == "n" and "12.5" in str(bad[1]) and "written as 12" in str(bad[1]) and "'sink'" in str(bad[1])
+
+
 # -- the bolts, driven directly --------------------------------------------------------------
 
 class FakeContext:

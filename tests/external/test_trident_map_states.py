@@ -243,6 +243,16 @@ def test_delta_bad_keys_values_and_tables_are_named(tmp_path):
         DeltaMapState.opaque(tmp_path / "u", pa.schema([("txid", pa.int64())]), pa.int64())
 
 
+def test_delta_a_value_whose_fraction_an_integer_column_would_cut_off_is_refused(tmp_path):
+    """A Sum of decimals into an int64 value column: pyarrow wrote 2.5 as 2, without a word."""
+    f = DeltaMapState.non_transactional(tmp_path / "t", KEYS, pa.int64())
+    state = f.make_state({}, None, 0, 1)
+    state.begin_commit(1)
+    with pytest.raises(DeltaMapStateError, match=r"'value' \(int64\): 2.5 has a fraction.*key \('b',\)"):
+        state.multi_put([["a"], ["b"]], [2.0, 2.5])
+    assert read(f, "a", "b") == [None, None]  # nothing written
+
+
 def test_delta_partitions_merge_into_one_table(tmp_path):
     uri = tmp_path / "t"
     f = DeltaMapState.transactional(uri, KEYS, pa.int64())

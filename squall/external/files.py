@@ -28,6 +28,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import stat
 import threading
 import uuid
@@ -1430,8 +1431,12 @@ class FileSpout(Spout, CountsDeadLetters):
             committed = tracker.committable
             self.own[self.file] = FileMark(committed, self._identity(committed))  # type: ignore[index]
         present = set(os.listdir(self.directory))
-        # a file renamed done after a crash before this commit leaves an entry: drop it
-        self.own = {n: m for n, m in self.own.items() if n in present}
+        # a file renamed done after a crash before this commit leaves an entry: drop it. So does
+        # a file taken out of the directory unfinished, which is said (`_left_unfinished`). The
+        # file being read stays while it is away: it is read on from its open handle, and a
+        # crash before its end leaves the entry for the next run to say so.
+        for name in [n for n in self.own if n not in present and n != self.file]:
+            self._left_unfinished(name, self.own.pop(name), present)
         write_durably(self.progress_path, dump_marks(self.spout_id, self.directory, self.own), self.kept.progress)
         if tracker is not None:
             tracker.commit(committed)  # durable: the lines before it are forgotten
@@ -1440,6 +1445,24 @@ class FileSpout(Spout, CountsDeadLetters):
             self._write_charges()
         self.acks_since_commit = 0
         self.last_commit = self.clock.now()
+
+    def _left_unfinished(self, name: str, mark: FileMark, present: set[str]) -> None:
+        """Report ``name``, whose progress this task drops since it left the directory, if it
+        left before every record was acked (not renamed done; its committed offset, ``mark``,
+        below its size then): the records after the offset are read by no one unless the file is
+        put back, which the user must hear of. (A file taken away while it is read is read on
+        from its open handle; this is the one taken away before a crash, or between two runs.)"""
+        if mark.identity is not None and mark.offset >= mark.identity.size:
+            return  # every record acked: only its rename done was left
+        done = re.compile(rf"{re.escape(name)}(?:\.\d+)?{re.escape(self.done_suffix)}")
+        if any(done.fullmatch(p) for p in present):
+            return  # finished: renamed done before the crash let its progress go
+        size = f" of {mark.identity.size}" if mark.identity is not None else ""
+        self.collector.report_error(
+            f"FileSpout {self.spout_id!r} task {self.index}: {os.path.join(self.directory, name)} left the directory "
+            f"before every record of it was acked (committed to byte {mark.offset}{size}): its records from byte "
+            f"{mark.offset} on are read by no one; put the file back to have it read again (from its start, "
+            f"its progress being dropped now)")
 
     def close(self) -> None:
         """Commits the progress (and takes back the mark of each suspect in flight, alone or in a

@@ -208,3 +208,48 @@ def test_a_corrupt_progress_file_of_another_task_stops_every_task_naming_it(dirs
     with pytest.raises(FileConnectorError, match=f"progress file {state / 'task-5.json'} is corrupt"):
         Task(src, local, 0, 2)
     assert json.loads(dump_progress("lines", str(src), {"a.txt": 3}))["files"] == {"a.txt": 3}
+
+
+class ErrorsCollector(Collector):
+    """`Collector`, keeping the errors reported."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list[str] = []
+
+    def report_error(self, message):
+        self.errors.append(str(message))
+
+
+def test_a_file_taken_away_unfinished_before_a_crash_is_reported_not_dropped_silently(tmp_path):
+    """A user moves the file a task reads out of the directory; the task's worker dies before
+    every line is acked. The next run found its progress for a file no longer there and dropped
+    it without a word: 7 lines never processed, no error anywhere. It now reports the file and
+    the committed offset. A file renamed done, or taken away with every line acked, is not
+    reported."""
+    src, local = tmp_path / "in", tmp_path / "local"
+    src.mkdir()
+    write_lines(src / "a.txt", [f"a{i}" for i in range(10)])  # 30 bytes
+    write_lines(src / "b.txt", [f"b{i}" for i in range(10)])
+    first = Task(src, local)
+    out = first.pump(30)
+    assert lines(out) == [f"a{i}" for i in range(10)]
+    first.ack(out[:3])  # committed to byte 9 (commit_every=1)
+    first.crash()
+    (src / "a.txt").rename(tmp_path / "a.txt")  # the user takes it away
+    second = Task(src, local)
+    second.out = second.spout.collector = ErrorsCollector()
+    got = second.pump(30)
+    assert lines(got) == [f"b{i}" for i in range(10)]
+    second.ack(got)
+    second.pump(5)  # b.txt renamed done
+    assert (src / "b.txt.done").exists()
+    [error] = second.out.errors
+    assert f"{src / 'a.txt'} left the directory" in error and "committed to byte 9 of 30" in error
+    assert "'lines' task 0" in error
+    second.spout.close()  # its progress is gone: the error is not said again
+    third = Task(src, local)
+    third.out = third.spout.collector = ErrorsCollector()
+    third.pump(5)
+    third.spout.close()
+    assert third.out.errors == []

@@ -218,8 +218,12 @@ class DeltaMapState(IBackingMap):
                 if attempt == _MERGE_TRIES - 1:
                     raise FailedException(f"DeltaMapState {self.f.table_uri}: MERGE of txid {txid} lost "
                                           f"{_MERGE_TRIES} races with other writers: {e}") from None
-            except OSError as e:
-                raise FailedException(f"DeltaMapState {self.f.table_uri}: MERGE of txid {txid} failed: {e}") from None
+            except (OSError, DeltaError) as e:
+                # the store's failure (a read-only or full disk, an object store that does not
+                # answer: deltalake raises those as DeltaError): the batch fails and replays, as
+                # the reads' do, rather than the bare DeltaError escaping as an operation's error
+                raise FailedException(f"DeltaMapState {self.f.table_uri}: MERGE of txid {txid} failed: "
+                                      f"{type(e).__name__}: {e}") from None
 
 
     def _check_not_stale(self, table: DeltaTable, txid: int) -> None:

@@ -253,6 +253,25 @@ def test_delta_a_value_whose_fraction_an_integer_column_would_cut_off_is_refused
     assert read(f, "a", "b") == [None, None]  # nothing written
 
 
+def test_delta_a_write_the_store_refuses_fails_the_batch_naming_the_table_and_txid(tmp_path, monkeypatch):
+    """deltalake raises a store's failure (a read-only or full disk) as a DeltaError, which
+    escaped the state bare, where its docs promise a FailedException (a batch that replays,
+    also under topology.bolt.fail.fast) naming the state's table and txid."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    f = DeltaMapState.transactional(tmp_path / "t", KEYS, pa.int64())
+    assert batch(f, 1, {"a": 1}) == {"a": 1}
+
+    def refused(*args, **kwargs):
+        raise DeltaError("Generic LocalFileSystem error: Unable to open file: Read-only file system (os error 30)")
+    with monkeypatch.context() as m:
+        m.setattr(DeltaTable, "merge", refused)
+        with pytest.raises(FailedException, match=r"DeltaMapState .*/t: MERGE of txid 2 failed: DeltaError: .*Read-only"):
+            batch(f, 2, {"a": 1})
+    assert batch(f, 2, {"a": 1}) == {"a": 2}  # the replay, once the store takes writes again
+
+
 def test_delta_partitions_merge_into_one_table(tmp_path):
     uri = tmp_path / "t"
     f = DeltaMapState.transactional(uri, KEYS, pa.int64())

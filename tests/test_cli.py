@@ -134,6 +134,38 @@ def test_a_wrong_topology_definition_is_named(tmp_path, capsys, source, message)
     assert error_line(capsys) == f"squall: error: {message}"
 
 
+TRIDENT_FILE = """
+from squall import Fields
+from squall.trident import Count, FixedBatchSpout, MemoryMapState, TridentTopology
+
+conf = {"topology.workers": 2}
+
+
+def build():
+    topology = TridentTopology()
+    topology.new_stream("words", FixedBatchSpout(Fields("word"), 2, ["a"], ["b"])) \\
+        .group_by(Fields("word")) \\
+        .persistent_aggregate(MemoryMapState.factory(), Count(), Fields("count"))
+    return topology
+"""
+
+
+@pytest.mark.parametrize("source", [TRIDENT_FILE, TRIDENT_FILE + "\ntopology = build()\ndel build\n"],
+                         ids=["build", "topology"])
+def test_the_file_squall_trident_runs_is_built_for_squalls_engine(tmp_path, source):
+    """The FILE of `squall trident` (build() or topology, a TridentTopology; docs/trident.md:
+    "as for squall local") was refused by squall local and squall jar: "build() returned a
+    TridentTopology, expected a StormTopology (from TopologyBuilder.create_topology())". It is
+    the Trident topology's StormTopology there, as Storm's ``topology.build()``."""
+    from squall._topology import StormTopology
+    from squall.cli._topology_file import import_file, topology_in
+
+    path = Path(write(tmp_path, "trident_file.py", source))
+    topology, conf = topology_in(import_file(path), path)
+    assert isinstance(topology, StormTopology) and conf == {"topology.workers": 2}
+    assert "spout-words" in topology.bolts  # the Trident spout's bolt, under its coordinator
+
+
 @pytest.mark.parametrize("item", ["topology.workers", "=2", "topology workers=2"])
 def test_bad_c_syntax_is_a_usage_error(tmp_path, capsys, item):
     path = write(tmp_path, "tiny.py", TINY_TOPOLOGY)

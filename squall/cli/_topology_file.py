@@ -3,9 +3,10 @@
 A ``.yaml``/``.yml`` FILE is Storm's Flux file (`squall.cli._flux`, docs/flux.md). For a Python
 FILE, in this order:
 
-a. a module-level ``build()`` that returns a `StormTopology`; a module-level ``conf`` (a dict or
-   `Config`), if present, is the topology's configuration;
-b. a module-level ``topology`` that is a `StormTopology` (``conf`` as in a);
+a. a module-level ``build()`` that returns a `StormTopology` (or a `TridentTopology`, which is
+   built: the file ``squall trident`` runs); a module-level ``conf`` (a dict or `Config`), if
+   present, is the topology's configuration;
+b. a module-level ``topology`` that is a `StormTopology` or `TridentTopology` (``conf`` as in a);
 c. Storm's way: the file's ``if __name__ == "__main__":`` code calls
    ``StormSubmitter.submit_topology(name, conf, topology)``.
 
@@ -108,14 +109,17 @@ def topology_in(module: ModuleType, path: Path) -> tuple[StormTopology, dict[str
         if not callable(build):
             raise UserError(f"{where}: build is {_a(build)}, expected a function returning a StormTopology")
         try:
-            topology = build()
+            topology = _built(build())
         except Exception as e:
             raise UserError(f"{where}: build() raised {type(e).__name__}: {e}") from e
         if not isinstance(topology, StormTopology):
             raise UserError(f"{where}: build() returned {_a(topology)}, expected a StormTopology"
                             f"{_builder_hint(topology)}")
     elif hasattr(module, "topology"):
-        topology = module.topology
+        try:
+            topology = _built(module.topology)
+        except Exception as e:
+            raise UserError(f"{where}: topology.build() raised {type(e).__name__}: {e}") from e
         if not isinstance(topology, StormTopology):
             raise UserError(f"{where}: topology is {_a(topology)}, expected a StormTopology"
                             f"{_builder_hint(topology)}")
@@ -125,6 +129,17 @@ def topology_in(module: ModuleType, path: Path) -> tuple[StormTopology, dict[str
     if conf is not None and not isinstance(conf, Mapping):
         raise UserError(f"{where}: conf is {_a(conf)}, expected a dict or Config")
     return topology, dict(conf or {})
+
+
+def _built(topology: Any) -> Any:
+    """``topology``, or the `StormTopology` it builds if it is a `TridentTopology`: the file
+    that ``squall trident`` runs on Spark's engine (a ``build()`` returning a TridentTopology)
+    runs on squall's engine unchanged, as Storm's ``topology.build()`` would have it. Before,
+    it was refused as "not a StormTopology"."""
+    if type(topology).__name__ != "TridentTopology":  # squall.trident imported only for one
+        return topology
+    from ..trident import TridentTopology
+    return topology.build() if isinstance(topology, TridentTopology) else topology
 
 
 def _a(obj: object) -> str:

@@ -564,6 +564,14 @@ class SparkCluster(MasterClient):
         base = cluster_conf(conf)
         listen, advertised = _master_addresses(sc, str(conf_value(base, Config.NIMBUS_HOST)))
         self._lock: int | None = hold_master_lock(base)  # released by shutdown: one master a storm.local.dir
+        # The executors first, then the master: a master that recovers topologies (this driver
+        # was started again) gives their workers nimbus.task.timeout.secs from its start to be
+        # heard, and their machine, the supervisor below, registers only once the slots are up.
+        # Those workers died with the last application; waited for in the master's time, an
+        # executor wait longer than the timeout made it take both machines for lost, an error
+        # per worker in the topology's errors ("its machine is taken for lost ...") after every
+        # driver restart whose executors took longer than the timeout to come.
+        n = slots if slots is not None else self._wait_for_slots(sc, base)
         self._master = Master({**base, Config.NIMBUS_HOST: listen}, strict_slots=lambda n: _describe_slots(sc, n),
                               pages=statistics_pages())
         if check_recovered is not None:
@@ -572,7 +580,6 @@ class SparkCluster(MasterClient):
         # the secret travels to the tasks in their closure (Spark's own channel), not by file
         self.conf = {**base, Config.NIMBUS_HOST: advertised, Config.NIMBUS_SEEDS: [advertised],
                      Config.NIMBUS_THRIFT_PORT: self._master.port, Config.SQUALL_SECRET: self._master.secret.decode()}
-        n = slots if slots is not None else self._wait_for_slots(sc, base)
         self.launcher = SparkLauncher(self.conf, sc, n)
         assert self._master.port is not None  # it listens
         link = ReconnectingClient(advertised, self._master.port, self._master.secret, rpc_settings(self.conf), timeout=5)

@@ -259,6 +259,15 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
         self.task_name = safe_name(f"{self.component}-{context.get_this_task_id()}")
         self._rows: dict[Any, list] = {}
         self._tuples: list[Tuple] = []
+        # a row put on the dead_letter stream with no bolt reading it is gone once acked: said
+        # here, and with each such row (its id and values), so that it is not gone without a trace
+        self._letters_read = DEAD_LETTER_STREAM in context.get_this_targets()
+        if self.on_bad_row == "dead_letter" and not self._letters_read:
+            log.warning("sink %r task %d: no bolt subscribes to its %r stream, where the rows that do not fit "
+                        "its schema go (on_bad_row='dead_letter'): such a row is acked and kept only in the "
+                        "error reported for it; subscribe a bolt to the stream, or give the sink "
+                        "on_bad_row='fail' to have its spout retry and dead-letter it", self.component,
+                        self.task, DEAD_LETTER_STREAM)
         self._committed = CommittedIds(self.dedupe_batches)
         committed = self._open()
         for batch in committed[-self.dedupe_batches:]:
@@ -365,12 +374,18 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
         record sent again while the batch held it), which go with it: one row on the stream,
         anchored to them all, one dead letter, as a good row replayed within its batch is
         written once."""
-        self.collector.report_error(err)  # which logs it
         copies = [tup, *replays]
         if self.on_bad_row == "fail":
+            self.collector.report_error(err)  # which logs it
             for t in copies:
                 fail_because(self.collector, t, self.component, self.task, str(err))
             return
+        if self._letters_read:
+            self.collector.report_error(err)
+        else:  # the report is all that is left of the row: which row, and what it held
+            self.collector.report_error(f"{err}; no bolt reads the sink's {DEAD_LETTER_STREAM!r} stream, so the "
+                                        f"row is dropped: id {shown_value(key)}, values "
+                                        f"{cut_text(repr(list(tup.get_values())), 1000)}")
         self.collector.emit([key, self.component, str(err), list(tup.get_values())], anchors=copies,
                             stream=DEAD_LETTER_STREAM)
         for t in copies:

@@ -59,8 +59,12 @@ def test_build_table_sets_aside_a_number_whose_fraction_an_integer_column_would_
 # -- the bolts, driven directly --------------------------------------------------------------
 
 class FakeContext:
-    def __init__(self, task=1):
+    def __init__(self, task=1, targets=None):
         self.task = task
+        self.targets = targets or {}
+
+    def get_this_targets(self):
+        return self.targets
 
     def get_this_component_id(self):
         return "sink"
@@ -144,6 +148,35 @@ def test_a_value_that_does_not_fit_is_dead_lettered_with_the_field_and_component
     assert stream == DEAD_LETTER_STREAM and key == 2 and component == "sink"
     assert "field 'n'" in error and values == [2, "b", "twenty"]
     assert any("field 'n'" in str(e) for e in out.errors)
+
+
+def test_a_bad_row_no_bolt_reads_is_named_with_its_id_and_values_in_the_error(tmp_path, caplog):
+    """With on_bad_row="dead_letter" and no bolt subscribed to the dead_letter stream, a row that
+    did not fit was acked and its error named the field and value but not the row: 150 rows of
+    a user's file whose amount turned into a string were gone, no id anywhere, no dead letter
+    at the spout. The sink now says at prepare that the stream is unread, and each such error
+    names the row's id and values; with a reader, the error is as before."""
+    import logging
+    sink = make_sinks(tmp_path, batch_size=10)[1]
+    out = FakeCollector()
+    with caplog.at_level(logging.WARNING):
+        sink.prepare({}, FakeContext(), out)
+    assert "no bolt subscribes to its 'dead_letter' stream" in caplog.text
+    sink.execute(tup([2, "b", "twenty"]))
+    sink.flush()
+    [error] = [str(e) for e in out.errors]
+    assert "field 'n'" in error and "the row is dropped: id 2, values [2, 'b', 'twenty']" in error
+
+    read = make_sinks(tmp_path / "read", batch_size=10)[1]
+    out = FakeCollector()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        read.prepare({}, FakeContext(targets={DEAD_LETTER_STREAM: {"keeper": None}}), out)
+    assert "dead_letter" not in caplog.text
+    read.execute(tup([2, "b", "twenty"]))
+    read.flush()
+    [error] = [str(e) for e in out.errors]
+    assert "field 'n'" in error and "dropped" not in error
 
 
 @pytest.mark.parametrize("which", [0, 1], ids=["parquet", "delta"])

@@ -137,6 +137,9 @@ class Context:
     def get_this_task_index(self):
         return 0
 
+    def get_this_targets(self):
+        return {}  # no bolt reads the sink's streams
+
 
 def tuples(n: int):
     from squall._tuple import Source, Tuple

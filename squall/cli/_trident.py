@@ -12,6 +12,7 @@ with Spark's error).
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 import tempfile
@@ -180,6 +181,32 @@ def _run_until_stopped(start_query: Callable[[], Any], retries: int | None = Non
     except (_Failed, ConnectBackMissed) as e:
         failed = e
     if failed is not None:
-        print(f"squall trident: the query failed: {failed}", file=sys.stderr)
+        text = str(failed)
+        cause = _cause_of(text)
+        if cause is None:
+            print(f"squall trident: the query failed: {text}", file=sys.stderr)
+        else:  # what failed first, then Spark's whole report (tracebacks, the query's plan)
+            print(f"squall trident: the query failed: {cause}\nsquall trident: Spark's report of it:\n{text}",
+                  file=sys.stderr)
         return 1
     return 0
+
+
+# A Python (or Java) exception's last line, ``module.Name: message``, at the start of a line
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\w*: .+$",
+                             re.MULTILINE)
+
+
+def _cause_of(text: str) -> str | None:
+    """The exception that failed the query, out of Spark's report: the last exception line
+    before the query's description (``=== Streaming Query ===``), where a batch's Python
+    traceback ends. None when the report has more than one line and no such line, or is one
+    line (said as it is). Spark's report opens with py4j's ``An exception was raised by the
+    Python Proxy. Return Message: Traceback (most recent call last):`` and the exception comes
+    some 40 lines further, above the query's plan: a state's table that turned read-only
+    (``FailedException: DeltaMapState /data/t: MERGE of txid 2 failed: ...``) was that far down."""
+    head = text.split("=== Streaming Query ===", 1)[0]
+    if "\n" not in head.strip():
+        return None
+    found = _EXCEPTION_LINE.findall(head)
+    return found[-1] if found else None

@@ -86,3 +86,34 @@ def test_a_query_that_failed_otherwise_or_too_often_is_not_started_again(capsys)
     start_query, started = _starts(*[PYTHON_CONNECT_TIMEOUT] * 3)
     assert _run_until_stopped(start_query, retries=2) == 1
     assert len(started) == 3
+
+
+SPARK_REPORT = """An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):
+  File "/site-packages/py4j/clientserver.py", line 644, in _call_proxy
+    return_value = getattr(self.pool[obj_id], method)(*params)
+  File "/squall/external/trident_delta.py", line 225, in _write
+    raise FailedException(f"DeltaMapState {self.f.table_uri}: MERGE of txid {txid} failed: "
+squall._errors.FailedException: DeltaMapState /data/t: MERGE of txid 2 failed: DeltaError: Read-only file system (os error 30)
+
+=== Streaming Query ===
+Identifier: wc [id = 90e8859c, runId = 8ba5f79a]
+Current State: ACTIVE
+org.apache.spark.sql.AnalysisException: not the cause
+"""
+
+
+def test_a_failed_query_says_its_python_exception_first_then_sparks_report(capsys):
+    """Spark's report of a failed batch opens with py4j's "An exception was raised by the Python
+    Proxy. Return Message: Traceback", and the exception that failed it (a Delta state's table
+    turned read-only) came some 40 lines down, above the query's plan: the first line said
+    nothing of what failed or where. It now names the exception first; a one-line failure is
+    said as it is."""
+    from squall.cli._trident import _run_until_stopped
+
+    start_query, _started = _starts(SPARK_REPORT)
+    assert _run_until_stopped(start_query) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("squall trident: the query failed: squall._errors.FailedException: DeltaMapState "
+                          "/data/t: MERGE of txid 2 failed: DeltaError: Read-only file system (os error 30)\n"
+                          "squall trident: Spark's report of it:\nAn exception was raised by the Python Proxy.")
+    assert "=== Streaming Query ===" in err

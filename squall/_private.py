@@ -52,10 +52,14 @@ def private_dir(path: str | os.PathLike) -> Path:
     return p
 
 
-_OWN_DIR = "give storm.local.dir a directory of your own"
+def _own_dir(setting: str) -> str:
+    return f"point {setting} at a directory of your own"
 
 
-def own_local_dir(conf: Mapping[str, Any]) -> Path:
+_OWN_DIR = _own_dir(Config.STORM_LOCAL_DIR)
+
+
+def own_local_dir(conf: Mapping[str, Any], setting: str = Config.STORM_LOCAL_DIR) -> Path:
     """``storm.local.dir``, made owner-only if it is missing (`private_dir`), after checking that
     no other user can change what is in it.
 
@@ -66,6 +70,10 @@ def own_local_dir(conf: Mapping[str, Any]) -> Path:
     swapped between the master's write and the supervisor's read named their master and their
     secret, and a root supervisor then ran their code).
 
+    ``setting`` names where the directory was given, for the error: the file state provider's
+    own ``"directory"`` keeps its key there too, and an error that named ``storm.local.dir`` sent
+    its user to a setting they had not made.
+
     Raises:
         SquallError: another user owns it, or others (not the group) may write it; named, with
             what to do.
@@ -73,12 +81,13 @@ def own_local_dir(conf: Mapping[str, Any]) -> Path:
     p = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR)))
     st = p.stat()
     if st.st_uid != os.getuid():
-        raise SquallError(f"storm.local.dir {p} belongs to another user (uid {st.st_uid}), who can replace what "
-                          f"squall keeps there and reads back (its secret, state and configuration): {_OWN_DIR}")
+        raise SquallError(f"{setting} {p} belongs to another user (uid {st.st_uid}), who can replace what "
+                          f"squall keeps there and reads back (its secret, state and configuration): "
+                          f"{_own_dir(setting)}")
     if stat.S_IMODE(st.st_mode) & 0o002:
-        raise SquallError(f"storm.local.dir {p} may be written by any user (mode {stat.S_IMODE(st.st_mode):o}), "
+        raise SquallError(f"{setting} {p} may be written by any user (mode {stat.S_IMODE(st.st_mode):o}), "
                           f"who can replace what squall keeps there and reads back: run `chmod 700 {p}`, or "
-                          f"{_OWN_DIR}")
+                          f"{_own_dir(setting)}")
     return p
 
 

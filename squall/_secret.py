@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ._config import MIN_SECRET_CHARS, SECRET_KEY, setting
+from ._config import MIN_SECRET_CHARS, SECRET_KEY, Config, setting
 from ._errors import SquallError
 from ._private import Kept, fsync_dir, loose_mode, own_local_dir, write_failure
 
@@ -21,9 +21,11 @@ _SECRET_FILE = Kept("the cluster's secret, generated because squall.secret is no
                     "storm.local.dir, or squall.secret (then no file is written)")
 
 
-def load_or_create_secret(conf: Mapping[str, Any]) -> bytes:
+def load_or_create_secret(conf: Mapping[str, Any], named: str = Config.STORM_LOCAL_DIR) -> bytes:
     """The cluster's shared secret: ``squall.secret`` from the configuration, else the file
-    ``<storm.local.dir>/secret``, created with owner-only permissions on first use.
+    ``<storm.local.dir>/secret``, created with owner-only permissions on first use. ``named``
+    says where the directory was set, for the errors (the file state provider's ``"directory"``
+    keeps its own key this way).
 
     Raises:
         SquallError: ``squall.secret`` is not a string of at least `MIN_SECRET_CHARS`
@@ -34,9 +36,9 @@ def load_or_create_secret(conf: Mapping[str, Any]) -> bytes:
     given = setting(conf, SECRET_KEY)
     if given is not None:
         return given.encode() if isinstance(given, str) else bytes(given)
-    path = own_local_dir(conf) / "secret"
+    path = own_local_dir(conf, named) / "secret"
     if os.path.lexists(path):
-        return _read_secret_file(path)
+        return _read_secret_file(path, named)
     # Written whole under a name of its own, then linked into place: the master, its supervisor,
     # workers and file states may all start at once on a fresh directory, and one that found the
     # name while another wrote it read it empty and refused to start; a process killed there left
@@ -49,16 +51,17 @@ def load_or_create_secret(conf: Mapping[str, Any]) -> bytes:
             try:
                 os.link(tmp, path)
             except FileExistsError:
-                return _read_secret_file(path)  # another process's, made meanwhile
+                return _read_secret_file(path, named)  # another process's, made meanwhile
             except OSError as e:
                 if e.errno not in _NO_HARD_LINKS:
                     raise
-                return _create_in_place(path, value)
+                return _create_in_place(path, value, named)
             fsync_dir(path.parent)
         finally:
             tmp.unlink(missing_ok=True)
     except OSError as e:
-        raise write_failure(e, path, _SECRET_FILE, atomic=False) from e
+        kept = _SECRET_FILE if named == Config.STORM_LOCAL_DIR else Kept(_SECRET_FILE.what, named)
+        raise write_failure(e, path, kept, atomic=False) from e
     return value
 
 
@@ -79,19 +82,19 @@ def _write_new(path: Path, value: bytes) -> None:
         os.close(fd)
 
 
-def _create_in_place(path: Path, value: bytes) -> bytes:
+def _create_in_place(path: Path, value: bytes, named: str) -> bytes:
     """The secret created at ``path`` itself (another process's if it made it first)."""
     try:
         _write_new(path, value)
     except FileExistsError:
-        return _read_secret_file(path)
+        return _read_secret_file(path, named)
     except OSError:
         path.unlink(missing_ok=True)  # an empty or cut secret would stop every later start
         raise
     return value
 
 
-def _read_secret_file(path: Path) -> bytes:
+def _read_secret_file(path: Path, named: str = Config.STORM_LOCAL_DIR) -> bytes:
     fix = "delete it to generate a new one (then restart every daemon that used the old one)"
     st = os.stat(path)
     if st.st_uid != os.getuid():
@@ -99,7 +102,7 @@ def _read_secret_file(path: Path) -> bytes:
         # user who made storm.local.dir first (the default "storm-local" is relative, so in a
         # shared directory such as /tmp anyone may) gave a root daemon a secret of their choosing
         raise SquallError(f"the cluster's secret {path} belongs to another user (uid {st.st_uid}), who may know "
-                          f"what it holds: use a storm.local.dir of your own, or set squall.secret")
+                          f"what it holds: use a {named} of your own, or set squall.secret")
     if not stat.S_ISREG(st.st_mode):
         raise SquallError(f"the cluster's secret {path} is not a regular file: {fix}")
     mode = loose_mode(path)

@@ -268,7 +268,10 @@ class FileKeyValueStateProvider(StateProvider):
 
 def _local_key(root: Path) -> bytes:
     from .._secret import load_or_create_secret  # <root>/secret, owner-only, made on first use
-    return state_key(load_or_create_secret({Config.STORM_LOCAL_DIR: str(root)}))
+    # checked as storm.local.dir is (another user's, or anyone's to write, is refused), and named
+    # as the user gave it
+    return state_key(load_or_create_secret({Config.STORM_LOCAL_DIR: str(root)},
+                                           f"the \"directory\" of {PROVIDER_CONFIG_KEY!r}"))
 
 
 class LastWrite:

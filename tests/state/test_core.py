@@ -1,6 +1,7 @@
 """The pure core of stateful bolts: `KeyValueState` over its stores, the checkpoint spout's
 protocol, the stateful bolt executor and the builder's wiring, each on its own."""
 
+import json
 import threading
 
 import pytest
@@ -269,6 +270,17 @@ def test_the_file_provider_with_a_directory_of_its_own(tmp_path):
     s.commit()
     assert get_state("count-3", conf, Ctx()).get("a") == 1
     assert (tmp_path / "secret").exists()
+
+
+def test_the_file_provider_names_its_own_directory_when_anyone_may_write_it(tmp_path):
+    # refused as storm.local.dir is, but named as the user set it: the error once sent them to
+    # storm.local.dir, which they had not set
+    tmp_path.chmod(0o777)
+    conf = {"topology.name": "t", "topology.state.provider": "squall.state:FileKeyValueStateProvider",
+            "topology.state.provider.config": json.dumps({"directory": str(tmp_path)})}
+    with pytest.raises(StateError, match=r'the "directory" of \'topology.state.provider.config\' .* may be written') as e:
+        get_state("count-3", conf, Ctx())
+    assert "storm.local.dir" not in str(e.value)
 
 
 # --- the checkpoint spout's protocol ----------------------------------------------------------------------------

@@ -119,14 +119,51 @@ def safe_name(text: str) -> str:
 
 
 def drops_a_fraction(field_type: pa.DataType, value: Any) -> bool:
-    """Whether ``value`` is a number with a fraction (12.5, ``Decimal("0.1")``, numpy's 2.5) bound
-    for an integer column: pyarrow converts it by cutting the fraction off, without a word
-    (``pa.array([12.5], pa.int64())`` is ``[12]``), so a producer whose field turned from
+    """Whether ``value`` is, or holds, a number with a fraction (12.5, ``Decimal("0.1")``,
+    numpy's 2.5) bound for integers: pyarrow converts it by cutting the fraction off, without a
+    word (``pa.array([12.5], pa.int64())`` is ``[12]``), so a producer whose field turned from
     integers to decimals would have its values written wrong. A whole number (12.0) fits."""
-    if not pa.types.is_integer(field_type) or isinstance(value, (int, str, bytes)) or value is None:
+    return cut_number(field_type, value) is not None
+
+
+def cut_number(field_type: pa.DataType, value: Any) -> Any:
+    """The number with a fraction that ``value`` is or holds (`drops_a_fraction`), or None. The
+    items of a list column and the fields of a struct or map are looked at too: pyarrow cuts
+    ``[1.5]`` into a ``list<int64>`` column as ``[1]`` just the same."""
+    if value is None or type(value) is int or isinstance(value, (str, bytes)):
+        return None  # the common case first: a batch's every value passes here
+    if pa.types.is_integer(field_type):
+        return value if _has_fraction(value) else None
+    inner: list[tuple[pa.DataType, Any]]
+    try:
+        if pa.types.is_list(field_type) or pa.types.is_large_list(field_type) \
+                or pa.types.is_fixed_size_list(field_type):
+            item_type = field_type.value_type
+            if pa.types.is_integer(item_type):  # a list of integers, at the speed of a loop
+                return next((v for v in value if type(v) is not int and _has_fraction(v)), None)
+            inner = [(item_type, v) for v in value]
+        elif pa.types.is_struct(field_type) and isinstance(value, dict):
+            inner = [(f.type, value.get(f.name)) for f in field_type]
+        elif pa.types.is_map(field_type):
+            pairs = value.items() if isinstance(value, dict) else value
+            inner = [kv for k, v in pairs for kv in ((field_type.key_type, k), (field_type.item_type, v))]
+        else:
+            return None
+    except (TypeError, ValueError):
+        return None  # not a sequence, a map or pairs: pyarrow refuses it itself
+    return next((cut for t, v in inner if (cut := cut_number(t, v)) is not None), None)
+
+
+def _holds_integers(field_type: pa.DataType) -> bool:
+    """Whether a column of ``field_type`` holds integers, itself or in its items or fields."""
+    if pa.types.is_integer(field_type):
+        return True
+    return any(_holds_integers(field_type.field(i).type) for i in range(field_type.num_fields))
+
+
+def _has_fraction(value: Any) -> bool:
+    if isinstance(value, int) or not isinstance(value, numbers.Number) or isinstance(value, numbers.Integral):
         return False  # bool is an int: pyarrow refuses it itself
-    if not isinstance(value, numbers.Number) or isinstance(value, numbers.Integral):
-        return False
     number: Any = value  # a Number to the type checker, which math.trunc does not take
     try:
         return bool(number != math.trunc(number))
@@ -145,10 +182,12 @@ def row_error(schema: pa.Schema, row: list, component: str) -> SinkSchemaError |
             pa.array([value], type=field.type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
             return SinkSchemaError(component, field.name, value, field.type, str(e).splitlines()[0])
-        if drops_a_fraction(field.type, value):
+        cut = cut_number(field.type, value)
+        if cut is not None:
+            held = "" if cut is value else f"its {cut!r} "
             return SinkSchemaError(component, field.name, value, field.type,
-                                   f"it has a fraction, which the integer column would cut off: "
-                                   f"written as {math.trunc(value)}")
+                                   f"{held or 'it '}has a fraction, which the integer column would cut off: "
+                                   f"written as {math.trunc(cut)}")
     return None
 
 
@@ -165,7 +204,7 @@ def build_table(schema: pa.Schema, rows: dict, component: str) -> tuple[pa.Table
         table = pa.Table.from_arrays(arrays, schema=schema)
         # pyarrow took a number with a fraction into an integer column by cutting it off: each
         # row is checked below, and such a row set aside as one that does not fit
-        cut = any(drops_a_fraction(f.type, v) for col, f in zip(columns, schema) if pa.types.is_integer(f.type)
+        cut = any(drops_a_fraction(f.type, v) for col, f in zip(columns, schema) if _holds_integers(f.type)
                   for v in col)
         if not cut and not any(table.column(f.name).null_count for f in schema if not f.nullable):
             return table, {}

@@ -56,6 +56,17 @@ def test_build_table_sets_aside_a_number_whose_fraction_an_integer_column_would_
     assert bad[1].field == "n" and "12.5" in str(bad[1]) and "written as 12" in str(bad[1]) and "'sink'" in str(bad[1])
 
 
+def test_build_table_sets_aside_a_fraction_bound_for_integers_in_a_list_or_struct_column():
+    """pyarrow cuts the fraction off inside a list<int64> or struct column as it does in an
+    int64 one: [[1.5]] was written as [[1]]."""
+    schema = pa.schema([("id", pa.int64()), ("xs", pa.list_(pa.int64())), ("p", pa.struct([("n", pa.int32())]))])
+    rows = {1: [1, [1, 2.5], {"n": 1}], 2: [2, [3, 4.0], {"n": 5}], 3: [3, [], {"n": 0.5}], 4: [4, None, None]}
+    table, bad = build_table(schema, rows, "sink")
+    assert table.column("id").to_pylist() == [2, 4] and table.column("xs").to_pylist() == [[3, 4], None]
+    assert sorted(bad) == [1, 3]
+    assert bad[1].field == "xs" and "2.5" in str(bad[1]) and bad[3].field == "p" and "0.5" in str(bad[3])
+
+
 # -- the bolts, driven directly --------------------------------------------------------------
 
 class FakeContext:

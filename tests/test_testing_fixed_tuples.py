@@ -44,6 +44,15 @@ def test_mocked_sources_take_fixed_tuples_and_storms_stream_before_the_values():
         mocked.add_mock_data("1", "other", ["f", 4], stream="x")
 
 
+def test_add_mock_data_with_one_string_and_no_tuples_is_refused_not_taken_for_a_stream():
+    """add_mock_data("words", "nathan") read "nathan" as Storm's stream and mocked nothing: the
+    spout emitted no tuple, and a test that nothing came out passed."""
+    mocked = MockedSources()
+    with pytest.raises(TypeError, match=r"spout \[words\].*'nathan'.*no tuples.*\['nathan'\]"):
+        mocked.add_mock_data("words", "nathan")
+    assert mocked.data == {}
+
+
 def test_a_fixed_tuple_spout_with_no_fields_for_its_stream_says_so_when_it_opens():
     """Storm's declares nothing without fields, and its first emit crashes on an unknown stream."""
     context = mock.Mock()

@@ -54,6 +54,13 @@ class MockedSources:
         """
         # a str first and none after it: Storm's stream (several are values not put in lists)
         if values_list and isinstance(values_list[0], str) and not any(isinstance(v, str) for v in values_list[1:]):
+            if len(values_list) == 1:
+                # a stream and no tuple mocks nothing: far likelier a tuple of one value not put
+                # in a list, which the spout would then not emit, and a test that nothing came
+                # out would pass
+                raise TypeError(f"add_mock_data for spout [{spout_id}]: {values_list[0]!r} and no tuples after it: "
+                                f"a tuple is a list of values ([{values_list[0]!r}]); a str first is Storm's stream, "
+                                f"then its tuples")
             if stream != DEFAULT_STREAM:
                 raise TypeError(f"add_mock_data for spout [{spout_id}]: the stream is given twice, "
                                 f"{values_list[0]!r} and stream={stream!r}")

@@ -190,6 +190,19 @@ def test_a_bad_row_no_bolt_reads_is_named_with_its_id_and_values_in_the_error(tm
     assert "field 'n'" in error and "dropped" not in error
 
 
+def test_a_dropped_row_named_in_the_error_shows_no_credential_field(tmp_path):
+    """The error that names a dropped row's values goes to the topology's errors (the UI) and
+    the log: a field whose name names a credential is masked there, as a Trident input's is."""
+    schema = pa.schema([("id", pa.int64(), False), ("api_token", pa.string()), ("n", pa.int64())])
+    sink = ParquetSinkBolt(tmp_path / "pq", schema, "id", batch_size=10)
+    out = FakeCollector()
+    sink.prepare({}, FakeContext(), out)
+    sink.execute(tup([2, "tok-0123456789abcdef", "twenty"], fields=("id", "api_token", "n")))
+    sink.flush()
+    [error] = [str(e) for e in out.errors]
+    assert "the row is dropped: id 2, values [2, '***', 'twenty']" in error and "tok-0123" not in error
+
+
 @pytest.mark.parametrize("which", [0, 1], ids=["parquet", "delta"])
 def test_an_id_that_cannot_be_an_id_is_dead_lettered_too(tmp_path, which):
     """An id that is a list or a dict raised TypeError (unhashable) from the sink's execute

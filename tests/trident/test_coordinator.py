@@ -272,7 +272,7 @@ def test_exactly_once_counts_and_ordered_commits_through_failures_a_timeout_and_
     conf = Config()
     conf.set_num_workers(2)
     conf.set_max_spout_pending(3)
-    conf.set_message_timeout_secs(3)
+    conf.set_message_timeout_secs(2)
     expected = collections.Counter(s[0] for s in sentences)
     with LocalCluster() as cluster:
         cluster.submit_topology("trident-runtime", conf, builder.create_topology())

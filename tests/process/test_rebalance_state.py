@@ -202,7 +202,7 @@ def test_a_rebalance_with_a_wait_replays_nothing_of_a_stateful_bolt(tmp_path, re
 
 
 TRIDENT_CONF = {"topology.workers": 2, "topology.max.spout.pending": 3, "topology.message.timeout.secs": 5,
-                "topology.trident.batch.emit.interval.millis": 100}
+                "topology.trident.batch.emit.interval.millis": 50}
 N = 480
 BATCH = 6   # 80 batches
 WINDOW = 8  # txid 10 ends at tuple 59: tuples 56..59 wait in the open window then

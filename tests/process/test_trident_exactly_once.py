@@ -35,7 +35,7 @@ from ..trident.exactly_once import (
 redis = pytest.importorskip("redis")
 
 CONF = {"topology.workers": 2, "topology.max.spout.pending": 3, "topology.message.timeout.secs": 5,
-        "topology.trident.batch.emit.interval.millis": 100}
+        "topology.trident.batch.emit.interval.millis": 50}
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from ..trident.multi_ops import PerSide
 redis = pytest.importorskip("redis")
 
 CONF = {"topology.workers": 2, "topology.max.spout.pending": 3, "topology.message.timeout.secs": 5,
-        "topology.trident.batch.emit.interval.millis": 100}
+        "topology.trident.batch.emit.interval.millis": 50}
 LEFT = [[f"k{(i * 5) % 7}", i] for i in range(180)]
 RIGHT = [[f"k{(i * 3) % 6}", 1000 + i] for i in range(120)]
 HOLD_TXID = 10

@@ -25,7 +25,7 @@ redis = pytest.importorskip("redis")
 pytest.importorskip("kazoo")
 
 CONF = {"topology.workers": 2, "topology.max.spout.pending": 3, "topology.message.timeout.secs": 5,
-        "topology.trident.batch.emit.interval.millis": 100}
+        "topology.trident.batch.emit.interval.millis": 50}
 
 
 

@@ -27,7 +27,7 @@ from .trident_windows_topology import component_running, held_windows_topology, 
 redis = pytest.importorskip("redis")
 
 CONF = {"topology.workers": 2, "topology.max.spout.pending": 3, "topology.message.timeout.secs": 5,
-        "topology.trident.batch.emit.interval.millis": 100}
+        "topology.trident.batch.emit.interval.millis": 50}
 N = 240
 BATCH = 6   # 40 batches
 WINDOW = 8  # txid 10 ends at tuple 59: tuples 56..59 wait in the open window then

@@ -131,8 +131,32 @@ class Nimbus:
     def info(self, name: str) -> dict:
         return json.loads(self.ok("info", name))
 
-    def status(self, name: str) -> str:
-        table = self.ok("list").split("\n\n")[0]  # notes, if any, follow a blank line
+    def polled(self, name: str) -> dict:
+        """What `info` prints (`get_topology_info`), read in this process: for the polls of a
+        wait, where a `squall info` process per poll cost a second or more on a loaded machine
+        (the verb itself is run as a process once the wait is over)."""
+        with MasterClient(self.conf) as master:
+            return master.get_topology_info(name)
+
+    def listed(self) -> list[str]:
+        """The names of the topologies the master runs, read in this process (for polls)."""
+        with MasterClient(self.conf) as master:
+            return [t["name"] for t in master.list_topologies()]
+
+    def verb(self, capsys, verb: str, *args: str) -> subprocess.CompletedProcess:
+        """``squall VERB ARGS`` run in this process (`main`), as `run` runs it in a process of
+        its own: what the verb prints is the same, without a Python start and squall's imports
+        (about a second each on a loaded machine). For the verbs that run no user code; one
+        verb of a test at least stays a process, as a user runs it."""
+        capsys.readouterr()
+        status = main([verb, "--config", str(self.config), *args])
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess([verb, *args], status, out.out, out.err)
+
+    def status(self, name: str, capsys=None) -> str:
+        """``name``'s status in `squall list`'s table (with ``capsys``: list run in this process, `verb`)."""
+        listed = self.ok("list") if capsys is None else self.verb(capsys, "list").stdout
+        table = listed.split("\n\n")[0]  # notes, if any, follow a blank line
         rows = [ln.split() for ln in table.splitlines()[2:]]
         return {row[0]: row[1] for row in rows}[name]
 
@@ -172,7 +196,7 @@ def nimbus(tmp_path_factory):
         n.clean_up()
 
 
-def test_a_topology_submitted_with_jar_is_listed_monitored_rebalanced_and_killed(nimbus, tmp_path):
+def test_a_topology_submitted_with_jar_is_listed_monitored_rebalanced_and_killed(nimbus, tmp_path, capsys):
     """Storm's way: FILE's __main__ code submits (its name comes from FILE's ARGS), on 2 workers.
     Every later verb prints Storm's line; after ``rebalance -n 1`` the topology runs on one
     worker and its (restarted) spout gets all its tuples acked."""
@@ -213,28 +237,32 @@ def test_a_topology_submitted_with_jar_is_listed_monitored_rebalanced_and_killed
             len(rows) // 2), lines
         assert any(int(r[5]) > 0 and float(r[6]) > 0 for r in rows if r[1] == "numbers"), lines
 
+        # each verb as a process once in the module; list and rebalance, run so above and below,
+        # here in this process (`Nimbus.verb`)
         assert nimbus.ok("deactivate", "paced") == "Deactivated topology: paced\n"
-        assert nimbus.status("paced") == "INACTIVE"
+        assert nimbus.status("paced", capsys) == "INACTIVE"
         assert nimbus.ok("activate", "paced") == "Activated topology: paced\n"
-        assert nimbus.status("paced") == "ACTIVE"
+        assert nimbus.status("paced", capsys) == "ACTIVE"
 
-        assert nimbus.ok("rebalance", "paced", "-w", "0", "-n", "1") == "Topology paced is rebalancing\n"
+        assert nimbus.verb(capsys, "rebalance", "paced", "-w", "0", "-n", "1").stdout == \
+            "Topology paced is rebalancing\n"
 
-        def rebalanced_and_all_acked():
-            info = nimbus.info("paced")
+        def rebalanced_and_all_acked(info):
             spout = info["components"]["numbers"]
             return (info["status"] == "ACTIVE" and [w["alive"] for w in info["workers"]] == [True]
                     and spout["acked"] == N and len(nimbus.workers()) == 1)
-        assert wait_until(rebalanced_and_all_acked, 30, 0.2), nimbus.info("paced")
-        assert nimbus.info("paced")["components"]["numbers"]["failed"] == 0
+        assert wait_until(lambda: rebalanced_and_all_acked(nimbus.polled("paced")), 30, 0.2), nimbus.info("paced")
+        info = nimbus.info("paced")
+        assert rebalanced_and_all_acked(info) and info["components"]["numbers"]["failed"] == 0
 
         assert nimbus.ok("kill", "paced", "-w", "0") == "Killed topology: paced\n"
-        assert wait_until(lambda: nimbus.ok("list") == "No topologies running.\n", 10, 0.1)
+        assert wait_until(lambda: not nimbus.listed(), 10, 0.1)
+        assert nimbus.verb(capsys, "list").stdout == "No topologies running.\n"
         assert wait_until(lambda: not nimbus.workers(), 10, 0.1), nimbus.workers()
-        proc = nimbus.run("kill", "paced")
+        proc = nimbus.verb(capsys, "kill", "paced")
         assert (proc.returncode, proc.stderr) == (1, "squall: error: Topology 'paced' is not alive\n")
     finally:
-        nimbus.run("kill", "paced", "-w", "0")
+        nimbus.verb(capsys, "kill", "paced", "-w", "0")
 
 
 def test_a_wrong_secret_is_a_one_line_authentication_error(nimbus, tmp_path):
@@ -260,25 +288,26 @@ def test_a_client_without_the_secret_says_so_and_creates_none(nimbus, tmp_path):
     assert not (elsewhere / "secret").exists()
 
 
-def test_monitor_names_the_components_when_m_is_wrong(nimbus, tmp_path):
+def test_monitor_names_the_components_when_m_is_wrong(nimbus, tmp_path, capsys):
     path = write(tmp_path, "endless.py", BUILD_STYLE)
     assert nimbus.ok("jar", "--name", "watched", path) == "Submitted topology: watched\n"
-    try:
+    try:  # monitor as a process once; the other verbs in this one (`Nimbus.verb`)
         proc = nimbus.run("monitor", "watched", "-m", "nope")
         assert proc.returncode == 1
         assert proc.stderr == ("squall: error: topology 'watched' has no component 'nope' "
                                "(its components: numbers, sink)\n")
-        acker = nimbus.run("monitor", "watched", "-m", "__acker")  # as docs/cli.md says
+        acker = nimbus.verb(capsys, "monitor", "watched", "-m", "__acker")  # as docs/cli.md says
         assert acker.returncode == 1
         assert acker.stderr == ("squall: error: the acker is not a component in squall, so monitor cannot watch "
                                 "it; `squall info watched` shows its tasks and executed count under \"acker\" "
                                 "(the components of 'watched': numbers, sink)\n")
-        assert set(nimbus.info("watched")["acker"]) == {"tasks", "executed"}
+        info = nimbus.verb(capsys, "info", "watched")
+        assert info.returncode == 0 and set(json.loads(info.stdout)["acker"]) == {"tasks", "executed"}
     finally:
-        assert nimbus.ok("kill", "watched", "-w", "0") == "Killed topology: watched\n"
+        assert nimbus.verb(capsys, "kill", "watched", "-w", "0").stdout == "Killed topology: watched\n"
 
 
-def test_rebalance_to_more_executors_than_tasks_warns(nimbus, tmp_path):
+def test_rebalance_to_more_executors_than_tasks_warns(nimbus, tmp_path, capsys):
     path = write(tmp_path, "endless.py", BUILD_STYLE)
     assert nimbus.ok("jar", "--name", "capped", path) == "Submitted topology: capped\n"
     try:
@@ -288,24 +317,24 @@ def test_rebalance_to_more_executors_than_tasks_warns(nimbus, tmp_path):
                                "one, so it gets 2 executors (a component's tasks are fixed at submit: "
                                "set_num_tasks)\n")
     finally:
-        assert nimbus.ok("kill", "capped", "-w", "0") == "Killed topology: capped\n"
+        assert nimbus.verb(capsys, "kill", "capped", "-w", "0").stdout == "Killed topology: capped\n"
 
 
-def test_a_topology_waiting_for_slots_says_so_and_starts_once_a_kill_frees_them(nimbus, tmp_path):
+def test_a_topology_waiting_for_slots_says_so_and_starts_once_a_kill_frees_them(nimbus, tmp_path, capsys):
     path = write(tmp_path, "endless.py", BUILD_STYLE)
     assert nimbus.ok("jar", "--name", "hog", "-c", "topology.workers=2", path) == "Submitted topology: hog\n"
     waiting = ("late: waiting for 1 slot (topology.workers): every slot is taken; it starts once a topology "
                "is killed or a supervisor adds slots")
-    try:
+    try:  # jar and list as processes; the other verbs in this one (`Nimbus.verb`)
         assert nimbus.ok("jar", "--name", "late", path) == f"Submitted topology: late\n{waiting}\n"
-        assert nimbus.ok("list").endswith(f"\n\n{waiting}\n") and nimbus.status("late") == "ACTIVE"
-        assert nimbus.ok("kill", "hog", "-w", "0") == "Killed topology: hog\n"
-        assert wait_until(lambda: nimbus.info("late")["components"]["sink"]["executed"] > 0, 20, 0.2), \
+        assert nimbus.ok("list").endswith(f"\n\n{waiting}\n") and nimbus.status("late", capsys) == "ACTIVE"
+        assert nimbus.verb(capsys, "kill", "hog", "-w", "0").stdout == "Killed topology: hog\n"
+        assert wait_until(lambda: nimbus.polled("late")["components"]["sink"]["executed"] > 0, 20, 0.2), \
             nimbus.info("late")
-        assert "waiting" not in nimbus.ok("list")
+        assert "waiting" not in nimbus.verb(capsys, "list").stdout
     finally:
-        nimbus.run("kill", "hog", "-w", "0")
-        assert nimbus.ok("kill", "late", "-w", "0") == "Killed topology: late\n"
+        nimbus.verb(capsys, "kill", "hog", "-w", "0")
+        assert nimbus.verb(capsys, "kill", "late", "-w", "0").stdout == "Killed topology: late\n"
 
 
 BROKEN = NUMBERS_TOPOLOGY.replace("class Sink(Bolt):", '''class Sink(Bolt):
@@ -314,25 +343,25 @@ BROKEN = NUMBERS_TOPOLOGY.replace("class Sink(Bolt):", '''class Sink(Bolt):
 ''')
 
 
-def test_a_worker_that_cannot_start_shows_its_error_in_list_monitor_and_get_errors(nimbus, tmp_path):
+def test_a_worker_that_cannot_start_shows_its_error_in_list_monitor_and_get_errors(nimbus, tmp_path, capsys):
     path = write(tmp_path, "broken.py", BROKEN)
     assert nimbus.ok("jar", "--name", "broken", path) == "Submitted topology: broken\n"
-    try:
-        assert wait_until(lambda: "no database" in nimbus.ok("list"), 30, 0.2), nimbus.ok("list")
+    try:  # list and get-errors as processes; the polls and the other verbs in this one
+        assert wait_until(lambda: "no database" in nimbus.verb(capsys, "list").stdout, 30, 0.2), nimbus.ok("list")
         note = nimbus.ok("list").split("\n\n")[1]
         assert note.startswith("broken: 1 error; last: [sink] ") and "ConnectionError: no database at db:5432" in note
         assert note.endswith(" (squall info broken)\n")
-        proc = nimbus.run("monitor", "broken", "-i", "0.2", "--count", "1")
+        proc = nimbus.verb(capsys, "monitor", "broken", "-i", "0.2", "--count", "1")
         assert proc.returncode == 0 and "squall: broken: error in [sink]: " in proc.stderr
         # Storm's get-errors: the last error of each component that has one (the master's own,
         # once it gives up starting the worker, under __master)
         reply = json.loads(nimbus.ok("get-errors", "broken"))
         assert reply["Topology Name"] == "broken" and set(reply["Comp-Errors"]) <= {"sink", "__master"}
         assert "ConnectionError: no database at db:5432" in reply["Comp-Errors"]["sink"]
-        proc = nimbus.run("get_errors", "nosuch")
+        proc = nimbus.verb(capsys, "get_errors", "nosuch")
         assert (proc.returncode, json.loads(proc.stdout)) == (1, {"Failure": "No topologies running with name nosuch"})
     finally:
-        assert nimbus.ok("kill", "broken", "-w", "0") == "Killed topology: broken\n"
+        assert nimbus.verb(capsys, "kill", "broken", "-w", "0").stdout == "Killed topology: broken\n"
 
 
 CHATTY = '''
@@ -432,7 +461,7 @@ def test_sigterm_stops_nimbus_its_supervisor_and_every_worker(tmp_path):
             "Submitted topology: forever\n"
 
         def both_workers_process():
-            info = nimbus.info("forever")
+            info = nimbus.polled("forever")
             return ([w["alive"] for w in info["workers"]] == [True, True]
                     and info["components"]["sink"]["executed"] > 0)
         assert wait_until(both_workers_process, 20, 0.2), nimbus.info("forever")
@@ -462,7 +491,7 @@ def test_nimbus_prints_a_ready_line_with_its_address_that_scripts_can_wait_for(t
         assert stop_nimbus(proc, tmp_path) == 0
 
 
-def test_with_port_zero_the_supervisor_nimbus_starts_reaches_it_on_the_port_it_took(tmp_path):
+def test_with_port_zero_the_supervisor_nimbus_starts_reaches_it_on_the_port_it_took(tmp_path, capsys):
     """The supervisor is told the port the master took, not the configured 0; a topology
     submitted before it registered says it waits for a supervisor, not for a busy slot."""
     config = write_conf(tmp_path, **{"nimbus.thrift.port": 0, "supervisor.slots.ports": free_ports(1)})
@@ -475,10 +504,15 @@ def test_with_port_zero_the_supervisor_nimbus_starts_reaches_it_on_the_port_it_t
         assert submitted.stdout.startswith("Submitted topology: numbers\n")
         assert "every slot is taken" not in submitted.stdout  # either placed, or no supervisor yet
 
-        def workers():
-            rows = [line.split() for line in squall("list", *at).stdout.splitlines()]
+        def workers(listed: str):
+            rows = [line.split() for line in listed.splitlines()]
             return next((int(r[3]) for r in rows if r and r[0] == "numbers"), None)
-        assert wait_until(lambda: workers() == 1, 20, 0.2), squall("list", *at).stdout
+
+        def listed_here() -> str:  # polled in this process: a squall list process per poll cost seconds
+            main(["list", *at])
+            return capsys.readouterr().out
+        assert wait_until(lambda: workers(listed_here()) == 1, 20, 0.2), squall("list", *at).stdout
+        assert workers(squall("list", *at).stdout) == 1
     finally:
         assert stop_nimbus(proc, tmp_path) == 0
     assert wait_until(lambda: not processes_mentioning(str(tmp_path / "storm-local")), 15)

@@ -2,6 +2,7 @@
 and ``spark-submit`` of squall's entry file, each a subprocess that becomes the Spark driver
 and the master; ``squall list`` and ``squall kill`` reach that master like any other."""
 
+import json
 import os
 import subprocess
 import sys
@@ -16,9 +17,11 @@ from .conftest import _descendants
 pytest.importorskip("pyspark")
 
 REPO = Path(__file__).resolve().parents[2]
-CLI_POLL = 0.5
-"""Seconds between two polls that run the CLI: each is a Python process of ~0.5 s of CPU, which
-back to back would take a core from the Spark driver the test waits for."""
+POLL = 0.2
+"""Seconds between two polls of the master. The polls are made in this process (`_info`): each
+``squall info`` process polled before took ~0.5 s of CPU from the Spark driver the test waits
+for, and a second or more at a time on a loaded machine; each verb still runs once as a
+process, after the wait."""
 
 
 def _config(tmp_path):
@@ -35,6 +38,19 @@ def _config(tmp_path):
 def _squall(*args):
     return subprocess.run([sys.executable, "-m", "squall.cli", *args], capture_output=True, text=True,
                           timeout=60, cwd=REPO)
+
+
+def _info(config, name):
+    """What ``squall info NAME`` prints (`get_topology_info`, as JSON), read in this process;
+    None while the master does not answer or runs no topology ``name``."""
+    from squall import SquallError
+    from squall._config import cluster_conf
+    from squall.cluster.client import MasterClient
+    try:
+        with MasterClient(cluster_conf(None, config)) as master:
+            return json.dumps(master.get_topology_info(name), indent=2, default=str)
+    except (SquallError, OSError):
+        return None
 
 
 class _Driver:
@@ -62,12 +78,13 @@ def _run_and_kill(driver, config, name):
         assert wait_until(lambda: driver.saw(f"Submitted topology: {name}") or driver.proc.poll() is not None, 90), \
             "".join(driver.lines)
         assert driver.proc.poll() is None, "".join(driver.lines)
-        assert wait_until(lambda: name in _squall("list", "--config", config).stdout, 30, CLI_POLL)
+        assert wait_until(lambda: _info(config, name) is not None, 30, POLL)
+        assert name in _squall("list", "--config", config).stdout
 
-        def emitting():
-            out = _squall("info", "--config", config, name).stdout
-            return '"emitted": 0' not in out and '"emitted"' in out
-        assert wait_until(emitting, 60, CLI_POLL), _squall("info", "--config", config, name).stdout
+        def emitting(out):
+            return out is not None and '"emitted": 0' not in out and '"emitted"' in out
+        assert wait_until(lambda: emitting(_info(config, name)), 60, POLL), _info(config, name)
+        assert emitting(_squall("info", "--config", config, name).stdout)
         family = _descendants(driver.proc.pid)
         assert _squall("kill", "--config", config, name, "-w", "0").returncode == 0
         assert driver.proc.wait(60) == 0, "".join(driver.lines)
@@ -111,7 +128,7 @@ def test_nimbus_on_spark_serves_squall_jar_and_a_restarted_nimbus_resumes_its_to
         assert first.saw("(Spark local[2], 2 task slots)"), "".join(first.lines)
         submitted = _squall("jar", "--config", config, "examples/word_count.py")
         assert submitted.stdout == "Submitted topology: word_count\n", submitted.stderr
-        assert wait_until(lambda: _emitted(config) > 0, 60, CLI_POLL)
+        assert wait_until(lambda: _emitted(_info(config, "word_count")) > 0, 60, POLL)
         first.proc.terminate()
         assert first.proc.wait(60) == 0, "".join(first.lines)
     finally:
@@ -119,17 +136,18 @@ def test_nimbus_on_spark_serves_squall_jar_and_a_restarted_nimbus_resumes_its_to
     second = _Driver([sys.executable, "-m", *nimbus])
     try:
         assert wait_until(lambda: second.saw("squall nimbus ready at 127.0.0.1:"), 90), "".join(second.lines)
-        assert wait_until(lambda: _emitted(config) > 0, 60, CLI_POLL), "the resumed topology does not run"
+        assert wait_until(lambda: _emitted(_info(config, "word_count")) > 0, 60, POLL), \
+            "the resumed topology does not run"
+        assert _emitted(_squall("info", "--config", config, "word_count").stdout) > 0
         assert _squall("kill", "--config", config, "word_count", "-w", "0").returncode == 0
     finally:
         second.stop()
     assert second.proc.returncode == 0
 
 
-def _emitted(config):
-    """The sentences spout's emitted count, as the master reports it now (0 if unknown)."""
-    import json
-    out = _squall("info", "--config", config, "word_count")
-    if out.returncode != 0:
+def _emitted(info):
+    """The sentences spout's emitted count in ``info`` (`squall info word_count`'s output; 0 if
+    it is None or empty: the master did not answer)."""
+    if not info:
         return 0
-    return json.loads(out.stdout)["components"]["sentences"]["emitted"]
+    return json.loads(info)["components"]["sentences"]["emitted"]

@@ -114,24 +114,34 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_counts_are_exact_after_the_master_is_sigkilled_and_started_again(cluster, redis_server, tmp_path):  # noqa: F811
+GIVE_UP_SOON = {"storm.zookeeper.retry.times": 2, "storm.zookeeper.retry.interval": 500}
+"""The workers' tries of a master that does not answer (`squall._transactional.MasterBackend`):
+3 over 1 s instead of the default 6 over 5 s, which the master-kill test waited for."""
+
+
+def test_counts_are_exact_after_the_master_is_sigkilled_and_started_again(redis_server, tmp_path):  # noqa: F811
     """The master SIGKILLed while a commit is held; then the commit goes on, and the master
     coordinator, which saves its progress with the master before it emits, cannot: its worker
-    stops (after storm.zookeeper.retry.times). The master started again, that worker is
-    restarted, resumes at the txid it had not recorded as committed, and replays it."""
-    p, _ = started(cluster, redis_server, tmp_path, "wc-master-kill")
-    with cluster.client() as m:
-        info = m.get_topology_info("wc-master-kill")
-    coordinator_ports = {st["worker"] for st in info["components"]["$mastercoord-bg0"]["task_stats"].values()}
-    coordinator = next(w["pid"] for w in info["workers"] if w["port"] in coordinator_ports)
-    cluster.master.send_signal(signal.SIGKILL)
-    cluster.master.wait(5)
-    at_kill = p.totals()
-    (tmp_path / "hold" / "release").write_text("")
-    assert wait_until(lambda: not alive(coordinator), 60), "the coordinator went on without the master"
-    cluster.start_master()
-    seen = exact(p, f"master SIGKILLed at {at_kill}")
-    with cluster.client() as m:
-        m.kill_topology("wc-master-kill", wait_secs=0)
+    stops (after storm.zookeeper.retry.times, here `GIVE_UP_SOON`). The master started again,
+    that worker is restarted, resumes at the txid it had not recorded as committed, and replays it."""
+    from .conftest import Cluster
+    cluster = Cluster(tmp_path, **GIVE_UP_SOON)
+    try:
+        p, _ = started(cluster, redis_server, tmp_path, "wc-master-kill")
+        with cluster.client() as m:
+            info = m.get_topology_info("wc-master-kill")
+        coordinator_ports = {st["worker"] for st in info["components"]["$mastercoord-bg0"]["task_stats"].values()}
+        coordinator = next(w["pid"] for w in info["workers"] if w["port"] in coordinator_ports)
+        cluster.master.send_signal(signal.SIGKILL)
+        cluster.master.wait(5)
+        at_kill = p.totals()
+        (tmp_path / "hold" / "release").write_text("")
+        assert wait_until(lambda: not alive(coordinator), 60), "the coordinator went on without the master"
+        cluster.start_master()
+        seen = exact(p, f"master SIGKILLed at {at_kill}")
+        with cluster.client() as m:
+            m.kill_topology("wc-master-kill", wait_secs=0)
+    finally:
+        cluster.stop()
     assert min(at_kill.values()) < sum(p.expected.values())
     assert max(r.replayed_batches for r in seen.values()) >= 1, seen

@@ -44,7 +44,7 @@ BATCH = 6  # sentences per batch: 20 batches
 # failure happens whatever the replays; each fails one batch attempt
 PLAN = {"split": [25, 90], "combine": [60, 400], "put": [4], "put_written": [7], "commit": [10],
         "slow_commit": [13]}
-MESSAGE_TIMEOUT_SECS = 1
+MESSAGE_TIMEOUT_SECS = 1  # the held commit waits for it (between T and 2T); the counts take replays
 # the shifting spout's partitions by batches started: p0 comes in front (with two spout tasks,
 # p1, p2 and p3 change tasks), p3 goes for a while (its failed reads are forgotten), all at last
 SHIFTS = [(3, ["p1", "p2", "p3"]), (9, ["p0", "p1", "p2", "p3"]), (15, ["p0", "p1", "p2"]),

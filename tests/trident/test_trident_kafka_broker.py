@@ -46,7 +46,7 @@ CHUNK = 6  # sentences produced at a time: 20 chunks, so at least 20 batches hol
 PLAN = {"split": [25, 90], "combine": [60, 400], "put": [4], "put_written": [7], "commit": [10],
         "slow_commit": [13]}
 PENDING = 3
-MESSAGE_TIMEOUT_SECS = 3
+MESSAGE_TIMEOUT_SECS = 1  # the held commit waits for it (between T and 2T); the counts take replays
 
 
 @pytest.fixture(scope="module")

@@ -36,10 +36,10 @@ times) use up the budgets of every good record in flight and send them to the de
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from ._redact import shown_text
+from ._redact import MASK, is_secret_key, shown_text
 
 EXPLICIT = "fail"
 EXCEPTION = "exception"
@@ -192,6 +192,26 @@ def cut_text(text: str, limit: int = 200) -> str:
     """``text`` cut to ``limit`` characters, saying how long it was (`shown_value`'s cut, for a
     text a reason quotes that may hold a value: a library's error message)."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def shown_values(fields: Iterable[str], values: Sequence[Any], limit: int = 200) -> str:
+    """``[...]``: a record's values for an error (a Trident input's, a sink's dropped row), each
+    as its ``repr``, credentials masked (`squall._redact.shown_text`; a field whose name names a
+    credential, ``password``, shows `MASK`), then cut to ``limit`` characters saying how long it
+    was. Masked before it is cut, so that a cut never leaves half a credential that masking no
+    longer recognises."""
+    names = list(fields)
+    shown = []
+    for i, value in enumerate(values):
+        if i < len(names) and is_secret_key(names[i]):
+            shown.append(repr(MASK))
+            continue
+        try:
+            text = repr(value)
+        except Exception as e:  # noqa: BLE001 (a value whose repr raises is still shown as something)
+            text = f"<{type(value).__name__} whose repr raised {type(e).__name__}>"
+        shown.append(cut_text(shown_text(text[:16 * limit]), limit))
+    return f"[{', '.join(shown)}]"
 
 
 UNKNOWN = FailureCause(EXPLICIT)

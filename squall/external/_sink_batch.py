@@ -34,9 +34,9 @@ from .._failure import (
     fail_all_because,
     fail_because,
     shown_value,
+    shown_values,
 )
 from .._fields import Fields
-from .._redact import MASK, is_secret_key
 from .._tuple import Tuple, is_tick_tuple
 
 log = logging.getLogger(__name__)
@@ -216,16 +216,6 @@ def build_table(schema: pa.Schema, rows: dict, component: str) -> tuple[pa.Table
     columns = list(zip(*good)) if good else [[] for _ in schema]
     arrays = [pa.array(col, type=f.type) for col, f in zip(columns, schema)]
     return pa.Table.from_arrays(arrays, schema=schema), bad
-
-
-def _shown_row(tup: Tuple) -> str:
-    """A dropped row's values for its error, cut, a field whose name names a credential
-    (`is_secret_key`: ``api_token``, ``password``) shown as `MASK`: the error goes to the
-    topology's errors, which the UI shows, and to the log, as a Trident input's record does
-    (`squall.trident.failures.shown_record`)."""
-    names = list(tup.get_fields())
-    values = [MASK if i < len(names) and is_secret_key(names[i]) else v for i, v in enumerate(tup.get_values())]
-    return cut_text(repr(values), 1000)
 
 
 class CommittedIds:
@@ -434,7 +424,7 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
             self.collector.report_error(err)
         else:  # the report is all that is left of the row: which row, and what it held
             self.collector.report_error(f"{err}; no bolt reads the sink's {DEAD_LETTER_STREAM!r} stream, so the "
-                                        f"row is dropped: id {shown_value(key)}, values {_shown_row(tup)}")
+                                        f"row is dropped: id {shown_value(key)}, values {shown_values(tup.get_fields(), tup.get_values())}")
         self.collector.emit([key, self.component, str(err), list(tup.get_values())], anchors=copies,
                             stream=DEAD_LETTER_STREAM)
         for t in copies:

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
 from .._errors import FailedException
-from .._failure import cut_text
+from .._failure import cut_text, shown_values
 from .._redact import MASK, is_secret_key, shown_text
 
 VALUE_CHARS = 200
@@ -97,22 +97,10 @@ class TridentOperationError(Exception):
 
 
 def shown_record(fields: Iterable[str], values: Sequence[Any]) -> str:
-    """``fields [...] values [...]`` for an error: each value as its ``repr``, credentials masked
-    (`squall._redact.shown_text`; a field whose name names a credential, ``password``, shows
-    `MASK`), then cut to `VALUE_CHARS` characters saying how long it was. Masked before it is cut,
-    so that a cut never leaves half a credential that masking no longer recognises."""
+    """``fields [...] values [...]`` for an error: each value cut to `VALUE_CHARS` characters,
+    credentials masked (`squall._failure.shown_values`)."""
     names = list(fields)
-    shown = []
-    for i, value in enumerate(values):
-        if i < len(names) and is_secret_key(names[i]):
-            shown.append(repr(MASK))
-            continue
-        try:
-            text = repr(value)
-        except Exception as e:  # noqa: BLE001 (a value whose repr raises is still shown as something)
-            text = f"<{type(value).__name__} whose repr raised {type(e).__name__}>"
-        shown.append(cut_text(shown_text(text[:16 * VALUE_CHARS]), VALUE_CHARS))
-    return f"fields {names!r} values [{', '.join(shown)}]"
+    return f"fields {names!r} values {shown_values(names, values, VALUE_CHARS)}"
 
 
 def operation_failed(operation: str, error: Exception, fields: Iterable[str] | None = None,

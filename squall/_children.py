@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import signal
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,4 +196,52 @@ def end_shell_tasks(home: str | os.PathLike) -> list[int]:
         if group is not None:
             killed += kill_group(group)
         shutil.rmtree(task.path, ignore_errors=True)
+    return killed
+
+
+# --- the shell homes of workers run inside Spark tasks -------------------------------------------
+#
+# A Spark task's process makes its worker's shell home in the temporary directory and ends it when
+# the worker ends (squall.cluster.spark_task). When the task's process itself is SIGKILLed (Spark
+# killing its Python worker, an executor stopped), that home stays, and with it the programs its
+# shell tasks started under a wrapper. Each home is named after the process that made it (pid and
+# start time), so that the next task's process on the machine can tell one whose maker is dead and
+# end it, as the process host's supervisor does its predecessors' at its start.
+
+_SPARK_SHELL_HOME_PREFIX = "squall-worker-shells-"
+_SPARK_SHELL_HOME = re.compile(re.escape(_SPARK_SHELL_HOME_PREFIX) + r"(\d+)-(\d+)-[^-]+")
+
+
+def make_watched_shell_home(parent: str | None = None) -> str:
+    """A new shell home (`SHELL_HOME_ENV`) for a worker this process watches, in ``parent`` (the
+    temporary directory), named after this process so that `end_orphaned_shell_homes` can tell
+    whether its maker is alive. Without ``/proc`` it gets a plain name, which nothing sweeps."""
+    me = leader_of(os.getpid())
+    mark = f"{me.pgid}-{me.leader_start}-" if me is not None else ""
+    return tempfile.mkdtemp(prefix=_SPARK_SHELL_HOME_PREFIX + mark, dir=parent)
+
+
+def end_orphaned_shell_homes(parent: str | None = None) -> list[int]:
+    """End the shell homes under ``parent`` (the temporary directory) that `make_watched_shell_home`
+    made for processes of this user now dead: the process groups their shell tasks recorded
+    (`end_shell_tasks`) and the directories. A home whose maker lives, one of another user, or
+    anything not named as those homes are is left alone. The pids killed."""
+    killed: list[int] = []
+    try:
+        entries = list(os.scandir(parent or tempfile.gettempdir()))
+    except OSError:
+        return killed
+    for entry in entries:
+        named = _SPARK_SHELL_HOME.fullmatch(entry.name)
+        if named is None:
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        if process_start(int(named[1])) == int(named[2]):
+            continue  # its maker lives: the home is in use
+        killed += end_shell_tasks(entry.path)
+        shutil.rmtree(entry.path, ignore_errors=True)
     return killed

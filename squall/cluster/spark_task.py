@@ -26,7 +26,9 @@ the task's process runs no user code, so its death says nothing against a record
 Failures). Its shell components' tasks keep their directories and the record of their
 process groups in a directory the task's process made (`squall._children.SHELL_HOME_ENV`), which
 it ends and removes once the worker's process ended (`squall._children.end_shell_tasks`): what a
-killed worker's subprocesses started does not outlive it.
+killed worker's subprocesses started does not outlive it. A task's process SIGKILLed itself
+leaves that directory; the next task's process on the machine ends what it holds
+(`squall._children.end_orphaned_shell_homes`).
 
 This module is imported on executors: it needs only squall and its dependencies there, not
 pyspark's driver side.
@@ -43,13 +45,18 @@ import signal
 import socket
 import stat
 import sys
-import tempfile
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .._children import SHELL_HOME_ENV, die_with_parent, end_shell_tasks
+from .._children import (
+    SHELL_HOME_ENV,
+    die_with_parent,
+    end_orphaned_shell_homes,
+    end_shell_tasks,
+    make_watched_shell_home,
+)
 from .._config import MEMORY_CAP_KEYS, Config
 from .._nimbus import EXIT_LOST
 from ..engine.executing import MAX_LINES, board_size, read_board
@@ -99,7 +106,11 @@ def run_watched(work: Callable[[Callable[[int], Any]], int], storm_id: str, laun
     board = mmap.mmap(-1, board_size(MAX_LINES))  # MAP_SHARED: the child's stores are seen here
     errors, errors_out = os.pipe()
     parent = os.getpid()
-    shell_home = tempfile.mkdtemp(prefix="squall-worker-shells-")
+    left = end_orphaned_shell_homes()  # what the shell tasks of killed tasks' workers left on this machine
+    if left:
+        logging.getLogger("squall.worker").warning(
+            "killed %d processes %s that the shell components of workers of killed Spark tasks left", len(left), left)
+    shell_home = make_watched_shell_home()
     try:
         pid = os.fork()
     except BaseException:  # (EAGAIN, ENOMEM) raised to the task, whose Python worker Spark may reuse

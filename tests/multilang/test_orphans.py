@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -240,3 +241,40 @@ def test_a_supervisor_ends_what_the_shell_tasks_of_its_predecessors_workers_left
     finally:
         for pid in _group(wrapper.pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_spark_task_ends_what_the_shell_tasks_of_killed_tasks_workers_left(tmp_path):
+    """A Spark task's process SIGKILLed (Spark killing its Python worker, an executor stopped)
+    takes its worker with it, but left the worker's shell home in the temporary directory, one
+    more at every such kill, and the programs its shell tasks started under a wrapper running.
+    The next task's process ends the homes whose makers are dead, and only those."""
+    from squall._children import GROUP_FILE, end_orphaned_shell_homes, leader_of, make_watched_shell_home
+
+    maker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    wrapper = subprocess.Popen(["sh", "-c", f"{sys.executable} -c 'import time; time.sleep(600)'; exit $?"],
+                               process_group=0)
+    try:
+        made = leader_of(maker.pid)
+        group = leader_of(wrapper.pid)
+        assert wait_until(lambda: len(_group(wrapper.pid)) == 2, 10)
+        [program] = [pid for pid in _group(wrapper.pid) if pid != wrapper.pid]
+        wrapper.kill()  # PDEATHSIG, when the killed task's worker died
+        wrapper.wait(10)
+        maker.kill()  # the task's process, SIGKILLed
+        maker.wait(10)
+        dead = tmp_path / f"squall-worker-shells-{made.pgid}-{made.leader_start}-x1y2"
+        (dead / "squall-multilang-split-abc" / "pids").mkdir(parents=True)
+        (dead / "squall-multilang-split-abc" / GROUP_FILE).write_text(group.text())
+        live = Path(make_watched_shell_home(str(tmp_path)))  # this process's, in use
+        (live / "squall-multilang-count-def").mkdir()
+        unnamed = tmp_path / "squall-worker-shells-abcd1234"  # made before homes were named: never swept
+        unnamed.mkdir()
+        assert end_orphaned_shell_homes(str(tmp_path)) == [program]
+        assert wait_until(lambda: not _alive(program), 10), f"program {program} outlived the killed task"
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, unnamed.name])
+        assert [p.name for p in live.iterdir()] == ["squall-multilang-count-def"]
+    finally:
+        for pid in _group(wrapper.pid):
+            os.kill(pid, signal.SIGKILL)
+        wrapper.kill()
+        maker.kill()

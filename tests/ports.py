@@ -28,7 +28,6 @@ import contextlib
 import os
 import random
 import socket
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -37,8 +36,10 @@ _RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _SPAN = 8192  # ports below the ephemeral range to draw from
 _TRIES = 200
 
-CLAIMS = Path(tempfile.gettempdir()) / "squall-test-ports"
-"""Where the tests' processes claim the ports they drew: a file per port (`free_ports`)."""
+CLAIMS = Path("/tmp") / "squall-test-ports"
+"""Where the tests' processes claim the ports they drew: a file per port (`free_ports`). Ports
+are the machine's, so this is too: not under the temporary directory, which each run of
+``scripts/test`` makes its own."""
 
 CLAIM_SECS = 1200.0
 """The longest a claim holds, if its process lives that long: the whole suite's budget (a

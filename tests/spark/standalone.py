@@ -71,7 +71,9 @@ class StandaloneCluster:
         (root / "conf").mkdir(parents=True, exist_ok=True)
         # every JVM spark-class and the workers start (daemons, drivers, executors) reads these:
         # the client compiler only and the serial collector start a JVM on half the CPU
-        (root / "conf" / "java-opts").write_text("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        # and their files go under root, not /tmp, where a JVM the test SIGKILLs would leave them
+        (root / "tmp").mkdir(exist_ok=True)
+        (root / "conf" / "java-opts").write_text(f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Djava.io.tmpdir={root / 'tmp'}")
         self.env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": LOOPBACK,
                     "SPARK_CONF_DIR": str(root / "conf"), "SPARK_LOCAL_DIRS": str(root / "local"),
                     "SPARK_LOG_DIR": str(root / "logs"), "SPARK_DAEMON_MEMORY": "256m",

@@ -294,11 +294,14 @@ class MasterBackend:
     coordinator's ZooKeeper client obeys), then `squall._errors.RpcError` is raised. Every
     operation is idempotent, so one the master may have run is safe to send again. ``caller``
     (`WorkerLaunch`) goes with every call. ``answers`` (`KeptAnswers`): the master's answers for
-    keys it writes once, kept as they come and read from there rather than from the master."""
+    keys it writes once, kept as they come and read from there rather than from the master.
+    ``stopping``: set when the worker stops; a call waiting to be sent again then gives up at
+    once (`squall._errors.RpcError`), rather than hold its executor's loop past the worker's
+    stop (its loop was abandoned, still retrying, its ``cleanup`` never run)."""
 
     def __init__(self, master: Any, retries: int = 5, interval: float = 1.0,
                  sleep: Callable[[float], None] = time.sleep, caller: WorkerLaunch | None = None,
-                 answers: KeptAnswers | None = None) -> None:
+                 answers: KeptAnswers | None = None, stopping: threading.Event | None = None) -> None:
         from ._nimbus import nimbus_client
         self.master = master  # squall.worker.calls.MasterCalls
         # the trident_state_* verbs, as NimbusIface declares them; to a master in this process
@@ -307,6 +310,7 @@ class MasterBackend:
         # sent with every call: the master refuses a launch that no longer runs, or another topology
         self._caller = caller._asdict() if caller is not None else {}
         self.retries, self.interval, self._sleep = retries, interval, sleep
+        self.stopping = stopping
         self._lock = threading.Lock()
         self.answers = answers
 
@@ -328,8 +332,16 @@ class MasterBackend:
                         raise
                     if attempt == self.retries:
                         raise
-                self._sleep(self.interval)
+                    if self._stopped_waiting():
+                        raise RpcError(f"{op} not sent again: the worker is stopping ({e})") from e
         raise AssertionError("unreachable")
+
+    def _stopped_waiting(self) -> bool:
+        """Wait ``interval`` before the next try; True if the worker stopped meanwhile (or had)."""
+        if self.stopping is None:
+            self._sleep(self.interval)
+            return False
+        return self.stopping.wait(self.interval)
 
     def get(self, topology: str, key: str) -> bytes | None:
         """See `TransactionalBackend.get`; a key written once, whose answer this launch got

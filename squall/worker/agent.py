@@ -157,6 +157,10 @@ class WorkerAgent:
         self.load_plan = load_plan
         self.clock = clock or Clock()
         self.stop_event = stop or threading.Event()
+        # set as the worker stops, however (SIGTERM, the master's word, a crash): a Trident
+        # state call retrying a master that no longer answers then gives up, so that its loop
+        # stops with the others instead of being abandoned mid-retry
+        self._stopping = threading.Event()
         self.peer_poll_secs = peer_poll_secs
         self.stop_loop_secs = stop_loop_secs
         self.seed = random.SystemRandom().getrandbits(64) if seed is None else seed
@@ -177,7 +181,7 @@ class WorkerAgent:
         self.transactional_home = MasterBackend(
             transactional_link or master, retries=int(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_TIMES)),
             interval=float(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_INTERVAL)) / 1000.0,
-            caller=WorkerLaunch(storm_id, slot, launch_id), answers=self._answers)
+            caller=WorkerLaunch(storm_id, slot, launch_id), answers=self._answers, stopping=self._stopping)
         self.worker: Worker | None = None
         self._launch_view: LaunchView | None = None  # set once the assignment is known
         self.transport: Transport | None = None
@@ -206,6 +210,7 @@ class WorkerAgent:
     def stop(self) -> None:
         """Stop the worker cleanly (``close`` and ``cleanup`` run); `run` returns 0."""
         self.stop_event.set()
+        self._stopping.set()
         self._wake.set()
 
     def wake(self) -> None:
@@ -473,6 +478,7 @@ class WorkerAgent:
             # executing is to blame; only a death that skips this (os._exit, a signal) is read
             if worker.board is not None:
                 worker.board.end()
+            self._stopping.set()
             worker.stop(clean=status == 0, timeout=self.stop_loop_secs)
             with self._beat_lock:  # a host's own beat (advance_cluster_time) may be applying meanwhile
                 self.log_levels.close()

@@ -205,6 +205,39 @@ def test_a_worker_retries_an_unreachable_master_then_gives_up():
         backend.put("full", "over", b"")
 
 
+def test_a_stopping_worker_gives_up_a_state_call_it_would_send_again():
+    """A coordinator's call retrying an unreachable master (Nimbus HA torn down, every master
+    stopping) gives up as its worker stops. Before, it slept out storm.zookeeper.retry.times
+    (5 x 1 s) on its executor's loop: the worker's stop abandoned that loop, still retrying,
+    ("loops ... did not stop ... abandoned") and its cleanup never ran."""
+    import threading
+    import time
+
+    from squall.worker.agent import WorkerAgent
+
+    link = _FlakyLink(None, down=10**6)
+    agent = WorkerAgent(link, "wc-1-1", "127.0.0.1:6700", 1, {"storm.zookeeper.retry.times": 5,
+                                                              "storm.zookeeper.retry.interval": 1000},
+                        make_transport=None)
+    raised = []
+
+    def call():
+        try:
+            agent.transactional_home.get("wc", "coordinator/currtx")
+        except RpcError as e:
+            raised.append(e)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    assert wait_until(lambda: link.calls >= 1, 10)
+    stopped = time.monotonic()
+    agent.stop()
+    caller.join(3)
+    assert not caller.is_alive(), "the call went on retrying after the worker stopped"
+    assert time.monotonic() - stopped < 3 and link.calls == 1
+    assert "trident_state_get not sent again: the worker is stopping (cannot reach the master)" in str(raised[0])
+
+
 def test_the_master_refuses_the_state_to_a_launch_not_running_and_to_another_topology(tmp_path):
     """A worker says which launch it is; a copy of a launch the master replaced (left running
     on a supervisor it gave up on) would otherwise overwrite the coordinator state of the launch

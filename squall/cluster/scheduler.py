@@ -7,7 +7,10 @@ slots and calls `SchedulerCluster.assign`; it does no I/O, so tests drive it dir
 - `EvenScheduler` (the default, Storm's ``DefaultScheduler``: its ``EvenScheduler`` plus the
   respreading of squeezed topologies): a topology that needs scheduling gets
   ``min(topology.workers, free slots)`` slots, interleaved across machines, and its executors,
-  sorted by first task, are dealt round-robin over them. A topology placed on fewer slots than
+  sorted by first task, are dealt round-robin over them. A topology that lost some of its slots
+  (a machine lost or unhealthy) keeps the others whose executor count fits an even spread (their
+  workers run on) and its executors left are dealt over as many free slots as it lacks, so a
+  lost worker's executors move together. A topology placed on fewer slots than
   it asked for (only some were free) is spread again over more once slots free up, as Storm's
   ``Cluster.needsScheduling`` counts it as needing scheduling while it runs "squeezed".
 - `IsolationScheduler` (``isolation.scheduler.machines: {topology name: machines}``): each listed
@@ -140,15 +143,67 @@ class EvenScheduler(IScheduler):
 
     @staticmethod
     def schedule_one(topo: SchedulerTopology, cluster: SchedulerCluster, hosts: set[str] | None) -> None:
-        """Place all of ``topo`` afresh on free slots (of ``hosts`` if given)."""
-        cluster.assignments.pop(topo.id, None)
-        free = cluster.available_slots(hosts)
-        if not free:
+        """Place ``topo`` on free slots (of ``hosts`` if given), as Storm's ``DefaultScheduler``
+        does: a slot it runs on whose executor count fits an even spread over the slots it will
+        use keeps its executors (`bad_slots`: its worker runs on untouched), the other slots are
+        freed, and the executors left (a lost machine's, a freed slot's) are dealt round-robin
+        over as many free slots as it needs more. So a lost worker's executors move together to
+        one new slot while the others' workers run on: placing everything afresh, as squall
+        did, restarted every worker of the topology on a new mix of executors, split the lost
+        worker's executors over several slots and moved the survivors' tasks, whose in-memory
+        state went and whose file states, on another machine, were refused."""
+        existing = set(cluster.slots())
+        alive = {slot: execs for slot, execs in cluster.assignments.pop(topo.id, {}).items()
+                 if slot in existing and (hosts is None or slot.rsplit(":", 1)[0] in hosts)}
+        free = [s for s in cluster.available_slots(hosts) if s not in alive]
+        wanted = min(topo.num_workers, len(topo.executors), len(alive) + len(free))
+        if wanted == 0:
             return
-        slots = free[:max(1, min(topo.num_workers, len(free)))]
-        for slot, execs in even_schedule(topo.executors, slots).items():
+        placed = {e for execs in alive.values() for e in execs}
+        bad = set()
+        if wanted != len(alive) or placed != set(topo.executors):
+            bad = set(bad_slots(alive, len(topo.executors), wanted))
+        keep = {slot: execs for slot, execs in alive.items() if slot not in bad}
+        for slot, execs in keep.items():
+            cluster.assign(slot, topo.id, list(execs))
+        kept = {e for execs in keep.values() for e in execs}
+        left = [e for e in topo.executors if e not in kept]
+        # the freed slots are free again, in Storm's order (interleaved across machines)
+        slots = cluster.available_slots(hosts)[:wanted - len(keep)]
+        if not left or not slots:
+            return
+        for slot, execs in even_schedule(left, slots).items():
             if execs:
                 cluster.assign(slot, topo.id, execs)
+
+
+def integer_partitions(total: int, pieces: int) -> dict[int, int]:
+    """Storm's ``integer-divided``: ``total`` split into ``pieces`` as even as they go, as
+    ``{size: how many pieces}``.
+
+    >>> integer_partitions(7, 2)
+    {3: 1, 4: 1}
+    >>> integer_partitions(6, 3)
+    {2: 3}
+    """
+    base, extra = divmod(total, pieces)
+    return {base: pieces - extra} if extra == 0 else {base: pieces - extra, base + 1: extra}
+
+
+def bad_slots(alive: dict[str, list[ExecutorSpec]], executors: int, workers: int) -> list[str]:
+    """Storm's ``DefaultScheduler.bad-slots``: the slots of ``alive`` to free because their
+    executor counts do not fit ``executors`` spread evenly over ``workers`` slots; the others
+    keep what they run (the first slots in order, while the spread has room for their count)."""
+    if workers == 0:
+        return []
+    room = integer_partitions(executors, workers)
+    bad = []
+    for slot, execs in alive.items():
+        if room.get(len(execs), 0) > 0:
+            room[len(execs)] -= 1
+        else:
+            bad.append(slot)
+    return bad
 
 
 class IsolationScheduler(IScheduler):

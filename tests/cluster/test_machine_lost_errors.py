@@ -61,3 +61,46 @@ def test_a_machine_cut_off_is_said_to_be_lost_with_its_executors_moved_not_its_w
     [lost] = [e for e in errors if slot in e]
     assert "components __acker, feed, sink" in lost and "lost its link to the master" in lost, lost
     assert "its executors go to the other machines' free slots" in lost, lost
+
+
+def test_a_lost_machines_executors_move_together_and_the_other_workers_run_on(tmp_path):
+    """As Storm's DefaultScheduler: when a machine is lost, its worker's executors go together
+    to one free slot, and the topology's other workers keep their executors and their launch
+    (not restarted). Before, the whole topology was placed afresh: the surviving worker got a
+    new mix of executors and restarted, its tasks (their in-memory state; a file state, which is
+    refused on another machine) moved, and the lost worker's executors were split over slots."""
+    conf = cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.task.timeout.secs": 3,
+                         "nimbus.supervisor.timeout.secs": 3})
+    clock = SimulatedClock(1000.0)
+    m = served(conf, clock=clock)
+    hosts = {"s1": "10.0.0.1", "s2": "10.0.0.2", "s3": "10.0.0.3", "s4": "10.0.0.4"}
+
+    def sync(*sids):
+        for sid in sids:
+            m.op_supervisor_sync(supervisor_id=sid, host=hosts[sid], ports=[7000])
+
+    sync(*hosts)
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["x"]), 2)
+    b.set_bolt("sink", AckBolt(), 4).shuffle_grouping("feed")
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 3}, topology=cloudpickle.dumps(b.create_topology()))
+    topo = m.topologies["t"]
+    before = {slot: (list(idx), topo.launch_ids[slot]) for slot, idx in topo.assignment.items()}
+    assert len(before) == 3
+    for slot, (_, launch) in before.items():
+        m.op_get_assignment(storm_id=storm_id, slot=slot, address=f"tcp://{slot}", launch_id=launch, want_plan=False)
+    lost, *alive = sorted(before)
+    survivors = [sid for sid, h in hosts.items() if not lost.startswith(h)]
+    for step in range(40):  # 8 s: the lost machine falls silent, the others sync and beat
+        clock.advance(0.2)
+        sync(*survivors)
+        if step % 5 == 0:
+            for slot in alive:
+                m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=before[slot][1], lost_generation=0)
+        m.monitor()
+    after = {slot: (list(idx), topo.launch_ids[slot]) for slot, idx in topo.assignment.items()}
+    assert lost not in after and len(after) == 3
+    for slot in alive:
+        assert after[slot] == before[slot], f"{slot} was given other executors or a new launch"
+    [(moved, _)] = [a for s, a in after.items() if s not in before]
+    assert moved == before[lost][0], "the lost worker's executors did not move together"

@@ -60,6 +60,11 @@ class DurableSpout(Spout):
         if not (self.dir / STOP).exists():
             return False
         self.limit = self.next
+        if self.count_file.exists():
+            # another instance of this task stopped first: a stale one on a machine that hung
+            # and resumed (its executors moved meanwhile) knows fewer ids, and must not lower
+            # the count its replacement wrote
+            self.limit = max(self.limit, int(self.count_file.read_text()))
         tmp = self.count_file.with_suffix(".tmp")
         tmp.write_text(str(self.limit))
         tmp.replace(self.count_file)  # whole or absent: the test reads it as soon as it exists

@@ -54,6 +54,12 @@ class RpcError(SquallError):
     broke the protocol."""
 
 
+class WorkerStoppingError(RpcError):
+    """A call to a peer given up, not sent again, because its worker is stopping. What it was
+    made for fails as a lost worker's tuples do, uncharged, and nothing is reported: the call
+    did not fail, its worker went (`squall.engine.bolt_executor`)."""
+
+
 class RemoteError(SquallError):
     """The peer ran the request and it failed; ``type`` names the exception it raised."""
 

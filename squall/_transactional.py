@@ -296,7 +296,7 @@ class MasterBackend:
     (`WorkerLaunch`) goes with every call. ``answers`` (`KeptAnswers`): the master's answers for
     keys it writes once, kept as they come and read from there rather than from the master.
     ``stopping``: set when the worker stops; a call waiting to be sent again then gives up at
-    once (`squall._errors.RpcError`), rather than hold its executor's loop past the worker's
+    once (`squall._errors.WorkerStoppingError`), rather than hold its executor's loop past the worker's
     stop (its loop was abandoned, still retrying, its ``cleanup`` never run)."""
 
     def __init__(self, master: Any, retries: int = 5, interval: float = 1.0,
@@ -317,7 +317,7 @@ class MasterBackend:
     def _call(self, op: str, **args: Any) -> Any:
         """``op`` on the master, tried again while it is unreachable or cannot write the cluster
         state; the master's refusals of the launch or of a limit raised as themselves."""
-        from ._errors import RemoteError, RpcError, transient
+        from ._errors import RemoteError, RpcError, WorkerStoppingError, transient
         with self._lock:
             for attempt in range(self.retries + 1):
                 try:
@@ -333,7 +333,7 @@ class MasterBackend:
                     if attempt == self.retries:
                         raise
                     if self._stopped_waiting():
-                        raise RpcError(f"{op} not sent again: the worker is stopping ({e})") from e
+                        raise WorkerStoppingError(f"{op} not sent again: the worker is stopping ({e})") from e
         raise AssertionError("unreachable")
 
     def _stopped_waiting(self) -> bool:

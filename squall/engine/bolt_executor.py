@@ -21,7 +21,7 @@ from typing import Any
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt
 from .._config import Config
-from .._errors import EmitError, FailedException, ReportedFailedException
+from .._errors import EmitError, FailedException, ReportedFailedException, WorkerStoppingError
 from .._failure import EXCEPTION, EXPLICIT, FailureCause
 from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, drain_inbox, own_methods, send_acks
 from .._system import DEFAULT_STREAM, is_system_id
@@ -179,7 +179,14 @@ class BoltExecutor(Executor):
         An error that carries its own ``squall_input_cause`` (a `FailureCause`) fails the input
         for that cause instead: a component that knows its input was not at fault (a ShellBolt
         whose subprocess died on an earlier tuple crashes the worker from the next ``execute``)
-        must not charge that input to its record's retry budget."""
+        must not charge that input to its record's retry budget.
+
+        A `WorkerStoppingError` (a call the worker's stop cut short, as a Trident state call's
+        retries) fails the input as a lost worker's, uncharged, and is not reported: at every
+        stop of a worker in such a call, its topology's errors said a bolt had failed."""
+        if isinstance(error, WorkerStoppingError):
+            self.collectors[task].fail_with(tup, FailureCause.lost_in(self.component, task, error))
+            return
         cause = getattr(error, "squall_input_cause", None)
         if not isinstance(cause, FailureCause):
             cause = FailureCause.of_exception(EXCEPTION, self.component, task, error)

@@ -244,6 +244,27 @@ def test_by_default_the_worker_stays_up_and_only_the_raising_input_fails(caplog)
     assert len(logged) == 1 and logged[0].startswith("[crash] task ") and logged[0].rstrip().endswith("RuntimeError: boom")
 
 
+class CutShortByItsStop(Bolt):
+    """Raises what a Trident state call raises when its worker's stop cuts its retries short."""
+
+    def execute(self, tup):
+        from squall._errors import WorkerStoppingError
+        raise WorkerStoppingError("trident_state_get not sent again: the worker is stopping (cannot reach the master)")
+
+
+def test_an_input_whose_call_the_workers_stop_cut_short_fails_uncharged_and_reports_nothing(caplog):
+    """At every stop of a worker whose Trident coordinator was retrying a master gone, the
+    topology's errors and the worker's log said the bolt had failed, with a traceback."""
+    cluster, feed, causes = _two_workers(fail_fast=False, bolt=CutShortByItsStop())
+    with cluster, caplog.at_level(logging.ERROR, "squall.engine"):
+        feed.feed(["a"], "a")
+        assert wait_until(lambda: len(causes.items()) == 1)
+        assert cluster.get_topology_info("t")["errors"] == []
+    [(msg_id, cause)] = causes.items()
+    assert (msg_id, cause.kind, cause.component, cause.record_caused) == ("a", WORKER_LOST, "crash", False)
+    assert not [r for r in caplog.records if "execute raised" in r.getMessage()]
+
+
 def test_a_timeout_reaches_the_spout_as_a_timeout():
     log = SharedLog()
     b = TopologyBuilder()

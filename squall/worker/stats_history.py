@@ -3,9 +3,14 @@
 Storm keeps, per counter, a ring of 20 buckets for each window (bucket = window / 19) and sums
 the buckets that the window covers, pro-rating the oldest one partly covered. Here the worker
 keeps, per window, the tasks' cumulative counters as they were at each bucket boundary; a
-window's value is the counter now minus its value ``window`` seconds ago, read between the two
-snapshots around that time by linear interpolation, which is the same pro-rating. Latencies are
-cumulative sums and sample counts, so a window's average is the quotient of their differences.
+window's value is the counter now minus its value at the first boundary at or after the
+window's start. Unlike Storm's pro-rating (a linear interpolation across the oldest bucket),
+that never counts what happened before the window: 1,000 acks in a worker's first 5 s, then
+none, read 688 acks in the 10-minute window at 610 s with the pro-rating, 0 now. The price is
+that a window may leave out up to one bucket at its start (`BUCKETS`: 10 s of the 10 minutes,
+the 10-minute window that capacity reads having finer buckets than Storm's 31.6 s). Latencies
+are cumulative sums and sample counts, so a window's average is the quotient of their
+differences.
 
 Pure: time comes in as arguments. Like Storm's, the windows start with the worker: a restarted
 worker starts from zero, and a restarted master reads them again from the workers' heartbeats.
@@ -14,7 +19,6 @@ worker starts from zero, and a restarted master reads them again from the worker
 from __future__ import annotations
 
 import gc
-import itertools
 import os
 import resource
 import time
@@ -27,6 +31,10 @@ WINDOWS = (600, 10800, 86400)
 ALL_TIME = ":all-time"
 WINDOW_NAMES = (*(str(w) for w in WINDOWS), ALL_TIME)
 NUM_BUCKETS = 20
+# snapshots kept per window: the boundary a window starts from is at most window / buckets after
+# its start, so that much of its start may be left out. Storm's 20 for the long windows (each
+# snapshot holds every task's counters: more would cost memory), 60 (10 s) for the 10 minutes
+BUCKETS = {600: 60, 10800: NUM_BUCKETS, 86400: NUM_BUCKETS}
 
 Snapshot = dict[StatKey, float]
 
@@ -44,9 +52,10 @@ class StatsHistory:
     def record(self, now: float, snapshots: dict[int, Snapshot]) -> None:
         """Keep ``snapshots`` (taken at ``now``) where a bucket boundary has passed."""
         for w, ring in self._rings.items():
-            if now - ring[-1][0] >= w / (NUM_BUCKETS - 1):
+            if now - ring[-1][0] >= w / BUCKETS[w]:
                 ring.append((now, snapshots))
-                # keep one snapshot at or before the window's start, to interpolate from
+                # a window starts from its first snapshot at or after its start: of those at
+                # or before the start only the newest can be that one (when exactly at it)
                 while len(ring) > 2 and ring[1][0] <= now - w:
                     ring.popleft()
 
@@ -58,26 +67,19 @@ class StatsHistory:
         for task, current in snapshots.items():
             windows = {}
             for w, ring in self._rings.items():
-                windows[str(w)] = _rows(current, _at(ring, task, now - w, now, current))
+                windows[str(w)] = _rows(current, _at(ring, task, now - w, current))
             windows[ALL_TIME] = _rows(current, {})
             out[task] = windows
         return out
 
 
-def _at(ring: deque[tuple[float, dict[int, Snapshot]]], task: int, when: float, now: float,
-        current: Snapshot) -> Snapshot:
-    """``task``'s counters as they were at ``when``, interpolated between the snapshots around it
-    (the newest one is ``current``, at ``now``)."""
-    points = [*ring, (now, {task: current})]
-    if when <= points[0][0]:
-        return points[0][1].get(task, {})
-    for (t0, s0), (t1, s1) in itertools.pairwise(points):
-        if t0 <= when <= t1:
-            a, b = s0.get(task, {}), s1.get(task, {})
-            if t1 <= t0:
-                return b
-            f = (when - t0) / (t1 - t0)
-            return {k: a.get(k, 0) + (v - a.get(k, 0)) * f for k, v in b.items()}
+def _at(ring: deque[tuple[float, dict[int, Snapshot]]], task: int, when: float, current: Snapshot) -> Snapshot:
+    """``task``'s counters at the first snapshot at or after ``when``, else ``current`` (now):
+    the window then counts nothing from before its start. A task that a snapshot does not hold
+    had counted nothing by then."""
+    for t, snaps in ring:
+        if t >= when:
+            return snaps.get(task, {})
     return current
 
 

@@ -62,6 +62,29 @@ def test_windows_count_only_what_happened_in_their_last_seconds():
     assert value["86400"] == 12_000
 
 
+def test_a_window_never_counts_what_happened_before_it():
+    """1,000 acks in the worker's first 5 s, then none: past 10 minutes, the 10-minute window
+    reads 0 (Storm's pro-rating read 969 at 601 s, 688 at 610 s, 62 at 630 s). Bursts later on:
+    every window reads at most what happened in it, and leaves out at most its first bucket
+    (10 s of the 10 minutes, a 19th of the longer ones)."""
+    history = StatsHistory(start=0.0)
+    bursts = {t: 200 for t in range(1, 6)} | {t: 37 for t in range(2000, 2030)} | {4000: 500, 13000: 80}
+    acked = 0
+    for now in range(1, 15_000):
+        acked += bursts.get(now, 0)
+        history.record(float(now), _snap(float(acked)))
+        if not (now % 7 == 0 or 600 <= now <= 700):
+            continue
+        windows = history.render(float(now), _snap(float(acked)))[1]
+        for w, bucket in ((600, 10), (10800, 10800 / 20)):
+            shown = windows[str(w)][0][3]
+            in_window = sum(n for t, n in bursts.items() if now - w < t <= now)
+            at_its_start = sum(n for t, n in bursts.items() if now - w < t <= now - w + bucket + 1)
+            assert in_window - at_its_start <= shown <= in_window, (now, w, shown, in_window)
+        if 601 <= now <= 1999:
+            assert windows["600"][0][3] == 0, now
+
+
 def test_a_gauge_shows_its_value_now_in_every_window():
     """A spout's max spout pending is a value, not a count: no window takes a difference of it."""
     history = StatsHistory(start=0.0)

@@ -6,10 +6,12 @@ count that goes down, a restarted worker, as a counter reset); they are Storm's 
 statistics, the same figures as the UI's pages. Latencies are the all-time averages, as
 gauges, in seconds (Prometheus's base unit: ``squall_complete_latency_seconds``; the pages say
 ms); a spout task's max spout pending now is a gauge too. Labels: ``topology`` (name),
-``component``, ``task``, ``worker`` (the slot, ``host:port``, whose worker counted the figure:
-a task a rebalance moves is a new series, counting from zero, which Prometheus would otherwise
-take for the old one going on whenever its new count had passed the old by the next scrape),
-``stream``, and ``source`` (the component a bolt's input came from, "" for a task's own
+``component``, ``task``, ``worker`` (the slot, ``host:port``, whose worker counted the figure)
+and ``launch`` (that worker's launch in its slot): a task a rebalance moves, or whose worker is
+launched again in its slot after a death, is a new series counting from zero, which Prometheus
+would otherwise take for the old one going on whenever its new count had passed the old by the
+next scrape (its ``rate()`` reads a counter reset only from a count that went down: 10
+failures, a ``kill -9``, 10 more by the next scrape read 0 failed), ``stream``, and ``source`` (the component a bolt's input came from, "" for a task's own
 streams). ``squall_dead_lettered`` is a spout task's records given up to its
 dead letters (or a Trident spout's emitter bolt task's: its ``component`` is the bolt,
 ``spout-<txid>``; or a sink task's rows put on its ``dead_letter`` stream, reason ``bad-row``): there ``source`` is the component that failed each record last ("" when none
@@ -33,7 +35,7 @@ from ..engine.stats import GAUGES, LATENCIES
 from .app import error_response
 from .link import MasterUnavailable, UiMasterLink
 
-_TASK_LABELS = ["topology", "component", "task", "worker", "source", "stream"]
+_TASK_LABELS = ["topology", "component", "task", "worker", "launch", "source", "stream"]
 _WORKER_LABELS = ["topology", "host", "port"]
 _HELP = {
     "emitted": "Tuples emitted (Storm's statistics)",
@@ -82,11 +84,14 @@ class _Snapshot:
         workers = {key: (CounterMetricFamily if counter else GaugeMetricFamily)(name, text, labels=_WORKER_LABELS)
                    for key, name, text, counter in _WORKER_FIGURES}
         for name, stats in self._topologies:
-            slot_of = {task: slot for task, _launch, slot in stats.get("launches", ())}
+            # the worker launch that counted each task's figures: each launch counts from zero
+            launch_of = {task: (slot, "" if launch is None else str(launch))
+                         for task, launch, slot in stats.get("launches", ())}
             for component, task, metric, source, stream, value in stats["tasks"]:
                 family = families.get(metric)
                 if family is not None:
-                    family.add_metric([name, component, str(task), slot_of.get(task, ""), source, stream],
+                    slot, launch = launch_of.get(task, ("", ""))
+                    family.add_metric([name, component, str(task), slot, launch, source, stream],
                                       value / 1000.0 if metric in LATENCIES else value)
             for w in stats["workers"]:
                 for key, _name, _text, _counter in _WORKER_FIGURES:

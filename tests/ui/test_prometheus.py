@@ -79,3 +79,28 @@ def test_a_topology_killed_during_a_scrape_is_left_out_and_a_bug_is_not():
     # a KeyError is a bug of the master or of the exporter, not a topology that went away
     r = _metrics(_Racing(KeyError("tasks")))
     assert r.status_code == 500 and r.json()["error"] == "500 Internal Server Error"
+
+
+class _Relaunched:
+    """A master whose topology's spout task 5 failed 10 tuples in launch 1 of its slot, then
+    (``relaunched``) 12 in launch 2 of the same slot, its worker killed and launched again."""
+
+    relaunched = False
+
+    def read(self, op, **args):
+        if op == "list":
+            return [{"id": "t-1-1", "name": "t"}]
+        launch, failed = (2, 12.0) if self.relaunched else (1, 10.0)
+        return {"id": "t-1-1", "tasks": [["src", 5, "failed", "", "default", failed]], "workers": [],
+                "launches": [[5, launch, "127.0.0.1:6700"]]}
+
+
+def test_a_task_whose_worker_was_launched_again_in_its_slot_is_a_new_series():
+    """Prometheus reads a counter reset only from a count that went down: without the launch in
+    the labels, 10 failures then 12 in the relaunched worker read as 2 more failures."""
+    link = _Relaunched()
+    before = _families(_metrics(link).text)["squall_failed"].samples
+    link.relaunched = True
+    after = _families(_metrics(link).text)["squall_failed"].samples
+    assert [(s.labels["worker"], s.labels["launch"], s.value) for s in before] == [("127.0.0.1:6700", "1", 10.0)]
+    assert [(s.labels["worker"], s.labels["launch"], s.value) for s in after] == [("127.0.0.1:6700", "2", 12.0)]

@@ -232,3 +232,30 @@ def test_squall_locals_live_rates_count_a_restarted_worker_from_zero(monkeypatch
         assert emit_rate == after
         assert latency is not None and latency > 0
         assert rates["sink"] == (0.0, None)  # a bolt: no emits, no complete latency
+
+
+def test_past_ten_minutes_the_pages_ten_minute_window_holds_none_of_a_burst_before_it():
+    """1,000 trees acked in the first second of a topology on simulated time, then none: from
+    605 s on, the topology page's 10-minute window reads 0 acked, while the longer windows keep
+    them (it read a share of them until 632 s when the windows pro-rated their oldest bucket)."""
+    from squall.engine.clock import SimulatedClock
+
+    b = TopologyBuilder()
+    b.set_spout("words", Words(), 1)
+    b.set_bolt("sink", Sink(), 1).shuffle_grouping("words")
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        cluster.submit_topology("t", {"topology.stats.sample.rate": 1.0}, b.create_topology())
+        cluster.advance_cluster_time(1)
+        deadline = time.monotonic() + 30
+        while cluster.get_topology_info("t")["components"]["words"]["acked"] < N:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+        def acked() -> dict[str, int]:
+            return {s["window"]: s["acked"] for s in cluster.get_topology_page("t")["topologyStats"]}
+        cluster.advance_cluster_time(1)
+        assert acked() == {"600": N, "10800": N, "86400": N, ":all-time": N}
+        cluster.advance_cluster_time(603, step=3)
+        for _ in range(4):
+            cluster.advance_cluster_time(5)
+            assert acked() == {"600": 0, "10800": N, "86400": N, ":all-time": N}

@@ -85,6 +85,9 @@ def test_topology_page_shows_real_figures_the_graph_and_the_charts(running, page
     cluster, base, storm_id = running
     page.goto(f"{base}/topology.html?id={storm_id}")
     page.locator("#spouts tbody tr").first.wait_for()
+    # the summary's sampling is the statistics' (the default 0.05), the debug switch's apart
+    summary = dict(zip(page.locator("#summary th").all_inner_texts(), page.locator("#summary td").all_inner_texts()))
+    assert (summary["Stats sample rate"], summary["Debug sampling %"]) == ("0.050", "10"), summary
     # the all-time row of Topology Stats: acked (5th column) is a real, non-zero count
     all_time = page.locator("#topology-stats tbody tr", has_text="All time")
     assert _number(all_time.locator("td").nth(4).inner_text()) > 0

@@ -29,7 +29,13 @@
       ["Name", "name"], ["Id", "id"], ["Status", x => statusTag(x.status)], ["Uptime", "uptime"],
       ["Workers", "workersTotal", {num: true}], ["Executors", "executorsTotal", {num: true}],
       ["Tasks", "tasksTotal", {num: true}], ["Message timeout (s)", "msgTimeout", {num: true}],
-      ["Sampling %", "samplingPct", {num: true}], ["Debug", x => String(!!x.debug)],
+      // the statistics' own sampling, which makes a bolt's counts and every latency estimates;
+      // Storm's samplingPct beside it is the debug switch's, not the statistics' (it read as
+      // "Sampling % 10" whatever topology.stats.sample.rate said)
+      ["Stats sample rate", x => (x.configuration || {})["topology.stats.sample.rate"] ?? "",
+       {num: true, tip: "topology.stats.sample.rate: below 1, executed, a bolt's acked and the latencies are estimates"}],
+      ["Debug", x => String(!!x.debug)],
+      ["Debug sampling %", "samplingPct", {num: true, tip: "The debug switch's sampling percent (Storm's; squall has no event logger)"}],
     ], [t]));
     fill("actions", Squall.actionButtons(t.id, t.name, t.status, () => render()));
     fill("window-choice", windowChooser());

@@ -122,6 +122,9 @@ class ProgressDoc(NamedTuple):
     tasks: int | None = None  # the spout's parallelism when written (ownership of files depends on it)
     identities: dict[str, FileIdentity] | None = None  # `FileSpout`: which file each offset is about
     table_id: str | None = None  # `DeltaTableSpout`: the id of the table the progress is about
+    # `FileSpout`: files this task finished (renamed done) while another task's progress file
+    # still held a record of them: that task drops its record silently, not as a file taken away
+    finished: dict[str, FileIdentity] | None = None
 
 
 class FileIdentity(NamedTuple):
@@ -157,11 +160,15 @@ def read_progress(path: Path, spout: str, directory: str, kind: str = "FileSpout
     bad = _check_progress(doc, spout, directory, kind)
     if bad:
         raise FileConnectorError(f"{kind} {spout!r}: progress file {path} {bad}")
-    identities = None
+    identities = finished = None
     if "identity" in doc:
         identities = {name: FileIdentity(**{k: v[k] for k in FileIdentity._fields})
                       for name, v in doc["identity"].items()}
-    return ProgressDoc(dict(doc["files"]), doc.get("mark"), doc.get("tasks"), identities, doc.get("table_id"))
+    if "finished" in doc:
+        finished = {name: FileIdentity(**{k: v[k] for k in FileIdentity._fields})
+                    for name, v in doc["finished"].items()}
+    return ProgressDoc(dict(doc["files"]), doc.get("mark"), doc.get("tasks"), identities, doc.get("table_id"),
+                       finished)
 
 
 def _load_own(path: Path, named: str, removed: str) -> Any:
@@ -204,16 +211,20 @@ def _check_progress(doc: Any, spout: str, directory: str, kind: str) -> str | No
     table_id = doc.get("table_id")
     if table_id is not None and not (isinstance(table_id, str) and 0 < len(table_id) <= 200):
         return "has a malformed 'table_id' (expected a Delta table's id, a string)"
+    if "finished" in doc:
+        bad = _check_identities(doc["finished"], None, "finished")
+        if bad:
+            return bad
     if "identity" in doc:
         return _check_identities(doc["identity"], files)
     return None
 
 
-def _check_identities(identities: Any, files: dict) -> str | None:
+def _check_identities(identities: Any, files: dict | None, key: str = "identity") -> str | None:
     if not isinstance(identities, dict):
-        return "has a malformed 'identity' map (expected file name -> identity)"
+        return f"has a malformed {key!r} map (expected file name -> identity)"
     for name, v in identities.items():
-        if name not in files:
+        if files is not None and name not in files:
             return f"has an identity for {name!r}, a file it records no offset for"
         ok = (isinstance(v, dict) and set(v) == set(FileIdentity._fields)
               and all(type(v[k]) is int and v[k] >= 0 for k in ("dev", "ino", "size", "mtime_ns"))
@@ -226,7 +237,7 @@ def _check_identities(identities: Any, files: dict) -> str | None:
 
 def dump_progress(spout: str, directory: str, files: dict[str, int], mark: int | None = None,
                   tasks: int | None = None, identities: dict[str, FileIdentity] | None = None,
-                  table_id: str | None = None) -> bytes:
+                  table_id: str | None = None, finished: dict[str, FileIdentity] | None = None) -> bytes:
     """The bytes of a progress file (the inverse of `read_progress`)."""
     doc: dict[str, Any] = {"version": PROGRESS_VERSION, "spout": spout, "directory": directory,
                            "files": dict(sorted(files.items()))}
@@ -238,20 +249,38 @@ def dump_progress(spout: str, directory: str, files: dict[str, int], mark: int |
         doc["identity"] = {name: identities[name]._asdict() for name in sorted(identities)}
     if table_id is not None:
         doc["table_id"] = table_id
+    if finished:
+        doc["finished"] = {name: finished[name]._asdict() for name in sorted(finished)}
     return json.dumps(doc, indent=0).encode()
+
+
+class TaskProgress(NamedTuple):
+    """A `FileSpout` task's progress file: per file name its `FileMark`, and the files it
+    finished that another task's progress file still held a record of (`ProgressDoc.finished`)."""
+
+    marks: dict[str, FileMark]
+    finished: dict[str, FileIdentity]
+
+
+def load_task_progress(path: Path, spout: str, directory: str) -> TaskProgress:
+    """Read a `FileSpout` task's progress file (empty if absent)."""
+    doc = read_progress(path, spout, directory)
+    identities = doc.identities or {}
+    return TaskProgress({name: FileMark(offset, identities.get(name)) for name, offset in doc.files.items()},
+                        doc.finished or {})
 
 
 def load_marks(path: Path, spout: str, directory: str) -> dict[str, FileMark]:
     """Read a `FileSpout` task's progress file: per file name its `FileMark`; {} if absent."""
-    doc = read_progress(path, spout, directory)
-    identities = doc.identities or {}
-    return {name: FileMark(offset, identities.get(name)) for name, offset in doc.files.items()}
+    return load_task_progress(path, spout, directory).marks
 
 
-def dump_marks(spout: str, directory: str, marks: dict[str, FileMark]) -> bytes:
-    """The bytes of a `FileSpout` progress file (the inverse of `load_marks`)."""
+def dump_marks(spout: str, directory: str, marks: dict[str, FileMark],
+               finished: dict[str, FileIdentity] | None = None) -> bytes:
+    """The bytes of a `FileSpout` progress file (the inverse of `load_task_progress`)."""
     return dump_progress(spout, directory, {n: m.offset for n, m in marks.items()},
-                         identities={n: m.identity for n, m in marks.items() if m.identity is not None})
+                         identities={n: m.identity for n, m in marks.items() if m.identity is not None},
+                         finished=finished)
 
 
 class FileCharges(NamedTuple):
@@ -341,6 +370,24 @@ def head_hash(fd: int, length: int) -> str:
         h.update(chunk)
         at += len(chunk)
     return h.hexdigest()
+
+
+def _same_file(mark: FileMark, identity: FileIdentity) -> bool:
+    """Whether ``mark`` is a record of the file ``identity`` is (its device and inode, which the
+    file keeps across renames: a file that comes back under the name is another one)."""
+    return mark.identity is not None and (mark.identity.dev, mark.identity.ino) == (identity.dev, identity.ino)
+
+
+def _done_by(task: TaskProgress, name: str, mark: FileMark) -> bool:
+    """Whether ``task``'s progress says it acked every record of the file ``mark`` is about: it
+    kept it as finished, or its record is at the file's end (a crash came before it was dropped)."""
+    if mark.identity is None:
+        return False
+    if name in task.finished and _same_file(mark, task.finished[name]):
+        return True
+    theirs = task.marks.get(name)
+    return (theirs is not None and theirs.identity is not None and _same_file(theirs, mark.identity)
+            and theirs.offset >= theirs.identity.size)
 
 
 def mismatch(mark: FileMark, fd: int) -> str | None:
@@ -836,10 +883,13 @@ class FileSpout(Spout, CountsDeadLetters):
         # file another task now owns stays here until that owner has written its own.
         self.marks: dict[str, list[FileMark]] = {}
         self.own: dict[str, FileMark] = {}
+        # files this task finished while another task still held a record of them, kept until
+        # that record is gone (`_left_unfinished`, `_prune_finished`)
+        self.finished: dict[str, FileIdentity] = {}
         for p, loaded in self._progress_files():
             if p == self.progress_path:
-                self.own = dict(loaded)
-            for name, mark in loaded.items():
+                self.own, self.finished = dict(loaded.marks), dict(loaded.finished)
+            for name, mark in loaded.marks.items():
                 self.marks.setdefault(name, []).append(mark)
         self.locks: FileLocks | None = None
         self.abandoned: deque[str] = deque()
@@ -868,12 +918,38 @@ class FileSpout(Spout, CountsDeadLetters):
         self.dead_letters = 0
         self.start_dead_letter_counts()
         self.unreadable: set[str] = set()  # files reported as unreadable (once each)
+        self._finish_aside()
+
+    def _finish_aside(self) -> None:
+        """Renames done the files this task's last run took aside to rename them done and died
+        before it could (`_rename_done`): without this, a file whose every line was acked stayed
+        under a hidden name, neither done nor read. Such a file is the one of this task's
+        records at its end (committed before the file is taken aside) with its inode."""
+        finished = {(m.identity.dev, m.identity.ino): name for name, m in self.own.items()
+                    if m.identity is not None and m.offset >= m.identity.size}
+        if not finished:
+            return
+        for entry in os.scandir(self.directory):
+            if not entry.name.startswith(".finishing.") or not entry.is_file(follow_symlinks=False):
+                continue
+            st = entry.stat(follow_symlinks=False)
+            name = finished.get((st.st_dev, st.st_ino))
+            if name is not None:
+                log.warning("FileSpout %r task %d: %s, every line of which was acked, was left at %s by a crash "
+                            "while it was renamed done; renaming it done now", self.spout_id, self.index,
+                            os.path.join(self.directory, name), entry.path)
+                self._done_from_aside(entry.path, os.path.join(self.directory, name))
 
     # -- reading
 
-    def _progress_files(self) -> list[tuple[Path, dict[str, FileMark]]]:
+    def _progress_files(self) -> list[tuple[Path, TaskProgress]]:
         """Every task's progress file of this spout, loaded (raises on a bad one, naming it)."""
-        return [(p, load_marks(p, self.spout_id, self.directory)) for p in sorted(self.state_dir.glob("task-*.json"))]
+        return [(p, load_task_progress(p, self.spout_id, self.directory))
+                for p in sorted(self.state_dir.glob("task-*.json"))]
+
+    def _others(self) -> list[TaskProgress]:
+        """The progress files of this spout's other tasks, as they are now."""
+        return [loaded for p, loaded in self._progress_files() if p != self.progress_path]
 
     def _list(self) -> None:
         now = self.clock.now()
@@ -928,7 +1004,7 @@ class FileSpout(Spout, CountsDeadLetters):
     def _claimed_marks(self, name: str) -> list[FileMark]:
         """The records of ``name`` as they are now: another task may have read part of it since
         open (and died, or released it)."""
-        marks = [loaded[name] for p, loaded in self._progress_files() if p != self.progress_path and name in loaded]
+        marks = [loaded.marks[name] for loaded in self._others() if name in loaded.marks]
         return marks + ([self.own[name]] if name in self.own else [])
 
     def _open(self, name: str) -> bool:
@@ -1328,6 +1404,11 @@ class FileSpout(Spout, CountsDeadLetters):
             return
         name = self.file
         assert name is not None
+        # Every line is acked: committed first, at the file's end, so that a crash between the
+        # rename done and the next commit leaves a record saying the file was finished. The
+        # `.done` file is no proof (an archiver may take it away at once), and a record below
+        # the end had the next run report a finished file as taken away unfinished.
+        self._commit()
         read = os.fstat(self.handle.fileno())
         if self.locks is None:
             self._rename_done(name, read)
@@ -1336,7 +1417,9 @@ class FileSpout(Spout, CountsDeadLetters):
             return
         fsync_dir(self.directory)
         self.handle.close()
-        self.own.pop(name, None)
+        mark = self.own.pop(name, None)
+        if mark is not None:
+            self._finished(name, mark, self._others())
         self.marks.pop(name, None)
         if self.charges.pop(name, None) is not None:
             self.charges_dirty = True
@@ -1370,6 +1453,10 @@ class FileSpout(Spout, CountsDeadLetters):
             log.warning("FileSpout %r: %s was moved or replaced while it was read; every line read "
                         "is acked, and the file is left as it is", self.spout_id, src)
             return
+        self._done_from_aside(aside, src)
+
+    def _done_from_aside(self, aside: str, src: str) -> None:
+        """Renames the finished file, taken aside to ``aside``, done as ``src`` + ``done_suffix``."""
         # never over an earlier file's done name (a name that comes back every day): that archive
         # would be lost. HdfsSpout's rename to its archive directory fails rather than replace.
         done, n = src + self.done_suffix, 0
@@ -1435,9 +1522,17 @@ class FileSpout(Spout, CountsDeadLetters):
         # a file taken out of the directory unfinished, which is said (`_left_unfinished`). The
         # file being read stays while it is away: it is read on from its open handle, and a
         # crash before its end leaves the entry for the next run to say so.
-        for name in [n for n in self.own if n not in present and n != self.file]:
-            self._left_unfinished(name, self.own.pop(name), present)
-        write_durably(self.progress_path, dump_marks(self.spout_id, self.directory, self.own), self.kept.progress)
+        gone = [n for n in self.own if n not in present and n != self.file]
+        others = self._others() if gone or self.finished else []
+        for name in gone:
+            mark = self.own.pop(name)
+            if mark.identity is not None and mark.offset >= mark.identity.size:
+                self._finished(name, mark, others)  # every record acked: only its rename done was left
+            else:
+                self._left_unfinished(name, mark, present, others)
+        self._prune_finished(others)
+        write_durably(self.progress_path, dump_marks(self.spout_id, self.directory, self.own, self.finished),
+                      self.kept.progress)
         if tracker is not None:
             tracker.commit(committed)  # durable: the lines before it are forgotten
         if self.charges_dirty or not self.charges.keys() <= present:
@@ -1446,17 +1541,32 @@ class FileSpout(Spout, CountsDeadLetters):
         self.acks_since_commit = 0
         self.last_commit = self.clock.now()
 
-    def _left_unfinished(self, name: str, mark: FileMark, present: set[str]) -> None:
+    def _finished(self, name: str, mark: FileMark, others: list[TaskProgress]) -> None:
+        """``name``, of which this task acked every record (``mark``), is done: its record is
+        dropped, but kept as finished while another task (an earlier owner: a take-over, another
+        parallelism) still holds a record of it, which this tells the file was finished."""
+        if mark.identity is not None and any(
+                _same_file(m, mark.identity) for loaded in others for m in [loaded.marks.get(name)] if m):
+            self.finished[name] = mark.identity
+
+    def _prune_finished(self, others: list[TaskProgress]) -> None:
+        """Forgets the files this task finished that no other task's progress file holds a
+        record of any more (each such task dropped its record, durably, having read ours)."""
+        for name, identity in list(self.finished.items()):
+            if not any(_same_file(m, identity) for loaded in others for m in [loaded.marks.get(name)] if m):
+                del self.finished[name]
+
+    def _left_unfinished(self, name: str, mark: FileMark, present: set[str], others: list[TaskProgress]) -> None:
         """Report ``name``, whose progress this task drops since it left the directory, if it
         left before every record was acked (not renamed done; its committed offset, ``mark``,
         below its size then): the records after the offset are read by no one unless the file is
         put back, which the user must hear of. (A file taken away while it is read is read on
         from its open handle; this is the one taken away before a crash, or between two runs.)"""
-        if mark.identity is not None and mark.offset >= mark.identity.size:
-            return  # every record acked: only its rename done was left
         done = re.compile(rf"{re.escape(name)}(?:\.\d+)?{re.escape(self.done_suffix)}")
         if any(done.fullmatch(p) for p in present):
             return  # finished: renamed done before the crash let its progress go
+        if any(_done_by(loaded, name, mark) for loaded in others):
+            return  # finished by another task (a take-over, another parallelism), its .done archived since
         size = f" of {mark.identity.size}" if mark.identity is not None else ""
         self.collector.report_error(
             f"FileSpout {self.spout_id!r} task {self.index}: {os.path.join(self.directory, name)} left the directory "

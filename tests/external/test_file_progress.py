@@ -49,7 +49,7 @@ class Task:
     """One spout task; ``crash`` drops it without close, as a SIGKILL would."""
 
     def __init__(self, src: Path, local: Path, index: int = 0, tasks: int = 1, **spout) -> None:
-        self.spout = FileSpout(src, commit_every=1, poll_secs=0, progress_dir=local, **spout)
+        self.spout = FileSpout(src, poll_secs=0, progress_dir=local, **{"commit_every": 1, **spout})
         self.out = Collector()
         self.spout.open({}, Context(index, tasks), self.out)
         self.seen = 0
@@ -253,3 +253,88 @@ def test_a_file_taken_away_unfinished_before_a_crash_is_reported_not_dropped_sil
     third.pump(5)
     third.spout.close()
     assert third.out.errors == []
+
+
+class Crash(Exception):
+    """A SIGKILL at a chosen point of the spout's code."""
+
+
+def test_a_file_finished_and_archived_is_never_reported_as_taken_away_after_a_crash(tmp_path, monkeypatch):
+    """A task renames its finished file done and is killed before its next commit; an archiver
+    moves the .done file away. The next run found a record below the file's end, no file and no
+    .done, and reported 'left the directory before every record of it was acked' (of a file whose
+    every line was acked); the same for a kill while the file was taken aside to be renamed done,
+    which also left it under a hidden name for good. Now a file is committed at its end before it
+    is renamed done, and a file left aside is renamed done by the next run. (Collector raises on
+    any reported error.)"""
+    src, local, archive = tmp_path / "in", tmp_path / "local", tmp_path / "archive"
+    src.mkdir()
+    archive.mkdir()
+    write_lines(src / "a.txt", [f"a{i}" for i in range(10)])
+    write_lines(src / "b.txt", [f"b{i}" for i in range(10)])
+    first = Task(src, local, commit_every=3, commit_secs=3600)  # a.txt committed to its 9th line
+    real = FileSpout._rename_done
+
+    def killed_after_the_rename(spout, name, read):
+        real(spout, name, read)
+        raise Crash
+
+    monkeypatch.setattr(FileSpout, "_rename_done", killed_after_the_rename)
+    got = first.pump(10)
+    with pytest.raises(Crash):
+        first.ack(got)
+    first.crash()
+    assert sorted(p.name for p in src.iterdir()) == ["a.txt.done", "b.txt"]
+    (src / "a.txt.done").rename(archive / "a.txt.done")  # the archiver
+
+    def killed_while_aside(spout, name, read):
+        os.rename(src / name, src / ".finishing.0123")
+        raise Crash
+
+    monkeypatch.setattr(FileSpout, "_rename_done", killed_while_aside)
+    second = Task(src, local, commit_every=1000, commit_secs=3600)
+    got = second.pump(30)
+    assert lines(got) == [f"b{i}" for i in range(10)]  # a.txt's lines were all acked: none again
+    with pytest.raises(Crash):
+        second.ack(got)
+    second.crash()
+    monkeypatch.setattr(FileSpout, "_rename_done", real)
+    third = Task(src, local, commit_every=1000, commit_secs=3600)
+    assert third.pump(30) == []
+    third.spout.close()
+    assert sorted(p.name for p in src.iterdir()) == ["b.txt.done"]
+    assert (src / "b.txt.done").read_text() == "".join(f"b{i}\n" for i in range(10))
+    assert load_progress(local / "filespout" / "lines" / "task-0.json", "lines", str(src)) == {}
+
+
+def test_a_file_finished_by_another_task_and_archived_is_not_reported_by_its_earlier_owner(tmp_path):
+    """Task 1 of 2 reads f2.txt part way and is killed; the spout restarts with 3 tasks, where
+    task 0 owns f2.txt and finishes it, and an archiver moves f2.txt.done away. Task 1 still held
+    its record of f2.txt (a task keeps the records of files it no longer owns until they are
+    finished) and, at its next commit, reported f2.txt as taken away unfinished. Task 0 now keeps
+    f2.txt as finished in its progress file until task 1 has dropped its record."""
+    src, local, archive = tmp_path / "in", tmp_path / "local", tmp_path / "archive"
+    src.mkdir()
+    archive.mkdir()
+    write_lines(src / "f2.txt", [f"x{i}" for i in range(10)])  # task 1 of 2, task 0 of 3
+    write_lines(src / "f0.txt", [f"y{i}" for i in range(10)])  # task 0 of 2, task 1 of 3
+    old = Task(src, local, 1, 2)
+    got = old.pump(30)
+    assert lines(got) == [f"x{i}" for i in range(10)]
+    old.ack(got[:3])
+    old.crash()
+    zero, one = Task(src, local, 0, 3), Task(src, local, 1, 3)
+    got = zero.pump(30)
+    assert lines(got) == [f"x{i}" for i in range(3, 10)]  # from task 1's committed offset
+    zero.ack(got)
+    zero.pump(1)
+    (src / "f2.txt.done").rename(archive / "f2.txt.done")  # the archiver
+    progress = local / "filespout" / "lines"
+    got = one.pump(30)
+    assert lines(got) == [f"y{i}" for i in range(10)]
+    one.ack(got)  # commits: f2.txt's record dropped, silently
+    one.pump(1)
+    assert set(json.loads((progress / "task-0.json").read_text())["finished"]) == {"f2.txt"}
+    assert load_progress(progress / "task-1.json", "lines", str(src)) == {}
+    zero.spout.close()  # its commit forgets f2.txt, which no task holds a record of any more
+    assert "finished" not in json.loads((progress / "task-0.json").read_text())

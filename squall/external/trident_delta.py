@@ -15,7 +15,11 @@ a partition wrote. Nothing is buffered past the call: a batch that fails after i
 the table, the task's `CachedMap` and the txids stored in the rows agreeing. A replayed txid goes through the same `TransactionalMap`/`OpaqueMap` rules as any
 map state (ignored, or recomputed from ``prev``) and its MERGE rewrites the same rows. A MERGE that
 loses a race with another writer is retried on the new version; any other failure of the write
-fails the batch (`squall.FailedException`), which Trident replays. A write of a txid below the
+or of a read fails the batch, which Trident replays: a `squall.ReportedFailedException` (logged,
+in the topology's errors) naming the table, partition and txid and whether a replay can pass
+(`Failure`: a table whose columns changed under the state, a path not writable ... cannot),
+counted in `FAILURES_METRIC`. The table's columns are checked before each read and MERGE, which
+would write into a changed table without a word. A write of a txid below the
 partition's ``txid`` in the table is refused (`squall.FailedException`): it comes from a stale
 copy of the task (a zombie whose worker was taken for dead and resumed, its batch committed by
 the task that replaced it), whose values were read before the later batches' writes. An opaque
@@ -26,18 +30,27 @@ cached version of a txid the replacement replayed.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
+import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction
-from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake.exceptions import (
+    CommitFailedError,
+    DeltaError,
+    DeltaProtocolError,
+    SchemaMismatchError,
+    TableNotFoundError,
+)
 
 from .._config import Config
-from .._errors import FailedException
+from .._errors import FailedException, ReportedFailedException
+from ..metric import MultiCountMetric
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
 from ._sink_batch import drops_a_fraction, safe_name
 from ._trident_map import StateType, build_map_state
@@ -46,6 +59,28 @@ __all__ = ["DeltaMapState", "DeltaMapStateError", "DeltaMapStateFactory"]
 
 TXID, PREV = "txid", "prev"
 _MERGE_TRIES = 5
+
+FAILURES_METRIC = "DeltaMapState-failures"
+"""The metric each task of a `DeltaMapState` registers (`squall.metric.MultiCountMetric`): per
+bucket, the failed reads and writes of its batches, under ``"transient"`` (a replay may succeed)
+and ``"permanent"`` (every replay fails the same way until someone changes the table or the
+store). Every failure is also reported (`squall.ReportedFailedException`: the worker log, the
+topology's errors in the UI and REST API)."""
+
+TRANSIENT, PERMANENT = "transient", "permanent"
+
+# a store's refusal that no replay gets past: the path made read-only or not ours to write
+_REFUSED_FOR_GOOD = re.compile(r"permission denied|read-only file system|access denied|forbidden|"
+                               rf"os error ({errno.EACCES}|{errno.EPERM}|{errno.EROFS})\b", re.IGNORECASE)
+
+
+class Failure(NamedTuple):
+    """Why a batch's read or write of a `DeltaMapState` failed: ``kind`` (`TRANSIENT` or
+    `PERMANENT`), what happened, and for a permanent one what must change before a replay can pass."""
+
+    kind: str
+    what: str
+    fix: str = ""
 
 
 class DeltaMapStateError(ValueError):
@@ -68,11 +103,13 @@ def _columns(state_type: StateType, key_schema: pa.Schema, value_field: str, val
 class DeltaMapState(IBackingMap):
     """The backing map in a Delta table; see the module docstring. Built by its factories."""
 
-    def __init__(self, factory: DeltaMapStateFactory, partition_index: int, app_id: str) -> None:
+    def __init__(self, factory: DeltaMapStateFactory, partition_index: int, app_id: str,
+                 failures: MultiCountMetric | None = None) -> None:
         self.f = factory
         self.keys = factory.key_schema.names
         self.app_id = safe_name(f"{app_id}-{partition_index}")
         self.txid: int | None = None
+        self.failures = failures if failures is not None else MultiCountMetric()
         self._ensure_table()
 
     @staticmethod
@@ -109,6 +146,57 @@ class DeltaMapState(IBackingMap):
     def _table(self) -> DeltaTable:
         return DeltaTable(self.f.table_uri, storage_options=self.f.storage_options)
 
+    def _fail(self, doing: str, failure: Failure) -> ReportedFailedException:
+        """The batch's failure to raise, counted in `FAILURES_METRIC` and reported: Trident
+        replays the batch with the same txid either way (it cannot skip a batch and keep its
+        counts exact), but a user must see a replay that can never pass, which used to go on
+        without a word."""
+        self.failures.scope(failure.kind).incr()
+        batch = f"txid {self.txid}" if self.txid is not None else "the batch"  # a query's: no txid
+        if failure.kind == PERMANENT:
+            then = (f"a permanent failure: every replay of {batch} fails the same way, and the topology's "
+                    f"later batches wait behind it, until {failure.fix}")
+        else:
+            then = f"a transient failure: {batch} is replayed"
+        return ReportedFailedException(f"DeltaMapState {self.f.table_uri} (partition {self.app_id}): {doing} of "
+                                       f"{batch} failed: {failure.what} ({then})")
+
+    def _schema_changed(self, table: DeltaTable) -> Failure | None:
+        """A permanent failure if the table's columns are no longer the state's: changed under a
+        running topology (a column added, dropped or of another type), which a MERGE would write
+        into without a word (dropping ``txid`` drops what makes a replay exact) and a read cannot cast."""
+        try:
+            existing = pa.schema(table.schema().to_arrow())
+        except (DeltaError, pa.ArrowException, ValueError, TypeError):
+            return None
+        want = self.f.schema
+        if existing.names != want.names:
+            return Failure(PERMANENT, f"the table's columns are now {existing.names}; this {self.f.state_type.value} "
+                                      f"state needs {want.names}", "the table has the state's columns again")
+        for field in want:
+            had = existing.field(field.name).type
+            if _plain(had) != _plain(field.type):
+                return Failure(PERMANENT, f"the table's column {field.name!r} is now {had}; this state needs "
+                                          f"{field.type}", "the table has the state's columns again")
+        return None
+
+    def _classify(self, e: BaseException, table: DeltaTable | None) -> Failure:
+        """Whether ``e``, a read's or a MERGE's, can pass on a replay."""
+        what = f"{type(e).__name__}: {e}"
+        if isinstance(e, TableNotFoundError):
+            return Failure(PERMANENT, what, f"a Delta table is at {self.f.table_uri} again")
+        changed = self._schema_changed(table) if table is not None else None
+        if changed is not None:
+            return Failure(PERMANENT, f"{changed.what} ({what})", changed.fix)
+        if isinstance(e, (SchemaMismatchError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)):
+            return Failure(PERMANENT, what, "the table's rows fit the state's columns again")
+        if isinstance(e, DeltaProtocolError):
+            return Failure(PERMANENT, what, "the table's protocol is one deltalake can write")
+        if isinstance(e, PermissionError) or _REFUSED_FOR_GOOD.search(str(e)):
+            return Failure(PERMANENT, what, f"{self.f.table_uri} can be written again (its permissions, a "
+                                            f"read-only mount, the store's credentials)")
+        return Failure(TRANSIENT, what)
+
     def _key(self, key: Sequence[Any]) -> tuple:
         key = tuple(key)
         if len(key) != len(self.keys):
@@ -133,14 +221,20 @@ class DeltaMapState(IBackingMap):
     def _read(self, keys: list[tuple], at: DeltaTable | None = None) -> dict[tuple, Any]:
         """The stored values of ``keys`` in the table's version ``at`` (its current one by default)."""
         first = self.keys[0]
+        delta = at
         try:
+            if delta is None:
+                delta = self._table()
+            changed = self._schema_changed(delta)
+            if changed is not None:
+                raise self._fail("reading", changed)
             # filtered after the read, cast to the state's own schema: MERGE writes strings as
             # string_view, which a filter pushed into the scan cannot compare with the keys
-            table = (at or self._table()).to_pyarrow_dataset().to_table().cast(self.f.schema)
+            table = delta.to_pyarrow_dataset().to_table().cast(self.f.schema)
             column = table[first]
             rows = table.filter(pc.is_in(column, value_set=pa.array([k[0] for k in keys], column.type))).to_pylist()
         except (OSError, pa.ArrowException, DeltaError) as e:
-            raise FailedException(f"DeltaMapState {self.f.table_uri}: reading failed: {e}") from None
+            raise self._fail("reading", self._classify(e, delta)) from None
         wanted = set(keys)
         out: dict[tuple, Any] = {}
         for row in rows:
@@ -202,12 +296,17 @@ class DeltaMapState(IBackingMap):
         props = CommitProperties(custom_metadata={"squall.app": self.app_id, "squall.txid": str(txid)},
                                  app_transactions=[Transaction(self.app_id, txid)] if txid is not None else None)
         for attempt in range(_MERGE_TRIES):
-            table = self._table()
-            if txid is not None:
-                self._check_not_stale(table, txid)
-                if self.f.state_type is StateType.OPAQUE:
-                    self._check_prevs(table, rows, source, txid)
+            table = None
             try:
+                table = self._table()
+                # checked before each MERGE, which writes into a changed table without a word
+                changed = self._schema_changed(table)
+                if changed is not None:
+                    raise self._fail("MERGE", changed)
+                if txid is not None:
+                    self._check_not_stale(table, txid)
+                    if self.f.state_type is StateType.OPAQUE:
+                        self._check_prevs(table, rows, source, txid)
                 (table.merge(source, on, source_alias="s", target_alias="t", commit_properties=props)
                  .when_matched_update_all().when_not_matched_insert_all().execute())
                 break
@@ -216,14 +315,14 @@ class DeltaMapState(IBackingMap):
                 # past which delta-rs does not rebase a commit of the same application id):
                 # redo ours on the new version, checked again
                 if attempt == _MERGE_TRIES - 1:
-                    raise FailedException(f"DeltaMapState {self.f.table_uri}: MERGE of txid {txid} lost "
-                                          f"{_MERGE_TRIES} races with other writers: {e}") from None
-            except (OSError, DeltaError) as e:
+                    raise self._fail("MERGE", Failure(TRANSIENT, f"it lost {_MERGE_TRIES} races with other "
+                                                                 f"writers: {e}")) from None
+            except (OSError, DeltaError, pa.ArrowException) as e:
                 # the store's failure (a read-only or full disk, an object store that does not
-                # answer: deltalake raises those as DeltaError): the batch fails and replays, as
-                # the reads' do, rather than the bare DeltaError escaping as an operation's error
-                raise FailedException(f"DeltaMapState {self.f.table_uri}: MERGE of txid {txid} failed: "
-                                      f"{type(e).__name__}: {e}") from None
+                # answer: deltalake raises those as DeltaError), or the table's: the batch fails
+                # and replays, as the reads' do, rather than the bare DeltaError escaping as an
+                # operation's error; said, and told apart from one a replay can get past
+                raise self._fail("MERGE", self._classify(e, table)) from None
 
 
     def _check_not_stale(self, table: DeltaTable, txid: int) -> None:
@@ -269,6 +368,15 @@ class DeltaMapState(IBackingMap):
                     f"before txid {txid}: refused, it was read from a stale copy (a task's cache written by a "
                     f"copy of it taken for dead, or by one whose batch another copy replayed); the batch's "
                     f"replay reads the table again")
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    """``t`` with its string and binary variants as one (MERGE writes strings as string_view)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.binary()
+    return t
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -319,5 +427,19 @@ class DeltaMapStateFactory(StateFactory):
 
     def make_state(self, conf: dict, metrics: Any, partition_index: int, num_partitions: int) -> Any:
         """A map state for partition ``partition_index``; see the module docstring."""
-        backing = DeltaMapState(self, partition_index, self.app_id_in(conf))
+        backing = DeltaMapState(self, partition_index, self.app_id_in(conf), _failures_metric(conf, metrics))
         return build_map_state(backing, self.state_type, self.local_cache_size, self.global_key)
+
+
+def _failures_metric(conf: dict, metrics: Any) -> MultiCountMetric | None:
+    """The task's `FAILURES_METRIC`, registered with ``metrics`` (the task's context, Storm's
+    IMetricsContext) every ``topology.builtin.metrics.bucket.size.secs``; one for every Delta
+    map state of the task. None where there is no context to register it with."""
+    if metrics is None or not callable(getattr(metrics, "register_metric", None)):
+        return None
+    known = getattr(metrics, "get_registered_metric_by_name", None)
+    metric = known(FAILURES_METRIC) if callable(known) else None
+    if metric is None:
+        bucket = conf.get(Config.TOPOLOGY_BUILTIN_METRICS_BUCKET_SIZE_SECS) or 60
+        metric = metrics.register_metric(FAILURES_METRIC, MultiCountMetric(), int(bucket))
+    return metric

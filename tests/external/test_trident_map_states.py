@@ -253,23 +253,92 @@ def test_delta_a_value_whose_fraction_an_integer_column_would_cut_off_is_refused
     assert read(f, "a", "b") == [None, None]  # nothing written
 
 
-def test_delta_a_write_the_store_refuses_fails_the_batch_naming_the_table_and_txid(tmp_path, monkeypatch):
-    """deltalake raises a store's failure (a read-only or full disk) as a DeltaError, which
-    escaped the state bare, where its docs promise a FailedException (a batch that replays,
-    also under topology.bolt.fail.fast) naming the state's table and txid."""
+class Metrics:
+    """The part of a task's context (Storm's IMetricsContext) a state registers its metrics with."""
+
+    def __init__(self):
+        self.registered = {}
+
+    def register_metric(self, name, metric, bucket_secs):
+        self.registered[name] = metric
+        return metric
+
+    def get_registered_metric_by_name(self, name):
+        return self.registered.get(name)
+
+
+def test_delta_a_write_the_store_refuses_fails_the_batch_saying_whether_a_replay_can_pass(tmp_path, monkeypatch):
+    """A store's failure (deltalake raises a read-only or full disk, an object store that does
+    not answer, as a DeltaError) fails the batch, which Trident replays with its txid. It was a
+    quiet FailedException: a path made read-only replayed the batch forever with nothing in the
+    log, the UI or a metric. It is now reported (ReportedFailedException) naming the table, the
+    partition and the txid, says whether a replay can pass, and is counted in the task's
+    DeltaMapState-failures metric."""
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
 
-    f = DeltaMapState.transactional(tmp_path / "t", KEYS, pa.int64())
-    assert batch(f, 1, {"a": 1}) == {"a": 1}
+    from squall import ReportedFailedException
 
-    def refused(*args, **kwargs):
-        raise DeltaError("Generic LocalFileSystem error: Unable to open file: Read-only file system (os error 30)")
-    with monkeypatch.context() as m:
-        m.setattr(DeltaTable, "merge", refused)
-        with pytest.raises(FailedException, match=r"DeltaMapState .*/t: MERGE of txid 2 failed: DeltaError: .*Read-only"):
-            batch(f, 2, {"a": 1})
-    assert batch(f, 2, {"a": 1}) == {"a": 2}  # the replay, once the store takes writes again
+    metrics = Metrics()
+    state = DeltaMapState.transactional(tmp_path / "t", KEYS, pa.int64()).make_state({}, metrics, 0, 1)
+    failures = metrics.registered["DeltaMapState-failures"]
+
+    def commit(txid):
+        state.begin_commit(txid)
+        out = state.multi_update([["a"]], [Add(1)])
+        state.commit(txid)
+        return out
+
+    assert commit(1) == [1]
+    for error, kind in [("Generic LocalFileSystem error: Unable to open file: Read-only file system (os error 30)",
+                         "a permanent failure: every replay of txid 2 fails the same way"),
+                        ("Generic S3 error: connection reset by peer", "a transient failure: txid 2 is replayed")]:
+        def refused(*args, error=error, **kwargs):
+            raise DeltaError(error)
+        with monkeypatch.context() as m:
+            m.setattr(DeltaTable, "merge", refused)
+            with pytest.raises(ReportedFailedException) as e:
+                commit(2)
+        assert f"DeltaMapState {tmp_path / 't'} (partition squall-trident-0): MERGE of txid 2 failed: " \
+               f"DeltaError: {error} ({kind}" in str(e.value)
+    assert failures.get_value_and_reset() == {"permanent": 1, "transient": 1}
+    assert commit(2) == [2]  # the replay, once the store takes writes again
+    assert not any(failures.get_value_and_reset().values())
+
+
+@pytest.mark.parametrize("change", ["drop txid", "value to string", "add a column"])
+def test_delta_a_table_changed_under_a_running_state_is_a_permanent_reported_failure(tmp_path, change):
+    """The table's schema changed under a running topology (overwritten with its txid column
+    dropped, its value column of another type, a column added). A MERGE from the task's cache
+    wrote into it without a word (dropping the txid that keeps a replay exact; the count turned
+    into the string '2'), and a read failed as a quiet FailedException the batch replayed
+    forever. Both are now a reported permanent failure naming the column, and nothing is written."""
+    from deltalake import write_deltalake
+
+    from squall import ReportedFailedException
+
+    uri = tmp_path / "t"
+    metrics = Metrics()
+    state = DeltaMapState.transactional(uri, KEYS, pa.int64()).make_state({}, metrics, 0, 1)
+    state.begin_commit(1)
+    assert state.multi_update([["a"]], [Add(1)]) == [1]
+    state.commit(1)
+    table = deltalake.DeltaTable(str(uri)).to_pyarrow_table()
+    table, says = {"drop txid": (table.drop(["txid"]), r"columns are now \['word', 'value'\]"),
+                   "value to string": (table.set_column(1, "value", pa.array(["one"])),
+                                       "column 'value' is now string; this state needs int64"),
+                   "add a column": (table.append_column("extra", pa.array(["x"])), "'extra'")}[change]
+    write_deltalake(str(uri), table, mode="overwrite", schema_mode="overwrite")
+    before = rows(uri)
+    state.begin_commit(2)
+    assert state.multi_update([["a"]], [Add(1)]) == [2]  # from the task's cache
+    with pytest.raises(ReportedFailedException, match=f"MERGE of txid 2 failed: .*{says}.*a permanent failure"):
+        state.commit(2)
+    state.begin_commit(2)  # the replay, its cache dropped: read
+    with pytest.raises(ReportedFailedException, match=f"reading of txid 2 failed: .*{says}.*a permanent failure"):
+        state.multi_update([["a"]], [Add(1)])
+    assert rows(uri) == before
+    assert metrics.registered["DeltaMapState-failures"].get_value_and_reset() == {"permanent": 2}
 
 
 def test_delta_partitions_merge_into_one_table(tmp_path):

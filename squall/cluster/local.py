@@ -15,6 +15,7 @@ give a topology machines of its own.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import random
 import secrets
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Self, cast
 
 if TYPE_CHECKING:
     from .._context import TopologyContext
+    from ..drpc.local import Crash, LocalDRPC
 
 from .._config import SECRET_KEY, Config, cluster_conf, conf_value, topology_conf
 from .._errors import SquallError
@@ -100,6 +102,7 @@ class LocalCluster:
                              for launcher in self._launchers]
         self._sync_lock = threading.Lock()
         self._closed = False
+        self._drpc_watched: list[tuple[LocalDRPC, tuple[int, str]]] = []  # `_watch_drpc`
         self._timers = Timers("squall-local-nimbus")  # real time: it only looks at the master's clock
         self._tick_log = RateLimitedLog(log, limit=1, period=60.0)
         self._offer(0)
@@ -218,9 +221,54 @@ class LocalCluster:
         self._offer(workers)
         self._sync()  # the new slots are registered before the master places the topology
         storm_id = self._direct.submit(name, given, topology, initial_status)
+        self._watch_drpc(storm_id, topology)
         self._sync()
         self._await_workers(storm_id)
         log.info("Submitted topology %s (%s)", name, storm_id)
+
+    def _watch_drpc(self, storm_id: str, topology: StormTopology) -> None:
+        """Tells each `LocalDRPC` a DRPC spout of ``topology`` serves (its functions') how to ask
+        this cluster whether the topology crashed, so that a request waiting on a topology that
+        crash-loops (a bolt raising in ``prepare``, a spout dying in ``open``) fails soon, naming
+        the component and its error, rather than at ``drpc.request.timeout.secs``."""
+        from ..drpc.local import local_drpc
+
+        for function, service_id in sorted(_local_drpc_functions(topology)):
+            drpc = local_drpc(service_id)
+            if drpc is not None:
+                key = (id(self), storm_id)
+                drpc.watch(function, key, functools.partial(self._drpc_crash, storm_id))
+                self._drpc_watched.append((drpc, key))
+
+    def _unwatch_drpc(self, storm_id: str | None = None) -> None:
+        """``storm_id``'s (every topology's, for None) `LocalDRPC` functions are no longer served here."""
+        keep = []
+        for drpc, key in self._drpc_watched:
+            if storm_id is None or key[1] == storm_id:
+                drpc.unwatch(key)
+            else:
+                keep.append((drpc, key))
+        self._drpc_watched = keep
+
+    def _drpc_crash(self, storm_id: str) -> Crash | None:
+        """The newest crash of ``storm_id`` (`squall.drpc.local.Crash`), or None if its workers
+        never died (or it is gone)."""
+        from ..drpc.local import Crash
+
+        deaths = self._direct.run(self.master.worker_deaths, storm_id)
+        if deaths is None or (deaths.restarts == 0 and deaths.newest is None):
+            return None
+        e = deaths.newest
+        if e is None:
+            cause = "its worker died"
+        else:
+            cause = f"[{e.component}]{f' task {e.task}' if e.task >= 0 else ''}: {e.error}"
+        then = ("it is held before its next restart (a crash loop)" if deaths.held
+                else "its worker restarts, and may crash again")
+        signature = (deaths.restarts,) + ((e.time, e.last_time, e.count) if e is not None else ())
+        return Crash(signature, f"topology {deaths.name!r}, which serves it on this LocalCluster, crashed: {cause} "
+                                f"(its workers died {deaths.restarts} time{'s' * (deaths.restarts != 1)}; {then})",
+                     deaths.held)
 
     def _await_workers(self, storm_id: str) -> None:
         """Wait until every worker of ``storm_id`` has built its executors and reported in (or
@@ -253,6 +301,7 @@ class LocalCluster:
         """
         _check_wait(wait_secs)
         storm_id = self._storm_id(name)
+        self._unwatch_drpc(storm_id)
         self._nimbus.kill(name, wait_secs)
         for agent in self._agents(storm_id):
             agent.beat()
@@ -306,6 +355,7 @@ class LocalCluster:
             self._ui.stop()
             self._ui = None
         self._timers.stop()
+        self._unwatch_drpc()
         for name in self.get_topology_names():
             try:
                 self._nimbus.kill(name, 0)
@@ -463,3 +513,35 @@ def _copied(value: Any) -> Any:
     if kind in _SHARED:
         return value
     return copy.deepcopy(value)
+
+
+def _local_drpc_functions(topology: StormTopology) -> set[tuple[str, str]]:
+    """(function, `LocalDRPC` service id) of every DRPC spout of ``topology`` given a
+    `LocalDRPC`: a component itself, or held by one (a Trident DRPC stream's spout, inside its
+    emitter), looked for a few objects deep."""
+    from ..drpc.components import DRPCSpout
+
+    found: set[tuple[str, str]] = set()
+    seen: set[int] = set()
+
+    def walk(obj: Any, depth: int) -> None:
+        if depth > 4 or id(obj) in seen:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, DRPCSpout):
+            if obj.local_drpc_id is not None:
+                found.add((obj.function, obj.local_drpc_id))
+            return
+        if isinstance(obj, dict):
+            items: Any = obj.values()
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            items = obj
+        else:
+            items = getattr(obj, "__dict__", {}).values()
+        for item in items:
+            if not isinstance(item, (str, bytes, int, float, bool, type(None))):
+                walk(item, depth + 1)
+
+    for spec in topology.components.values():
+        walk(spec.obj, 0)
+    return found

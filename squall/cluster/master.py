@@ -362,6 +362,17 @@ class _Persisted(NamedTuple):
                                for sid, s in master.supervisors.items()}, sort_keys=True))
 
 
+
+class WorkerDeaths(NamedTuple):
+    """`Master.worker_deaths`: ``restarts``, the topology's workers' restarts after a death so
+    far; ``newest``, its newest fatal error (a component's that ended its worker, or a worker's
+    own), if any; ``held``, every worker of it waits out a crash backoff now (it crash-loops)."""
+
+    name: str
+    restarts: int
+    newest: ErrorRecord | None
+    held: bool
+
 class Master:
     """Nimbus's state and verbs; see the module docstring. Served by a
     `squall.cluster.server.MasterServer` (``squall nimbus``), or called directly by a
@@ -1327,6 +1338,19 @@ class Master:
     def workers_wanted(self) -> int:
         """The workers every topology asks for (``topology.workers``), killed ones until removed."""
         return sum(t.plan.num_workers for t in self.topologies.values())
+
+    def worker_deaths(self, storm_id: str) -> WorkerDeaths | None:
+        """How ``storm_id``'s workers have died so far (None: no such topology): for a host that
+        must tell a waiting caller at once (`LocalCluster`'s `LocalDRPC` requests)."""
+        topo = self._find(storm_id)
+        if topo is None:
+            return None
+        states = [topo.slot(slot) for slot in topo.assignment]
+        fatal = [e for e in topo.errors if e.fatal]
+        newest = max(fatal, key=lambda e: max(e.time, e.last_time), default=None)
+        now = self.mono()
+        return WorkerDeaths(topo.plan.name, sum(s.restarts for s in states), newest,
+                            bool(states) and all(s.retry_at > now for s in states))
 
     def _find(self, storm_id: str) -> _Topo | None:
         for topo in self.topologies.values():

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from .core import (
     DEFAULT_REQUEST_TIMEOUT_SECS,
@@ -26,6 +26,26 @@ from .core import (
 
 _registry_lock = threading.Lock()
 _registry: dict[str, LocalDRPC] = {}
+
+CRASH_POLL_SECS = 0.2
+"""How often a waiting `LocalDRPC.execute` asks the `LocalCluster` running the function's topology
+whether that topology crashed meanwhile."""
+
+
+class Crash(NamedTuple):
+    """The newest crash of a topology serving a function (a worker that died of a component's
+    error: raised in ``prepare``/``open``, or under ``topology.bolt.fail.fast``), as its
+    `LocalCluster` tells it: ``signature`` changes with each new crash, ``reason`` names the
+    topology, the component and its error, and ``down`` says that no worker of it runs now
+    (it waits for its next restart)."""
+
+    signature: tuple
+    reason: str
+    down: bool
+
+
+CrashProbe = Callable[[], "Crash | None"]
+"""Asks a `LocalCluster` for the newest crash of one of its topologies (None: none, or gone)."""
 
 
 def local_drpc(service_id: str) -> LocalDRPC | None:
@@ -63,6 +83,9 @@ class LocalDRPC:
         self._book = RequestBook(request_timeout_secs)
         self._clock = clock
         self._service_id = f"local-drpc-{uuid.uuid4().hex}"
+        # per function, the topologies serving it on a LocalCluster of this process (`watch`)
+        self._watch_lock = threading.Lock()
+        self._probes: dict[str, dict[Any, CrashProbe]] = {}
         with _registry_lock:
             _registry[self._service_id] = self
 
@@ -82,9 +105,19 @@ class LocalDRPC:
         waiter = _Waiter()
         request = self._book.submit(function, args, self._clock(), waiter)
         deadline = self._book.deadline(request.request_id)
-        while deadline is not None and not waiter.done.wait(max(0.0, deadline - self._clock())):
+        crashes = _Crashes(self._probes_of(function))
+        why = crashes.down()  # a topology that crashed and has no worker now: no wait for its next crash
+        while why is None and deadline is not None:
+            left = max(0.0, deadline - self._clock())
+            if waiter.done.wait(min(left, CRASH_POLL_SECS) if crashes else left):
+                break
+            why = crashes.since()
             self._book.expire(self._clock())
             deadline = self._book.deadline(request.request_id)
+        if why is not None:
+            # the topology serving it crashed (it crash-loops, or lost the request with its
+            # worker): said now, with the component and its error, not at drpc.request.timeout.secs
+            self._book.fail(request.request_id, why)
         waiter.done.wait()  # ended: by now its outcome was delivered (or is being, by another thread)
         outcome = waiter.outcome
         if outcome is None or (outcome.result is None and outcome.error is None):
@@ -92,6 +125,23 @@ class LocalDRPC:
         if outcome.error is not None:
             raise outcome.error
         return outcome.result  # type: ignore[return-value]
+
+    # --- what a LocalCluster running a topology that serves this server calls ----------------------
+    def watch(self, function: str, key: Any, probe: CrashProbe) -> None:
+        """A topology (``key``, its cluster's) serves ``function`` from this server: a waiting
+        `execute` of it fails as soon as ``probe`` tells a crash of it, naming its cause."""
+        with self._watch_lock:
+            self._probes.setdefault(function, {})[key] = probe
+
+    def unwatch(self, key: Any) -> None:
+        """The topology ``key`` no longer runs (killed, or its cluster shut down)."""
+        with self._watch_lock:
+            for probes in self._probes.values():
+                probes.pop(key, None)
+
+    def _probes_of(self, function: str) -> list[CrashProbe]:
+        with self._watch_lock:
+            return list(self._probes.get(function, {}).values())
 
     # --- what the DRPC spout and the return bolt call (Storm's DistributedRPCInvocations) ---------
     def fetch_request(self, function: str) -> DRPCRequest | None:
@@ -130,6 +180,33 @@ class LocalDRPC:
 
     def __repr__(self) -> str:
         return f"LocalDRPC({self._service_id})"
+
+
+class _Crashes:
+    """The crashes of the topologies serving one request's function, from when it came."""
+
+    def __init__(self, probes: list[CrashProbe]) -> None:
+        self.probes = probes
+        self.first = [probe() for probe in probes]
+
+    def __bool__(self) -> bool:
+        return bool(self.probes)
+
+    def down(self) -> str | None:
+        """Why the request cannot be served now: a topology serving it crashed and has no worker
+        running (between two restarts of a crash loop); None if one may serve it."""
+        if not self.first or not all(c is not None and c.down for c in self.first):
+            return None
+        return "; ".join(c.reason for c in self.first if c is not None)
+
+    def since(self) -> str | None:
+        """Why the request will not be answered: a topology serving it crashed since it came (its
+        worker, which may have held it, died); None if none did."""
+        for probe, first in zip(self.probes, self.first, strict=True):
+            now = probe()
+            if now is not None and (first is None or now.signature != first.signature):
+                return now.reason
+        return None
 
 
 def _by_id(service_id: str) -> LocalDRPC:

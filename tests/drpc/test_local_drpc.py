@@ -109,6 +109,51 @@ def test_a_failed_tuple_fails_the_request_at_once(running, args, why):
     assert (drpc.stats().failed, drpc.stats().returned, drpc.stats().timed_out) == (1, 1, 0)
 
 
+class BrokenModel(Exclaim):
+    """`Exclaim` that cannot load what it needs: raises in ``prepare``."""
+
+    def prepare(self, conf, context, collector):
+        raise RuntimeError("cannot load the model file /models/x.bin")
+
+
+class DeadFeed(squall.Spout):
+    """A spout whose source is gone: raises in ``open``."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(["x"]))
+
+    def open(self, conf, context, collector):
+        raise OSError("the feed at /dev/feed is gone")
+
+    def next_tuple(self):
+        pass
+
+
+@pytest.mark.parametrize("broken, where, says", [
+    ("bolt", "[exclaim] task ", "RuntimeError: cannot load the model file /models/x.bin"),
+    ("spout", "[feed] task ", "OSError: the feed at /dev/feed is gone")])
+def test_a_request_to_a_crash_looping_topology_fails_soon_naming_the_component_and_error(broken, where, says):
+    """A bolt that raises in prepare, or a spout of the topology that dies in open, kills its
+    worker at each restart. execute waited out the whole drpc.request.timeout.secs (600 s by
+    default) and then said no spout had asked for the function. It now fails as soon as the
+    cluster saw the crash (FAILED_REQUEST, not SERVER_TIMEOUT), with the component and its error."""
+    with LocalDRPC(request_timeout_secs=60) as drpc, LocalCluster() as cluster:
+        builder = TopologyBuilder()
+        builder.set_spout("drpc", DRPCSpout("exclamation", drpc))
+        builder.set_bolt("exclaim", BrokenModel() if broken == "bolt" else Exclaim()).shuffle_grouping("drpc")
+        builder.set_bolt("return", ReturnResults()).shuffle_grouping("exclaim")
+        if broken == "spout":
+            builder.set_spout("feed", DeadFeed())
+        cluster.submit_topology("crashing", {}, builder.create_topology())
+        for _ in range(2):  # one waiting for the crash, one while its worker is held (a crash loop)
+            result, error = guarded(drpc.execute, "exclamation", "hello")
+            assert result is None and isinstance(error, DRPCExecutionException)
+            assert error.type is DRPCExceptionType.FAILED_REQUEST, error
+            assert f"topology 'crashing', which serves it on this LocalCluster, crashed: {where}" in str(error)
+            assert says in str(error)
+        assert (drpc.stats().failed, drpc.stats().timed_out) == (2, 0)
+
+
 def test_a_request_nobody_answers_times_out():
     with LocalDRPC(request_timeout_secs=0.2) as drpc:
         result, error = guarded(drpc.execute, "nobody-serves-this", "x")

@@ -26,6 +26,7 @@ from squall.testing import (
     read_tuples,
     track_and_capture_topology,
     tracked_wait,
+    with_simulated_time_local_cluster,
     with_tracked_cluster,
 )
 from squall.testing._registry import SharedFlag
@@ -151,6 +152,55 @@ def test_windows_are_tested_with_a_tracked_wait_which_waits_for_processing_not_a
                                                  [13 + 14 + 15 + 16], [17 + 18 + 19 + 20]]
     # (0, 5 s]: 1..7; (5 s, 10 s]: 8..14; the watermark (14 s) has not reached 15 s
     assert read_tuples(results, "by_time") == [[sum(range(1, 8))], [sum(range(8, 15))]]
+
+
+class WindowStats(BaseWindowedBolt):
+    """Per activation: the window's sum, and how many tuples it holds, are new, expired."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("sum", "size", "new", "expired"))
+
+    def execute(self, window):
+        self.collector.emit([sum(t["n"] for t in window.get()), len(window.get()), len(window.get_new()),
+                             len(window.get_expired())])
+
+
+def windowed(**bolts):
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", FeederSpout(Fields("n")))
+    for cid, bolt in bolts.items():
+        builder.set_bolt(cid, bolt).global_grouping("numbers")
+    return builder.create_topology()
+
+
+def test_count_windows_complete_with_every_window_storm_fires():
+    """A count window keeps its last tuples (fewer than its sliding count) until more input
+    comes, which fixed input never sends: complete_topology timed out, and returned nothing of
+    the windows that had fired. It now ends once every input tuple was emitted, the topology is
+    idle and the only tuples pending are in such windows (count triggers, or event time), and
+    returns each window Storm's fire on these 10 tuples."""
+    topology = windowed(tumbling=WindowStats().with_tumbling_window(Count.of(4)),
+                        sliding=WindowStats().with_window(Count.of(4), Count.of(2)),
+                        by_count=WindowStats().with_window(Duration.seconds(20), Count.of(3)))
+    result = complete_topology(None, topology, {"numbers": [[n] for n in range(1, 11)]}, timeout_secs=15)
+    assert read_tuples(result, "tumbling") == [[1 + 2 + 3 + 4, 4, 4, 0], [5 + 6 + 7 + 8, 4, 4, 4]]
+    assert read_tuples(result, "sliding") == [[1 + 2, 2, 2, 0], [10, 4, 2, 0], [18, 4, 2, 2], [26, 4, 2, 2],
+                                              [34, 4, 2, 2]]
+    assert read_tuples(result, "by_count") == [[6, 3, 3, 0], [21, 6, 3, 0], [45, 9, 3, 0]]
+
+
+def test_sliding_time_windows_on_simulated_time_hold_a_tuple_in_each_of_its_windows():
+    """On a SimulatedClock the tuples arrive at the instant the window's timer starts: stamped
+    with it, they were on the boundary of the window ending one length later, and a sliding
+    window of 10 s every 5 s had them in one window, not two (10 s every 3 s: in 3 of 4)."""
+    topology = windowed(tumbling=WindowStats().with_tumbling_window(Duration.seconds(5)),
+                        halves=WindowStats().with_window(Duration.seconds(10), Duration.seconds(5)),
+                        thirds=WindowStats().with_window(Duration.seconds(9), Duration.seconds(3)))
+    with with_simulated_time_local_cluster() as cluster:
+        result = complete_topology(cluster, topology, {"numbers": [[n] for n in range(1, 11)]}, timeout_secs=15)
+    assert read_tuples(result, "tumbling") == [[55, 10, 10, 0]]
+    assert read_tuples(result, "halves") == [[55, 10, 10, 0], [55, 10, 0, 0]]
+    assert read_tuples(result, "thirds") == [[55, 10, 10, 0], [55, 10, 0, 0], [55, 10, 0, 0]]
 
 
 class Router(Bolt):

@@ -9,10 +9,11 @@ killed.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._config import Config, conf_value
 from .._errors import InvalidTopologyException
@@ -21,6 +22,8 @@ from .._grouping import DIRECT, GLOBAL, Grouping
 from .._system import DEFAULT_STREAM
 from .._topology import ComponentSpec, StormTopology
 from ._helpers import FixedTuple, FixedTupleSpout, TupleCaptureBolt, fixed_tuple
+
+log = logging.getLogger(__name__)
 
 
 class MockedSources:
@@ -239,10 +242,28 @@ def _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topol
             cluster.advance_cluster_time(11)
         deadline = time.monotonic() + timeout_secs
         idle_checks = 0
+        waiting_windows = 0  # looks in a row that found the rest held by windows only input fires
+        waiting_since = 0.0
+        ended_held = False
         looks = 0
-        while idle_checks < 3:
+        while idle_checks < 3 and not ended_held:
             if looks % 10 == 0:  # every 50 ms or so: a look costs about 1 ms
                 _raise_on_crash(cluster, name)
+                held = _held_for_input(cluster, name, rewritten, spouts, capture_id)
+                if held is None:
+                    waiting_windows = 0
+                else:
+                    if not waiting_windows:
+                        waiting_since = time.monotonic()
+                    waiting_windows += 1
+                    # an event-time window's watermark moves on its timer: two of its intervals
+                    # after the last input, every window the tuples reach has fired
+                    ended_held = waiting_windows >= 3 and time.monotonic() - waiting_since >= 2 * held.settle_secs
+                    if ended_held:
+                        log.info("complete_topology: every input tuple was emitted and every window that can "
+                                 "fire fired; the rest are held by windows that only more input fires, as "
+                                 "Storm's keep them: %s",
+                                 ", ".join(f"[{c}] {n} tuples" for c, n in sorted(held.tuples.items())))
             looks += 1
             if time.monotonic() > deadline:
                 done = {c: (f"{s.completed()}/{len(s.tuples)} tuples completed" if isinstance(s, FixedTupleSpout)
@@ -271,6 +292,73 @@ def _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topol
 
 
 _WINDOW_KEYS = (Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT, Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_DURATION_MS)
+
+
+def _fired_by_input_only(conf: Mapping[str, Any]) -> bool:
+    """Whether a windowed bolt's window (its component ``conf``) fires only on input: a count
+    trigger (a count sliding interval, or a tumbling count window) or event time (the watermark
+    moves only with new tuples). Such a window keeps its last tuples until more input comes. A
+    processing-time trigger fires as the clock moves, on a count window too (its last tuples
+    again at each interval): what it emits depends on how long one waits, so it is not ended."""
+    if conf.get(Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME):
+        return True
+    if conf.get(Config.TOPOLOGY_BOLTS_SLIDING_INTERVAL_COUNT) is not None:
+        return True
+    if conf.get(Config.TOPOLOGY_BOLTS_SLIDING_INTERVAL_DURATION_MS) is not None:
+        return False
+    return conf.get(Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT) is not None
+
+
+class HeldForInput(NamedTuple):
+    """`_held_for_input`: per windowed bolt the tuples it holds, and the longest watermark interval
+    of those in event time (``settle_secs``; 0 with count triggers only): their watermark moves
+    on its timer, so what they can fire is waited for two of those."""
+
+    tuples: dict[str, int]
+    settle_secs: float
+
+
+def _held_for_input(cluster: Any, name: str, topology: StormTopology, spouts: Mapping[str, Any],
+                    capture_id: str) -> HeldForInput | None:
+    """The tuples still pending, per windowed bolt holding them, when nothing but more input can
+    complete them: the topology is idle, every spout not exhausted is a `FixedTupleSpout` that
+    emitted all its tuples, and every tuple executed but neither acked nor failed is in a window
+    fired by input only (`_fired_by_input_only`: a count window's last tuples, fewer than its
+    sliding count; an event-time window beyond the watermark). Storm's ``completeTopology`` waits
+    for them until its timeout; every window that can fire has fired by then, and that is the
+    result. None otherwise."""
+    pending = {c: s for c, s in spouts.items() if not s.is_exhausted()}
+    if not pending or not all(isinstance(s, FixedTupleSpout) for s in pending.values()):
+        return None
+    is_idle = getattr(cluster, "is_idle", None)
+    if not callable(is_idle) or not is_idle(name):
+        return None
+    info = _info(cluster, name)
+    if info is None:
+        return None
+    components = info.get("components", {})
+    for cid, spout in pending.items():
+        emitted = sum((c.get("task_stats") or {}).get(t, {}).get("emitted", {}).get(stream, 0)
+                      for c in [components.get(cid, {})] for t in (c.get("task_stats") or {})
+                      for stream in topology.components[cid].streams)
+        if emitted < len(spout.tuples):  # some not emitted yet (held back by max spout pending)
+            return None
+    held: dict[str, int] = {}
+    settle = 0.0
+    for cid, c in components.items():
+        spec = topology.components.get(cid)
+        if cid == capture_id or spec is None or spec.kind != "bolt":
+            continue
+        n = c["executed"] - c["acked"] - c["failed"]
+        if c.get("backlog", 0) > 0 or (n > 0 and not (any(k in spec.conf for k in _WINDOW_KEYS)
+                                                      and _fired_by_input_only(spec.conf))):
+            return None
+        if n > 0:
+            held[cid] = n
+            if spec.conf.get(Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME):
+                interval = spec.conf.get(Config.TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS) or 1000
+                settle = max(settle, float(interval) / 1000)
+    return HeldForInput(held, settle) if held else None
 
 
 def _info(cluster: Any, name: str) -> dict[str, Any] | None:

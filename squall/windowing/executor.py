@@ -181,6 +181,8 @@ class WindowedBoltExecutor(Bolt):
         one, as ``(period_secs, callback)``."""
         self._clock = clock
         self._last_tick = clock.wall()  # before the first input: every tuple arrives after it
+        if self.manager is not None and self.spec is not None and not self.spec.event_time:
+            self.manager.start(int(self._last_tick * 1000))  # where the windows' ends count from
         secs = self.spec.timer_secs() if self.spec is not None else None
         timers = [] if secs is None else [(secs, self.on_timer)]
         if self._keep_alive_secs is not None:

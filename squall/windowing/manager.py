@@ -78,6 +78,11 @@ class WindowManager:
         with events (an empty one does not call the listener)."""
         return self.trigger.on_time(now_ms)
 
+    def start(self, now_ms: int) -> None:
+        """The window's timer (a processing-time trigger's) starts at ``now_ms``, before the
+        first event (`TimeTriggerPolicy.start`)."""
+        self.trigger.start(now_ms)
+
     def arrival_ts(self, now_ms: int) -> int:
         """The timestamp to `add` an event with that arrives at ``now_ms`` in processing time:
         ``now_ms``, but never in a window that already fired (`TimeTriggerPolicy.arrival_ts`)."""

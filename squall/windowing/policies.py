@@ -240,6 +240,9 @@ class TriggerPolicy(_Stateful):
         """The timestamp of an event that arrives at ``now_ms`` in processing time: ``now_ms``."""
         return now_ms
 
+    def start(self, now_ms: int) -> None:
+        """The window's timer starts at ``now_ms``, before the first event arrives."""
+
 
 class CountTriggerPolicy(TriggerPolicy):
     """Fires every ``count`` events (Storm's ``CountTriggerPolicy``); the window's end is the
@@ -278,17 +281,28 @@ class TimeTriggerPolicy(TriggerPolicy):
     def __init__(self, duration: int, manager: WindowManager, eviction: EvictionPolicy) -> None:
         super().__init__(manager, eviction)
         self.duration = duration
+        self.started: int | None = None  # when the timer started (`start`)
 
     def on_time(self, now_ms: int) -> bool:
         self.eviction.set_context(EvictionContext(now_ms, sliding_interval=self.duration))
         return self.manager.on_trigger()
 
+    def start(self, now_ms: int) -> None:
+        """The timer starts at ``now_ms``: the end of a window that never fires (the windows end
+        every ``duration`` from here), which `arrival_ts` stamps events after, as after a window
+        that fired. An event stamped with that very millisecond (on a simulated clock, every
+        event that arrives before the clock moves) was on the boundary of the window ending
+        ``length`` after it, which it is not in: a sliding window of 10 s every 5 s had it in one
+        window, not two."""
+        self.started = now_ms
+
     def arrival_ts(self, now_ms: int) -> int:
-        """``now_ms``, or one ms after the end of the last window fired if that is later (see
-        the class docstring)."""
+        """``now_ms``, or one ms after the end of the last window fired (or after the timer's
+        start, `start`) if that is later (see the class docstring)."""
         ctx = self.eviction.context  # set by `on_time` only (and restored with it)
-        if ctx is not None and now_ms <= ctx.reference_time:
-            return ctx.reference_time + 1
+        end = ctx.reference_time if ctx is not None else self.started
+        if end is not None and now_ms <= end:
+            return end + 1
         return now_ms
 
 

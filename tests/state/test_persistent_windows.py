@@ -260,11 +260,12 @@ class _Clock:
 
 
 def _timed(mem):
-    """A persistent `Sums` in tumbling 300 ms processing-time windows on a `_Clock` at 1,000,000
-    ms, and its timer."""
+    """A persistent `Sums` in tumbling 300 ms processing-time windows whose timer started at
+    999,700 ms on a `_Clock` now at 1,000,000 ms (its first firing), and its timer."""
     ex, rec = _executor(Sums().with_tumbling_window(Duration.of(300)).with_persistence(), mem)
-    clock = _Clock(1_000_000)
+    clock = _Clock(1_000_000 - 300)
     [(_, fire)] = ex.squall_timers(clock)
+    clock.ms += 300  # the engine fires it one interval after its start
     return ex, rec, clock, fire
 
 

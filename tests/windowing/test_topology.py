@@ -113,6 +113,9 @@ def test_an_unanchored_emit_is_anchored_to_every_tuple_of_the_window():
 
 
 def test_processing_time_window_fires_on_the_cluster_clock():
+    """a and b arrive at the instant the window's timer starts (t0, the clock not moved): they
+    are in both their windows of 4 s every 2 s, those ending at t0 + 2 and t0 + 4 (stamped t0,
+    they were on the boundary of the second and left it unevaluated)."""
     bolt = RecordingWindowBolt().with_window(Duration.seconds(4), Duration.seconds(2))
     feeder, tracker, topo = _topology(bolt, spout=PreemptedFeederSpout(Fields("v"), HELD_SECS))
     with LocalCluster(clock=SimulatedClock(1_000_000)) as cluster:
@@ -120,20 +123,21 @@ def test_processing_time_window_fires_on_the_cluster_clock():
         feeder.feed([1], "a")
         feeder.feed([2], "b")
         assert wait_until(lambda: _executed(cluster, "ptime") == 2)
-        cluster.advance_cluster_time(1)
+        cluster.advance_cluster_time(2)  # t0 + 2
+        assert wait_until(lambda: bolt.windows() == [[1, 2]]), bolt.log.items()
         feeder.feed([3], "c")
         assert wait_until(lambda: _executed(cluster, "ptime") == 3)
-        cluster.advance_cluster_time(1)  # t0 + 2
-        assert wait_until(lambda: bolt.windows() == [[1, 2, 3]]), bolt.log.items()
-        cluster.advance_cluster_time(2)  # t0 + 4: a and b arrived 4 s ago, they leave and are acked
-        assert wait_until(lambda: bolt.windows() == [[1, 2, 3], [3]]), bolt.log.items()
+        cluster.advance_cluster_time(2)  # t0 + 4: a and b in their second window, with c
+        assert wait_until(lambda: bolt.windows() == [[1, 2], [1, 2, 3]]), bolt.log.items()
+        cluster.advance_cluster_time(2)  # t0 + 6: a and b left (acked), c in its second window
+        assert wait_until(lambda: bolt.windows() == [[1, 2], [1, 2, 3], [3]]), bolt.log.items()
         assert wait_until(lambda: tracker.is_acked("a") and tracker.is_acked("b"))
         assert not tracker.is_acked("c")
-        cluster.advance_cluster_time(2)  # t0 + 6: c leaves; the window is empty, execute is not called
+        cluster.advance_cluster_time(2)  # t0 + 8: c leaves; the window is empty, execute is not called
         assert wait_until(lambda: tracker.is_acked("c"))
-        assert len(bolt.windows()) == 2
-    (start, end), = {w[3:] for w in bolt.log.items()[1:]}
-    assert end - start == 4000 and bolt.log.items()[1][2] == [1, 2]
+        assert len(bolt.windows()) == 3
+    assert {w[4] - w[3] for w in bolt.log.items()[1:]} == {4000}
+    assert bolt.log.items()[1][1] == [3] and bolt.log.items()[2][2] == [1, 2]  # new; expired
 
 
 def test_event_time_windows_follow_the_watermark_and_late_tuples_go_to_their_stream():

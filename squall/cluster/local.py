@@ -538,6 +538,8 @@ def _local_drpc_functions(topology: StormTopology) -> set[tuple[str, str]]:
             items = obj
         else:
             items = getattr(obj, "__dict__", {}).values()
+        if len(items) > 64:  # data (a spout's fixed tuples), not where a component keeps a spout
+            return
         for item in items:
             if not isinstance(item, (str, bytes, int, float, bool, type(None))):
                 walk(item, depth + 1)

@@ -112,6 +112,14 @@ class Backpressure:
     lesson 7). Bolts are never blocked either, so cycles cannot deadlock; the spouts stop
     instead, which bounds what is in flight.
 
+    A worker is over its bound too while its transport holds messages for a peer worker that
+    does not take them (`hold`: the peer died, restarts, or hangs; see
+    `squall.worker.batching.HOLD_MESSAGES`): Storm 2's netty client likewise reports a
+    connection that is not ready, or whose write buffer is over its high watermark, as
+    backpressure. Without it a spout flooded the transport's backlog for the absent peer once
+    the peer's own "over" expired: its next launch got it all at once (85,000 tuples, three
+    times its inbox's bound), or the backlog gave its oldest messages up.
+
     Across processes, each worker's `Backpressure` tells the others when its own state flips
     (``listener``, wired by the host to its transport), and they record it with `set_remote`:
     a spout is throttled while any worker of its topology is over its bound. A worker that stays
@@ -133,6 +141,7 @@ class Backpressure:
         self.throttled = False
         self.clock = clock or Clock()
         self._over: set[int] = set()
+        self._held: set[str] = set()  # peers for which the transport holds too much (`hold`)
         self._remote: dict[Any, float] = {}  # peer -> when it last said it was over
         self._lock = threading.Lock()
         self._waiters: list[ExecutorLoop] = []
@@ -140,8 +149,9 @@ class Backpressure:
 
     @property
     def over(self) -> bool:
-        """Whether one of this worker's own inboxes is over its bound."""
-        return bool(self._over)
+        """Whether one of this worker's own inboxes is over its bound, or its transport holds
+        too much for a peer (`hold`)."""
+        return bool(self._over) or bool(self._held)
 
     def register(self, loop: ExecutorLoop) -> None:
         """Have ``loop`` woken after every change that leaves the spouts unthrottled, so its spouts resume
@@ -162,6 +172,12 @@ class Backpressure:
                 self._update(lambda: self._over.add(task))
         elif task in self._over and backlog <= self.low:
             self._update(lambda: self._over.discard(task))
+
+    def hold(self, peer: str, over: bool) -> None:
+        """The transport holds too many messages for worker ``peer`` (``over``), or no longer:
+        this worker counts as over its bound meanwhile, as if an inbox were full."""
+        if over != (peer in self._held):
+            self._update(lambda: self._held.add(peer) if over else self._held.discard(peer))
 
     def set_remote(self, source: Any, over: bool) -> None:
         """Another worker (``source``) reports whether it is over its bound."""
@@ -186,9 +202,9 @@ class Backpressure:
 
     def _update(self, change: Callable[[], object]) -> None:
         with self._lock:
-            was_local = bool(self._over)
+            was_local = bool(self._over) or bool(self._held)
             change()
-            local = bool(self._over)
+            local = bool(self._over) or bool(self._held)
             self.throttled = local or bool(self._remote)
             waiters = [] if self.throttled else list(self._waiters)
         for lp in waiters:

@@ -74,6 +74,12 @@ class Transport(abc.ABC):
     # told, from the transport's own thread, that items arrived for `poll`: the worker wakes
     # its sleeping loops
     on_arrival: Callable[[], None] | None = None
+    # told ``(peer, holding)`` when the transport starts holding many messages for a peer worker
+    # that does not take them (dead, hung, restarting; ``peer`` names it for as long as the
+    # transport lives, whatever its moves), and when the peer took them: the worker holds its
+    # spouts back meanwhile (`squall.engine.loop.Backpressure.hold`). Only the wires between
+    # processes hold messages so (`squall.worker.batching.BatchingTransport`).
+    on_held: Callable[[str, bool], None] | None = None
 
     def loop_event(self) -> WakeEvent:
         """A new event for a loop of this worker to sleep on (`ExecutorLoop.wake` sets it).

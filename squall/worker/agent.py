@@ -432,6 +432,9 @@ class WorkerAgent:
             else:
                 dropped.heard(sender, message)
         link = BackpressureLink(bp, transport, name=f"squall-backpressure-{self.port}", others=others)
+        # a peer that does not take what is sent to it holds this worker's spouts, and through
+        # the link every worker's, before the transport's bounded backlog for it gives any up
+        transport.on_held = bp.hold
         self.worker = worker
         view = self._launch_view
         worker.resources.get_or_make(LAUNCH, lambda: view)

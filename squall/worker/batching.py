@@ -22,6 +22,7 @@ import abc
 import logging
 import secrets
 import threading
+from collections import deque
 from collections.abc import Callable
 from time import monotonic
 from typing import Any
@@ -52,6 +53,17 @@ TRANSFER_BATCH_KEY = Config.TOPOLOGY_TRANSFER_BATCH_SIZE
 FLUSH_INTERVAL_KEY = Config.TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS
 DEFAULT_TRANSFER_BATCH = default_of(TRANSFER_BATCH_KEY)
 DEFAULT_FLUSH_INTERVAL_MS = default_of(FLUSH_INTERVAL_KEY)
+# When this worker holds its spouts back for a peer (`Transport.on_held`): as soon as anything
+# waits for a peer that is away (its connection broke or is refused: the worker died or is
+# restarting), and once HOLD_MESSAGES wait for one still connected that does not read (hung);
+# until at most RELEASE_MESSAGES wait, none for an absent peer. A message may hold 2,048 tuples:
+# held only at HOLD_MESSAGES, a spout sent 85,000 tuples in 42 messages to a restarting sink's
+# worker, all in its inbox at its start (three times its bound). Both under the wires' bounds
+# (`squall.worker.tcp.MAX_BACKLOG`, the ZeroMQ wire's `MAX_UNSENT`: 1,000 messages, past which
+# the oldest are given up). A live peer never lets this much wait: its loops, or the
+# transport's watchman for a loop in a long round, read whatever arrives.
+HOLD_MESSAGES = 250
+RELEASE_MESSAGES = 50
 
 
 class BatchingTransport(Transport):
@@ -93,6 +105,12 @@ class BatchingTransport(Transport):
         self._warn = RateLimitedLog(log, limit=5, period=10.0)
         self.refused = 0  # items refused because, alone, they exceed max_message_bytes
         self.on_refused: Callable[[int, str], None] | None = None  # told (emitting task, why) of each
+        # `Transport.on_held` is told (the peer's first address, holding) when this worker
+        # starts holding its spouts for a peer (see HOLD_MESSAGES) and when it stops; never
+        # under the send lock
+        self._holding: set[str] = set()
+        self._flips: deque[tuple[str, bool]] = deque()
+        self.given_up = 0  # messages given up for a peer that did not take them (`_gave_up`)
         # queues, sockets and backlogs are keyed by the address a peer worker first had: a
         # worker that restarts elsewhere (a Spark task on another executor) gets a new address
         # (`set_peers`), but the senders the executors hold keep appending to the same queue
@@ -150,7 +168,52 @@ class BatchingTransport(Transport):
         was held for its next launch, which is this one) where the wire can; return whether
         anything sent to the old address may have been lost (under the send lock)."""
 
+    def _held_messages(self, key: str) -> tuple[int, bool]:
+        """How many messages wait for the peer first known as ``key`` because it does not take
+        them, and whether it is away (no connection to it now); under the send lock."""
+        return 0, False
+
     # --- shared -----------------------------------------------------------------------------------
+    def _check_held(self) -> None:
+        """Note each peer for which this worker starts or stops holding its spouts (see
+        `HOLD_MESSAGES`), for `_tell_held` (under the send lock)."""
+        for key in self._queues:
+            waiting, away = self._held_messages(key)
+            hold = waiting >= HOLD_MESSAGES or (away and waiting > 0)
+            if key in self._holding:
+                if waiting <= RELEASE_MESSAGES and not hold:
+                    self._holding.discard(key)
+                    self._flips.append((key, False))
+            elif hold:
+                self._holding.add(key)
+                self._flips.append((key, True))
+
+    def _tell_held(self) -> None:
+        """Tell ``on_held`` what `_check_held` noted (not under the send lock: the worker's
+        backpressure broadcasts its new state through this transport)."""
+        while self._flips:
+            try:
+                key, holding = self._flips.popleft()
+            except IndexError:  # another thread took it
+                return
+            if holding:
+                log.info("holding the spouts back while messages wait for the worker at %s, which does not take "
+                         "them (dead, hung or restarting)", self._address[key])
+            else:
+                log.info("the worker at %s takes its messages again: spouts no longer held for it", self._address[key])
+            if self.on_held is not None:
+                self.on_held(key, holding)
+
+    def _gave_up_messages(self, key: str, messages: int) -> None:
+        """``messages`` waiting for the peer first known as ``key`` were given up (it has been
+        away long): say so, rate-limited, rather than lose them silently (under the send lock)."""
+        self.given_up += messages
+        self._warn.warning("gave up %d message(s) of tuples waiting for the worker at %s, which has not taken "
+                           "them (%d given up by this worker so far): with acking on their tuples fail at the "
+                           "message timeout and replay; with acking off they are lost",
+                           messages, self._address[key], self.given_up)
+
+
     @property
     def dropped(self) -> int:
         """Messages received and dropped, for any reason (`statistics` tells which)."""
@@ -158,7 +221,7 @@ class BatchingTransport(Transport):
 
     def statistics(self) -> dict[str, Any]:
         """Drops by reason, and items refused for their size (for the worker's heartbeat)."""
-        return {"dropped": self._opener.drops.as_dict(), "refused": self.refused}
+        return {"dropped": self._opener.drops.as_dict(), "refused": self.refused, "given_up": self.given_up}
 
     def set_launches(self, launches: dict[str, int], floor: int = 0) -> None:
         """The master's launch id per slot (``floor``: of the others): messages from older
@@ -191,6 +254,8 @@ class BatchingTransport(Transport):
             self._flush_locked()
             for key in self._queues:
                 self._send(key, self._sealer.seal(CONTROL, self._route(key), data))
+            self._check_held()
+        self._tell_held()
 
     def set_peers(self, peers: dict[int, str]) -> frozenset[int]:
         """Addresses of peer workers: new tasks (before `sender` is asked for them), or a new
@@ -214,7 +279,10 @@ class BatchingTransport(Transport):
                 self._routes.pop(key, None)
                 if self._moved(key):
                     lost.add(key)
-            return frozenset(t for t, key in self._task_key.items() if key in lost)
+            self._check_held()
+            moved = frozenset(t for t, key in self._task_key.items() if key in lost)
+        self._tell_held()
+        return moved
 
     def sender(self, task_id: int) -> Callable[[Any], None]:
         q = self._task_queue.get(task_id)
@@ -234,6 +302,7 @@ class BatchingTransport(Transport):
                 self._flush_locked()
         finally:
             self._send_lock.release()
+        self._tell_held()
 
     def flush_due(self) -> None:
         """`flush` for a loop that goes on working: a peer's items go once they fill a message
@@ -263,13 +332,16 @@ class BatchingTransport(Transport):
                         continue
                 waiting.pop(key, None)
                 self._send_queue(key, q)
+            self._check_held()
         finally:
             self._send_lock.release()
+        self._tell_held()
 
     def _flush_locked(self) -> None:
         self._waiting.clear()
         for key, q in self._queues.items():
             self._send_queue(key, q)
+        self._check_held()
 
     def _send_queue(self, key: str, q: Outbox) -> None:
         for chunk in q.take():

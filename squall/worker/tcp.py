@@ -416,6 +416,7 @@ class TcpTransport(BatchingTransport):
             out.backlog.append(frame)
             if len(out.backlog) > MAX_BACKLOG:  # the peer has been away long: give the oldest up
                 self._give_up_oldest(out)
+                self._gave_up_messages(key, 1)
             self._write(key, out)
             return
         try:
@@ -467,6 +468,8 @@ class TcpTransport(BatchingTransport):
             self._warn.error("cannot send to the worker at %s: %s wants that connection encrypted, and "
                              "this worker's data port (%s) is not; bind a cluster's workers all on "
                              "loopback or all not", address, ENCRYPTION_KEY, self.address)
+            if out.backlog:
+                self._gave_up_messages(key, len(out.backlog))
             out.backlog.clear()
             out.gave_up = True
             out.retry_at = self._now() + RECONNECT_SECS
@@ -524,8 +527,10 @@ class TcpTransport(BatchingTransport):
                 self._broken(key, out, OSError(errno.ECONNRESET, "closed by the worker at the other end"))
                 return
             self._write(key, out)
+            self._check_held()  # the peer took its backlog: the spouts may go again
         finally:
             self._send_lock.release()
+        self._tell_held()
 
     def _broken(self, key: str, out: _Outbound, error: OSError) -> None:
         """Close ``key``'s connection; its backlog waits for the next (but a frame written in
@@ -564,6 +569,12 @@ class TcpTransport(BatchingTransport):
             except (OSError, ValueError):
                 pass
         out.watched = False
+
+    def _held_messages(self, key: str) -> tuple[int, bool]:
+        out = self._outbound.get(key)
+        # away: refused or broken, waiting to connect again (not one being made: every
+        # connection is, for a moment, at its start)
+        return (len(out.backlog), out.sock is None) if out is not None else (0, False)
 
     def _flush_locked(self) -> None:
         now = self._now()

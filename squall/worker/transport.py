@@ -247,6 +247,7 @@ class ZmqTransport(BatchingTransport):
         if key in self._away:
             # as much as ZeroMQ and `_unsent` held together before: the oldest given up first
             if len(backlog) > SNDHWM + MAX_UNSENT:
+                self._gave_up_messages(key, len(backlog) - SNDHWM - MAX_UNSENT)
                 del backlog[:len(backlog) - SNDHWM - MAX_UNSENT]
                 self._gave_up.add(key)
             return
@@ -257,9 +258,13 @@ class ZmqTransport(BatchingTransport):
                 if len(backlog) > MAX_UNSENT:  # the peer has been away long: give the oldest up
                     del backlog[0]
                     self._gave_up.add(key)
+                    self._gave_up_messages(key, 1)
                 return
             del backlog[0]
         del self._unsent[key]
+
+    def _held_messages(self, key: str) -> tuple[int, bool]:
+        return len(self._unsent.get(key, ())), key in self._away
 
     def _flush_locked(self) -> None:
         for key in list(self._unsent):  # peers that were away or slow: try again
@@ -278,8 +283,10 @@ class ZmqTransport(BatchingTransport):
                     self._heard(key)
                 for key in list(self._unsent):
                     self._retry(key)
+                self._check_held()  # a peer took what waited for it: the spouts may go again
         finally:
             self._send_lock.release()
+        self._tell_held()
 
     def _receive_loop(self) -> None:
         # One blocking receive per message (RCVTIMEO bounds it, for `close`), not a Poller and

@@ -35,6 +35,23 @@ def test_a_worker_over_its_bound_throttles_the_others_spouts_until_it_is_under_a
         link_b.stop()
 
 
+def test_a_transport_holding_messages_for_an_absent_peer_throttles_every_workers_spouts_until_it_took_them():
+    """`Backpressure.hold` (the transport's `on_held`): the worker counts as over its bound,
+    its own inboxes empty, so its spouts and, told through the link, the others' stop."""
+    _, (bp_a, _, link_a), (bp_b, _, link_b) = linked_pair()
+    try:
+        bp_a.hold("tcp://peer:1", True)
+        assert bp_a.over and bp_a.throttled and bp_b.throttled
+        bp_a.check(1, 10)
+        bp_a.check(1, 0)  # its inbox drained: still held for the peer
+        assert bp_a.throttled and bp_b.throttled
+        bp_a.hold("tcp://peer:1", False)
+        assert not bp_a.over and not bp_a.throttled and not bp_b.throttled
+    finally:
+        link_a.stop()
+        link_b.stop()
+
+
 def test_a_message_that_is_not_backpressure_is_dropped_and_changes_nothing():
     _, (_, a, link_a), (bp_b, b, link_b) = linked_pair()
     try:

@@ -461,6 +461,43 @@ def test_a_peer_that_reads_nothing_never_blocks_the_sender_and_its_backlog_is_bo
         b.close()
 
 
+def test_a_peer_that_is_away_holds_the_spouts_from_its_first_waiting_message_and_a_give_up_is_said(caplog):
+    """A peer that is away (its worker dead or restarting) while a spout floods it: the backlog
+    for it gave its oldest messages up, unsaid and uncounted, and what it kept (a message may
+    hold 2,048 tuples) all went into the next launch's inbox at once. Now the transport tells
+    the worker to hold its spouts (`on_held`) as soon as a message waits for a peer that is
+    away; a give-up that still comes (a bolt's flood) is counted and logged; and once the
+    peer's next launch has taken the backlog, every message kept in order, the spouts go again."""
+    address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens: the peer is away
+    a = tcp(peers={7: address})
+    held = []
+    a.on_held = lambda peer, holding: held.append((peer, holding))
+    send = a.sender(7)
+    n = tcp_module.MAX_BACKLOG + 10
+    b = loops = None
+    try:
+        for i in range(n):
+            send((i,))
+            a.flush()  # a message each
+            if i == 0:
+                assert held == [(address, True)]
+        assert held == [(address, True)]
+        assert a.given_up == 10 and a.statistics()["given_up"] == 10
+        assert any("gave up" in r.getMessage() and address in r.getMessage() for r in caplog.records)
+        got = Collect()
+        b = tcp(receive=got, slot="h:2", bind=address)  # the peer's next launch, at the same address
+        loops = [Loop(b), Loop(a)]
+        assert wait_until(lambda: len(got.got) == n - 10, 10), f"{len(got.got)} of {n - 10} arrived"
+        assert got.got == [(7, (i,)) for i in range(10, n)]
+        assert wait_until(lambda: held == [(address, True), (address, False)], 10), held
+    finally:
+        for loop in loops or ():
+            loop.stop()
+        a.close()
+        if b is not None:
+            b.close()
+
+
 def test_set_peers_moves_a_peer_to_its_new_address_under_the_same_sender():
     old_got, new_got = Collect(), Collect()
     old = tcp(receive=old_got, slot="h:2")

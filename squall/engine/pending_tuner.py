@@ -408,6 +408,9 @@ class MaxPending:
                      "(Storm's default: no limit; set one to bound the tuples in flight)",
                      self.tasks, bolts, "" if len(held_by) > 1 else "s")
         self.period: float | None = None
+        self.timeout_secs = timeout_secs
+        self._seen = (0, 0)  # completed and expired at the last `replay_storm` call
+        self._warned = False
         if self.tuners:
             self.limit = sum(t.limit for t in self.tuners.values())
             self.period = interval(conf)
@@ -436,6 +439,28 @@ class MaxPending:
         elif self.rate is not None:
             self.limit = self.rate.update(now, completed, expired, held)
         return self.limit
+
+    def replay_storm(self, completed: int, expired: int) -> str | None:
+        """Call at every timeout rotation with the executor's cumulative counters: tuples
+        completed (acked or failed by the topology) and timed out. A fixed limit (a number) under
+        which more tuples timed out since the last call than completed lets more wait than the
+        topology completes within the message timeout: their replays queue behind copies that
+        already failed, and may never complete (Storm's replay storm; measured, 0 acks in 150 s
+        while the bolt worked). Returns the warning to log, naming the settings that end it
+        (the first such rotation only), else None. The other limits follow the completions."""
+        (done_before, expired_before), self._seen = self._seen, (completed, expired)
+        done, timed_out = completed - done_before, expired - expired_before
+        if self._warned or self.rate is not None or self.tuners or not self.limit or timed_out <= done:
+            return None
+        self._warned = True
+        per_task = self.limit // len(self.tasks)
+        return (f"{timed_out} tuples timed out in the last {self.timeout_secs:g} s and {done} completed: "
+                f"{Config.TOPOLOGY_MAX_SPOUT_PENDING} {per_task} (per task) lets more tuples wait than the topology "
+                f"completes within {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS} ({self.timeout_secs:g} s), and their "
+                f"replays queue behind copies that already failed (a replay storm: they may never complete). "
+                f"Leave {Config.TOPOLOGY_MAX_SPOUT_PENDING} null (a limit that follows the completion rate), set it "
+                f"to at most what the slowest bolt completes in half the message timeout, or raise "
+                f"{Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS}")
 
     def task_limit(self, task: int) -> int:
         """Task ``task``'s share of the limit now, for its statistics (0: no limit applies)."""

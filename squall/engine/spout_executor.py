@@ -22,6 +22,7 @@ against its ``max_pending`` and feeds it counters on a timer.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -41,6 +42,8 @@ from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
 from .routing import Router, bad_stream, build_routers, direct_task, not_values, router_of, wrong_size
 from .stats import MAX_SPOUT_PENDING, component_figures
+
+log = logging.getLogger(__name__)
 
 
 class SpoutExecutor(SpoutExecutorBase, Executor):
@@ -200,6 +203,9 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         for task, _msg_id, _stream in expired:
             self.expired_by_task[task] += 1
         self._fail(expired, _TIMED_OUT)
+        storm = self.pending_limit.replay_storm(self.completed(), self.expired)
+        if storm is not None:
+            log.warning("spout [%s] tasks %s: %s", self.component, self.task_ids, storm)
 
     def _fail(self, failed: list[tuple[int, Any, str]], cause: FailureCause) -> None:
         """Fail ``(task, msg_id, stream)`` already out of the pending map, for ``cause`` (a

@@ -172,3 +172,23 @@ def test_a_bolt_that_pauses_makes_no_tuple_time_out_after_it():
     done, expired = _paused_bolt(lambda now, c, e, held: tuner.update(now, c, 0.0, 0, e, held), lambda: tuner.limit,
                                  rate=100, pause=(100.0, 110.0))
     assert expired == 0, (expired, tuner.limit)
+
+
+def test_a_fixed_limit_under_which_tuples_time_out_faster_than_they_complete_is_named_as_a_replay_storm():
+    """A spout capped at 5,000 ids/s into a sink taking 2 ms an id, message timeout 5 s, max
+    spout pending 100,000 (as Storm's unlimited default): 4,404 ids acked in the first 8 s, then
+    none in 150 s while the sink worked on copies already failed, and nothing said why. The
+    first rotation that times out more tuples than completed names the settings that end it;
+    once only. A limit that follows the completions (null, auto) is never named."""
+    m = limit({MSP: 100_000}, timeout=5.0)
+    assert m.replay_storm(completed=2_000, expired=0) is None  # a slow start: nothing timed out
+    assert m.replay_storm(completed=4_404, expired=300) is None  # fewer timed out than completed
+    warning = m.replay_storm(completed=4_404, expired=20_903)
+    assert warning is not None
+    for named in ("20603 tuples timed out in the last 5 s and 0 completed", "topology.max.spout.pending 100000",
+                  "topology.message.timeout.secs (5 s)", "replay storm", "null"):
+        assert named in warning, (named, warning)
+    assert m.replay_storm(completed=4_404, expired=40_000) is None  # said once
+    for conf in ({}, {MSP: "auto"}):
+        follows = limit(conf, timeout=5.0)
+        assert follows.replay_storm(0, 0) is None and follows.replay_storm(0, 20_000) is None

@@ -48,7 +48,7 @@ from deltalake.exceptions import (
     TableNotFoundError,
 )
 
-from .._config import Config
+from .._config import Config, conf_value
 from .._errors import FailedException, ReportedFailedException
 from ..metric import MultiCountMetric
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
@@ -440,6 +440,6 @@ def _failures_metric(conf: dict, metrics: Any) -> MultiCountMetric | None:
     known = getattr(metrics, "get_registered_metric_by_name", None)
     metric = known(FAILURES_METRIC) if callable(known) else None
     if metric is None:
-        bucket = conf.get(Config.TOPOLOGY_BUILTIN_METRICS_BUCKET_SIZE_SECS) or 60
+        bucket = conf_value(conf, Config.TOPOLOGY_BUILTIN_METRICS_BUCKET_SIZE_SECS)
         metric = metrics.register_metric(FAILURES_METRIC, MultiCountMetric(), int(bucket))
     return metric

@@ -60,6 +60,10 @@ class Launcher(abc.ABC):
         this host cannot (the default: its workers need the master to start)."""
         return False
 
+    def watch(self) -> None:
+        """Look at the running workers once (the supervisor calls it at every sync); the process
+        launcher dumps the stacks of a worker that runs no Python (`squall.cluster.stall_watch`)."""
+
     def stop_all(self) -> None:
         """Stop every worker (the supervisor is stopping)."""
         for port in list(self.running()):

@@ -17,6 +17,7 @@ dead worker's pid directory lists.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
@@ -37,6 +38,7 @@ from ..worker.agent import EXIT_CANNOT_START
 from .launcher import Launch, Launcher, WorkerExit
 from .local_assignment import AssignmentCopy, copy_path
 from .logs import OutputPump, RotatingLog, log_limits
+from .stall_watch import STALL_DUMP_SIGNAL, StallWatch, process_stopped, read_progress, stall_limit_secs
 
 log = logging.getLogger("squall.supervisor")
 
@@ -68,6 +70,7 @@ class _Process:
     launch: Launch
     proc: subprocess.Popen
     output: OutputPump
+    stalls: StallWatch
 
 
 class ProcessLauncher(Launcher):
@@ -132,19 +135,23 @@ class ProcessLauncher(Launcher):
         cmd = [sys.executable, "-m", "squall.worker", "--master", f"{mhost}:{mport}",
                "--storm-id", launch.storm_id, "--slot", f"{self.host}:{port}",
                "--launch-id", str(launch.launch_id), "--conf", str(self.conf_file),
-               "--kept-assignment", str(copy_path(self.dir, port)), "--executing", str(self._board(port))]
+               "--kept-assignment", str(copy_path(self.dir, port)), "--executing", str(self._board(port)),
+               "--progress", str(self._progress(port))]
         if resumes:
             cmd += ["--resume", str(resumes)]
         if port not in self.logs:
             self.logs[port] = RotatingLog(self.dir / f"worker-{port}.log", *log_limits(self.conf))
         self._board(port).unlink(missing_ok=True)  # an earlier worker's: never read for this one
+        self._progress(port).unlink(missing_ok=True)  # the same
         # what an earlier supervisor's worker left there (it died with that supervisor)
         self._end_shell_tasks(port, "an earlier worker")
         env = {**os.environ, SHELL_HOME_ENV: str(self._shell_home(port))}
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                 preexec_fn=die_with_parent)  # noqa: PLW1509 (PDEATHSIG is set in the child or not at all)
         assert proc.stdout is not None  # stdout=PIPE
-        self.procs[port] = _Process(launch, proc, OutputPump(proc.stdout, self.logs[port]))
+        stalls = StallWatch(stall_limit_secs(self.conf),
+                            float(conf_value(self.conf, Config.SUPERVISOR_MONITOR_FREQUENCY_SECS)))
+        self.procs[port] = _Process(launch, proc, OutputPump(proc.stdout, self.logs[port]), stalls)
         log.info("started worker %s:%s for %s (launch %s%s), pid %s", self.host, port, launch.storm_id,
                  launch.launch_id, f", local restart {resumes} without the master" if resumes else "", proc.pid)
 
@@ -181,6 +188,27 @@ class ProcessLauncher(Launcher):
         if killed:
             log.warning("worker %s:%s: killed %d processes %s of its shell components left by %s",
                         self.host, port, len(killed), killed, whose)
+
+    def watch(self) -> None:
+        """Dumps the stacks of each worker that ran no Python for half ``nimbus.task.timeout.secs``
+        (`squall.cluster.stall_watch`), into its log after a line saying why."""
+        for port, p in self.procs.items():
+            if p.proc.poll() is not None:
+                continue
+            if p.stalls.seen(read_progress(self._progress(port)), process_stopped(p.proc.pid)):
+                why = (f"worker {self.host}:{port} of {p.launch.storm_id} (pid {p.proc.pid}) has run no Python for "
+                       f"{stall_limit_secs(self.conf):g} s (user code holding the interpreter?): its threads' stacks "
+                       f"follow; the master restarts it once nimbus.task.timeout.secs pass without its heartbeat")
+                log.warning("%s", why)
+                with contextlib.suppress(OSError):  # a full disk: the dump is lost with the line
+                    self.logs[port].write(f"supervisor: {why}\n".encode())
+                try:
+                    os.kill(p.proc.pid, STALL_DUMP_SIGNAL)
+                except ProcessLookupError:
+                    pass  # it ended meanwhile: `exits` reports it
+
+    def _progress(self, port: int) -> Path:
+        return self.dir / f"progress-{port}"
 
     def _board(self, port: int) -> Path:
         return self.dir / f"executing-{port}"

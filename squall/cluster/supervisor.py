@@ -89,6 +89,7 @@ class Supervisor:
         when the master could not be reached (then only the held launches' workers that ended
         are started again: `HeldSlots.without_master`)."""
         ended = self.launcher.exits()
+        self.launcher.watch()
         unhealthy = self.health.problem if self.health is not None else None
         if unhealthy is not None and self.launcher.running():
             # Storm's shutdownAllWorkers, before the master hears of it: what the node's checks

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import faulthandler
 import functools
 import logging
 import mmap
@@ -29,7 +28,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -46,6 +44,7 @@ from ..worker.process import open_transport
 from .local_assignment import AssignmentCopy, resume_first_seq
 from .logs import install_worker_logging
 from .seeds import NimbusAddress, master_link
+from .stall_watch import ProgressBeat, stall_limit_secs
 
 log = logging.getLogger("squall.worker")
 
@@ -119,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="where to keep a sealed copy of the assignment (its supervisor's directory)")
     p.add_argument("--executing", default=None,
                    help="the file of the board of the inputs being executed (its supervisor's directory)")
+    p.add_argument("--progress", default=None,
+                   help="the file of the count that shows the worker runs Python (its supervisor's directory)")
     p.add_argument("--resume", type=int, default=0,
                    help="above 0: this local restart of the launch, started from --kept-assignment "
                         "while no master answers")
@@ -129,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     install_worker_logging(conf, args.storm_id, args.slot)  # <storm.log.dir>/workers-artifacts/ID/PORT/worker.log
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop: close/cleanup run
-    # half the master's patience: the stacks are written before it restarts the worker
-    watch_the_interpreter(float(conf_value(conf, Config.NIMBUS_TASK_TIMEOUT_SECS)) / 2)
+    if args.progress:  # its supervisor dumps its stacks if it stops running Python (`stall_watch`)
+        ProgressBeat(Path(args.progress), stall_limit_secs(conf)).start()
     return run(args.master, args.storm_id, args.slot, args.launch_id, conf, stop,
                kept=Path(args.kept_assignment) if args.kept_assignment else None, resumes=args.resume,
                board=Path(args.executing) if args.executing else None)
@@ -171,20 +172,6 @@ def exit_process(status: int) -> NoReturn:
                 pass
     finally:
         os._exit(status)
-
-
-def watch_the_interpreter(stall_secs: float) -> None:
-    """When no thread of this process can run Python for ``stall_secs`` (user code holding the
-    interpreter: a long call into C that keeps the GIL, a busy loop in an extension), write
-    every thread's stack to stderr (the worker's output, which its supervisor keeps in
-    ``worker-<port>.log``), once per stall: the worker's heartbeats stop then too, and the
-    master restarts it without knowing which component held it (Storm's answer is a jstack).
-    A daemon thread re-arms `faulthandler`'s timer, whose own C thread needs no GIL."""
-    def rearm() -> None:
-        while True:
-            faulthandler.dump_traceback_later(stall_secs, repeat=False, file=sys.stderr)
-            time.sleep(min(1.0, stall_secs / 4))
-    threading.Thread(target=rearm, name="squall-worker-stall-watch", daemon=True).start()
 
 
 def entry(argv: list[str] | None = None) -> NoReturn:

@@ -133,3 +133,10 @@ class FailedException(Exception):
 
 class ReportedFailedException(FailedException):
     """Like `FailedException`, and the error is also reported (shown in the topology's errors)."""
+
+
+class StoreUnavailableException(ReportedFailedException):
+    """A `ReportedFailedException` for a store or source that did not answer (down, restarting,
+    too slow): no record's doing, and gone once it answers. A Trident batch failed so carries a
+    cause of kind ``"unavailable"``, and a batch that fails for it again and again is not
+    reported as one an operation stalls (`squall.trident.failures.unavailable_text`)."""

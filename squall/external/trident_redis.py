@@ -52,7 +52,7 @@ from typing import Any, Protocol
 import redis
 
 from .._config import Config
-from .._errors import ReportedFailedException
+from .._errors import ReportedFailedException, StoreUnavailableException
 from .._redact import redact_text
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
 from ._trident_map import StateType, build_map_state
@@ -68,7 +68,7 @@ __all__ = [
 
 def call_or_fail_batch(who: str, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``; a Redis server away or slow fails the batch instead
-    (`ReportedFailedException` naming ``who`` and ``what``, credentials masked: shown in the
+    (`StoreUnavailableException` naming ``who`` and ``what``, credentials masked: shown in the
     topology's errors and the worker log, as throttled as any error), which Trident replays with
     the same txid once it is back; a DRPC request's batch is not replayed, its caller gets the
     failure."""
@@ -76,7 +76,7 @@ def call_or_fail_batch(who: str, what: str, fn: Any, *args: Any, **kwargs: Any) 
         return fn(*args, **kwargs)
     except (redis.ConnectionError, redis.TimeoutError) as e:
         # logged where it is reported (the executor's report_error, throttled: a replay a second)
-        raise ReportedFailedException(f"{who} could not {what}: {type(e).__name__}: {redact_text(str(e))} "
+        raise StoreUnavailableException(f"{who} could not {what}: {type(e).__name__}: {redact_text(str(e))} "
                                       f"(the batch fails: a stream's batch replays until it is back, a DRPC "
                                       f"request fails to its caller)") from None
 

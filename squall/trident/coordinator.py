@@ -27,7 +27,7 @@ from .._collectors import BasicOutputCollector, OutputFieldsDeclarer, SpoutOutpu
 from .._components import BasicBolt, Spout
 from .._config import Config
 from .._errors import FailedException
-from .._failure import UNKNOWN, WORKER_LOST, DeadLetterCounts, FailureCause
+from .._failure import UNAVAILABLE, UNKNOWN, WORKER_LOST, DeadLetterCounts, FailureCause
 from .._fields import Fields
 from .._transactional import Delete, LaunchRefusedError, MasterBackend, Put
 from .._tuple import Tuple
@@ -41,7 +41,7 @@ from .executor import (
     BatchOutput,
     master_coordinator_id,
 )
-from .failures import STALL_FAILURES, stalled_text
+from .failures import STALL_FAILURES, stalled_text, unavailable_text
 from .operation import TridentCollector
 from .stats import BatchDeadLetters, BatchTimes, given_up_since
 from .txstate import TransactionalState, check_name, transactional_state
@@ -541,7 +541,12 @@ class MasterBatchCoordinator(Spout):
         cause = self._last_cause
         last = cause.describe() if cause is not None and cause != UNKNOWN else f"its {stream} tree failed (no cause given)"
         # reported (and so logged) once: Storm's throttle of an executor's reports never drops it
-        self.collector.report_error(stalled_text(txid, self.txid_keys, failures, last))
+        if cause is not None and cause.kind == UNAVAILABLE:
+            # a store or source that is down: the replays go through once it answers, and the
+            # advice to fix an operation or the data would send the user the wrong way
+            self.collector.report_error(unavailable_text(txid, self.txid_keys, failures, last))
+        else:
+            self.collector.report_error(stalled_text(txid, self.txid_keys, failures, last))
 
     def _step(self, emits: list[CoordinatorEmit]) -> None:
         # what an ack or fail decided and what may start after it go out behind one save: a

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from .._collectors import OutputCollector, OutputFieldsDeclarer
 from .._components import Bolt
 from .._config import Config, conf_value
-from .._errors import FailedException, ReportedFailedException
-from .._failure import EXCEPTION, EXPLICIT, FailureCause, fail_because, fail_for
+from .._errors import FailedException, ReportedFailedException, StoreUnavailableException
+from .._failure import EXCEPTION, EXPLICIT, UNAVAILABLE, FailureCause, fail_because, fail_for
 from .._fields import Fields
 from .._native import pack_rows
 from .._tuple import Tuple, is_tick_tuple
@@ -650,8 +650,10 @@ class TridentBoltExecutor(Bolt):
             if isinstance(e, ReportedFailedException):
                 self.collector.report_error(e)
             decision = self._failed(tracker, tracked, tup)
-            # why, for the spout of the batch (a DRPC caller is told the exception's message)
-            self._cause = FailureCause.of_exception(EXPLICIT, *self._where(), e)
+            # why, for the spout of the batch (a DRPC caller is told the exception's message) and
+            # its master coordinator (a store that is down stalls nothing: `_watch_stall`)
+            kind = UNAVAILABLE if isinstance(e, StoreUnavailableException) else EXPLICIT
+            self._cause = FailureCause.of_exception(kind, *self._where(), e)
         except BaseException as e:
             self._output.drop()
             if isinstance(e, TridentOperationError):  # an operation's: which batch (its txid only:

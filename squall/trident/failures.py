@@ -206,6 +206,16 @@ def stalled_text(txid: int, spouts: Sequence[str], failures: int, last: str) -> 
             f"replays the same records), or what else the failure names.")
 
 
+def unavailable_text(txid: int, spouts: Sequence[str], failures: int, last: str) -> str:
+    """`stalled_text` for a txid whose last failure was a store or source that did not answer
+    (a cause of kind ``"unavailable"``): nothing to fix in the topology."""
+    return (f"Trident topology waits at txid {txid} (spout {', '.join(repr(s) for s in spouts)}): its batch "
+            f"failed {failures} times in a row, the last time: {last}. A store or source did not answer; Trident "
+            f"replays the batch with the same txid until it does, and no later batch commits meanwhile. Nothing "
+            f"in the topology needs to change: bring the store back (or make it answer in time) and the batches "
+            f"go on from this txid, each record counted once.")
+
+
 def query_stalled_text(txid: int, last: str, on_driver: bool = False) -> str:
     """The failure of a Trident query on Spark's engine whose batch ``txid`` failed for ``last``:
     Spark retried the failed task (``spark.task.maxFailures``) and then failed the query; the
@@ -232,4 +242,5 @@ def query_stalled_text(txid: int, last: str, on_driver: bool = False) -> str:
 
 
 __all__ = ["ERROR_CHARS", "SECRET_MIN_CHARS", "STALL_FAILURES", "VALUE_CHARS", "TridentOperationError", "operation_failed",
-           "operation_text", "query_stalled_text", "secret_values", "shown_record", "stalled_text", "user_operation"]
+           "operation_text", "query_stalled_text", "secret_values", "shown_record", "stalled_text",
+           "unavailable_text", "user_operation"]

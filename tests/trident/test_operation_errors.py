@@ -446,3 +446,60 @@ def test_a_batch_failing_again_and_again_on_one_record_is_one_error_record_count
             shown = api.get(f"/api/v1/topology/{sid}/component/{component}").json()["componentErrors"]
             assert sorted((e["error"].splitlines()[0], e["errorCount"]) for e in shown) == \
                 sorted([(flaky, 1), (bad, BAD_ATTEMPTS)]), shown
+
+
+class StoreDownBody(RaisingBody):
+    """A body whose every input finds its Redis down, as a `RedisMapState`'s read does."""
+
+    def execute(self, batch, stream, values) -> None:
+        from squall.external.trident_redis import call_or_fail_batch
+        call_or_fail_batch("Redis map state at redis://127.0.0.1:1/0", "read", _refused)
+
+
+def _refused():
+    import redis
+    raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+
+
+class CauseRecorder(Recorder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.causes: list[FailureCause] = []
+
+    def fail_with(self, tup, cause) -> None:
+        self.failed.append(tup)
+        self.causes.append(cause)
+
+
+def test_a_batch_a_store_that_is_down_fails_again_and_again_is_reported_waiting_not_stalled_by_an_operation():
+    """A Redis server down (or SIGSTOPped) for a few seconds fails a txid's attempts three times
+    in a row. Before, the master coordinator reported it as an operation's stall: "Trident topology
+    stalled at txid 85 ... To get out, fix the operation so that it handles this record ... and
+    submit the topology again" (a chaos run on the process host, a Redis pause of 6 s), when the
+    batch went through on its own once Redis answered. Now the batch's cause is of kind
+    ``unavailable`` and the report says it waits for the store, with nothing to change."""
+    pytest.importorskip("redis")
+    from squall._transactional import MemoryBackend
+
+    bolt, rec = TridentBoltExecutor(SPEC, StoreDownBody()), CauseRecorder()  # type: ignore[arg-type]
+    bolt.prepare({"topology.message.timeout.secs": 30}, Context(), rec)
+    bolt.execute(data(A1, "x"))
+    (cause,) = rec.causes
+    assert (cause.kind, cause.error) == ("unavailable", "StoreUnavailableException"), cause
+    assert [str(e) for e in rec.errors] == [(
+        "Redis map state at redis://127.0.0.1:1/0 could not read: ConnectionError: Error 111 connecting to "
+        "127.0.0.1:1. Connection refused. (the batch fails: a stream's batch replays until it is back, a DRPC "
+        "request fails to its caller)")]
+
+    master, _ = open_master(MemoryBackend())
+    collector = ReportingCollector()
+    master.collector = collector
+    master.next_tuple()
+    for attempt in range(STALL_FAILURES + 2):
+        master.fail_with(("batch", 1, attempt), cause)
+        master.next_tuple()  # the replay
+    (said,) = collector.errors
+    assert said.startswith(
+        "Trident topology waits at txid 1 (spout 'spout0'): its batch failed 3 times in a row, the last time: "
+        "store unavailable in [") and "A store or source did not answer" in said, said
+    assert "stalled" not in said and "fix the operation" not in said

@@ -402,7 +402,7 @@ class Run:
                 time.sleep(0.2)
         self.feeder.start()
         with self.master.client() as m:
-            m.submit_topology("plain", ct.plain_conf(self.redis.url), ct.plain_topology(self.redis.url))
+            m.submit_topology("plain", ct.plain_conf(self.redis.url), ct.plain_topology(self.redis.url, self.args.spouts))
             m.submit_topology("tri", ct.trident_conf(), ct.trident_topology(self.redis.url))
         self.stats.start()
 
@@ -632,6 +632,7 @@ def main() -> int:
     p.add_argument("--every", type=float, default=7, help="mean seconds between faults")
     p.add_argument("--rate", type=float, default=25, help="records a second")
     p.add_argument("--settle", type=float, default=300, help="seconds to wait for quiescence")
+    p.add_argument("--spouts", type=int, default=2, help="tasks of the plain topology's spout (over 3: several in a worker)")
     p.add_argument("--kinds", default=None, help="comma-separated fault kinds to draw from (default: all)")
     p.add_argument("--only", default=None, help="comma-separated indexes of the schedule to fire (shrinking)")
     p.add_argument("--dir", default=None, help="where to make the run's directory")

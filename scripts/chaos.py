@@ -51,12 +51,14 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # the repository: its tests' helpers
 
 import chaos_topology as ct
 
 from squall._config import cluster_conf
 from squall.cluster.client import MasterClient
 from squall.external.trident_redis import RedisMapState
+from tests.conftest import processes_mentioning
 
 SECRET = "chaos-run-secret-0123456789abcdef"
 TASK_TIMEOUT = 10     # nimbus.task.timeout.secs
@@ -73,20 +75,6 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def procs_mentioning(marker: str) -> dict[int, str]:
-    out = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if marker in cmd:
-            out[int(d.name)] = cmd
-    return out
 
 
 def signal_pid(pid: int, sig: int) -> None:
@@ -188,7 +176,7 @@ class Machine:
             self.proc.wait(10)
 
     def workers(self) -> dict[int, str]:
-        return {p: c for p, c in procs_mentioning(str(self.dir)).items() if "squall.worker" in c}
+        return {p: c for p, c in processes_mentioning(str(self.dir)).items() if "squall.worker" in c}
 
     def freeze(self, sig: int) -> list[int]:
         pids = [self.proc.pid] if self.alive() else []
@@ -618,7 +606,7 @@ class Run:
         self.master.kill()
         for mc in self.machines:
             mc.kill()
-        for pid in procs_mentioning(str(self.root)):
+        for pid in processes_mentioning(str(self.root)):
             signal_pid(pid, signal.SIGKILL)
         self.redis.kill()
 

@@ -10,7 +10,9 @@ slots and calls `SchedulerCluster.assign`; it does no I/O, so tests drive it dir
   sorted by first task, are dealt round-robin over them. A topology that lost some of its slots
   (a machine lost or unhealthy) keeps the others whose executor count fits an even spread (their
   workers run on) and its executors left are dealt over as many free slots as it lacks, so a
-  lost worker's executors move together. A topology placed on fewer slots than
+  lost worker's executors move together; where that deal would split an old worker's
+  executors over slots, the whole topology is placed afresh instead (a worker that runs on
+  sends to each peer worker's tasks through one connection). A topology placed on fewer slots than
   it asked for (only some were free) is spread again over more once slots free up, as Storm's
   ``Cluster.needsScheduling`` counts it as needing scheduling while it runs "squeezed".
 - `IsolationScheduler` (``isolation.scheduler.machines: {topology name: machines}``): each listed
@@ -153,7 +155,8 @@ class EvenScheduler(IScheduler):
         worker's executors over several slots and moved the survivors' tasks, whose in-memory
         state went and whose file states, on another machine, were refused."""
         existing = set(cluster.slots())
-        alive = {slot: execs for slot, execs in cluster.assignments.pop(topo.id, {}).items()
+        before = cluster.assignments.pop(topo.id, {})
+        alive = {slot: execs for slot, execs in before.items()
                  if slot in existing and (hosts is None or slot.rsplit(":", 1)[0] in hosts)}
         free = [s for s in cluster.available_slots(hosts) if s not in alive]
         wanted = min(topo.num_workers, len(topo.executors), len(alive) + len(free))
@@ -164,17 +167,31 @@ class EvenScheduler(IScheduler):
         if wanted != len(alive) or placed != set(topo.executors):
             bad = set(bad_slots(alive, len(topo.executors), wanted))
         keep = {slot: execs for slot, execs in alive.items() if slot not in bad}
-        for slot, execs in keep.items():
-            cluster.assign(slot, topo.id, list(execs))
         kept = {e for execs in keep.values() for e in execs}
         left = [e for e in topo.executors if e not in kept]
         # the freed slots are free again, in Storm's order (interleaved across machines)
-        slots = cluster.available_slots(hosts)[:wanted - len(keep)]
-        if not left or not slots:
-            return
-        for slot, execs in even_schedule(left, slots).items():
+        free = [s for s in cluster.available_slots(hosts) if s not in keep]
+        dealt = even_schedule(left, free[:wanted - len(keep)]) if left and wanted > len(keep) else {}
+        if keep and _splits_a_worker(before, keep, dealt):
+            # A worker that runs on sends to each peer worker's tasks through one connection,
+            # keyed by that worker (`squall.worker.batching`): a peer's tasks dealt over several
+            # slots would all still go to one of them, and every tuple for the others be dropped
+            # there, its replays too. Placed afresh instead, every worker restarts.
+            keep, dealt = {}, even_schedule(topo.executors, cluster.available_slots(hosts)[:wanted])
+        for slot, execs in keep.items():
+            cluster.assign(slot, topo.id, list(execs))
+        for slot, execs in dealt.items():
             if execs:
                 cluster.assign(slot, topo.id, execs)
+
+
+def _splits_a_worker(before: dict[str, list[ExecutorSpec]], keep: dict[str, list[ExecutorSpec]],
+                     dealt: dict[str, list[ExecutorSpec]]) -> bool:
+    """Whether the executors of a slot of ``before`` not kept (lost or freed) are dealt over
+    more than one slot of ``dealt``."""
+    where = {e: slot for slot, execs in dealt.items() for e in execs}
+    return any(len({where[e] for e in execs if e in where}) > 1
+               for slot, execs in before.items() if slot not in keep)
 
 
 def integer_partitions(total: int, pieces: int) -> dict[int, int]:

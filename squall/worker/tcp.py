@@ -127,7 +127,7 @@ class _Inbound:
 class _Outbound:
     """The connection to a peer and what it has not taken yet (under the send lock)."""
 
-    __slots__ = ("backlog", "connecting", "gave_up", "retry_at", "sock", "watched")
+    __slots__ = ("away", "backlog", "connecting", "gave_up", "retry_at", "sock", "watched")
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
@@ -136,6 +136,9 @@ class _Outbound:
         self.backlog: deque[memoryview] = deque()  # frames not written, the first maybe in part
         self.retry_at = 0.0
         self.watched = False  # watched for EPOLLOUT too (always for the peer's hang-up while connected)
+        # the connection broke or was refused, and none has been made since: a connection being
+        # made again is not the peer back (a lost machine answers no SYN for minutes)
+        self.away = False
 
 
 class LoopEvent:
@@ -492,6 +495,7 @@ class TcpTransport(BatchingTransport):
         self._out_fds[sock.fileno()] = key
         if code in (0, errno.EISCONN):
             out.connecting = False
+            out.away = False
         elif code in (errno.EINPROGRESS, errno.EAGAIN, errno.EALREADY):
             out.connecting = True
             self._watch(key, out)
@@ -512,6 +516,7 @@ class TcpTransport(BatchingTransport):
             self._broken(key, out, OSError(code, os.strerror(code)))
             return False
         out.connecting = False
+        out.away = False
         return True
 
     def _writable(self, key: str, mask: int) -> None:
@@ -541,6 +546,7 @@ class TcpTransport(BatchingTransport):
             self._close_outbound(out)
         out.sock = None
         out.connecting = False
+        out.away = True
         out.retry_at = self._now() + RECONNECT_SECS
         if out.backlog and _is_partial(out.backlog[0]):
             out.backlog.popleft()
@@ -572,9 +578,9 @@ class TcpTransport(BatchingTransport):
 
     def _held_messages(self, key: str) -> tuple[int, bool]:
         out = self._outbound.get(key)
-        # away: refused or broken, waiting to connect again (not one being made: every
-        # connection is, for a moment, at its start)
-        return (len(out.backlog), out.sock is None) if out is not None else (0, False)
+        # away: refused or broken, waiting to connect again or connecting again (not a first
+        # connection being made: every connection is, for a moment, at its start)
+        return (len(out.backlog), out.sock is None or out.away) if out is not None else (0, False)
 
     def _flush_locked(self) -> None:
         now = self._now()

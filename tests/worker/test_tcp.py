@@ -498,6 +498,45 @@ def test_a_peer_that_is_away_holds_the_spouts_from_its_first_waiting_message_and
             b.close()
 
 
+def test_a_peer_still_away_while_the_transport_connects_again_keeps_the_spouts_held():
+    """A peer whose machine is lost answers no SYN: each new connection to it hangs for seconds
+    (minutes, past ARP) before it fails. The transport counted a connection being made as the
+    peer back, so the first reconnect, 0.1 s after the refusal, released the spouts, which then
+    flooded up to HOLD_MESSAGES messages for the absent peer (each connect that failed held them
+    again, the next released them). A peer stays away until a connection to it is made."""
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"  # nothing listens: the peer is away
+    a = tcp(peers={7: address})
+    held = []
+    a.on_held = lambda peer, holding: held.append((peer, holding))
+    a.sender(7)((0,))
+    a.flush()
+    assert held == [(address, True)]
+    # the peer's address now drops SYNs: a listener whose accept queue is full
+    lst = socket.socket()
+    lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lst.bind(("127.0.0.1", port))
+    lst.listen(0)
+    fill = [socket.create_connection(("127.0.0.1", port), timeout=5)]
+    loop = None
+    try:
+        out = a._outbound[address]
+        assert wait_until(lambda: (a.flush(), out.sock is not None and out.connecting)[1], 5)
+        a.flush()
+        assert held == [(address, True)], "released while the connection to the absent peer hangs"
+        lst.accept()[0].close()  # room again: the SYN sent again (after 1 s) is answered
+        loop = Loop(a)
+        assert wait_until(lambda: held == [(address, True), (address, False)], 10), held
+        assert not out.backlog  # the message went
+    finally:
+        if loop is not None:
+            loop.stop()
+        a.close()
+        for c in fill:
+            c.close()
+        lst.close()
+
+
 def test_set_peers_moves_a_peer_to_its_new_address_under_the_same_sender():
     old_got, new_got = Collect(), Collect()
     old = tcp(receive=old_got, slot="h:2")

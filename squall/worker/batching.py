@@ -321,6 +321,7 @@ class BatchingTransport(Transport):
             now = self._now()
             before, self._last_due = self._last_due, now
             waiting = self._waiting
+            sent = False
             for key, q in self._queues.items():
                 if not q:
                     continue
@@ -332,7 +333,13 @@ class BatchingTransport(Transport):
                         continue
                 waiting.pop(key, None)
                 self._send_queue(key, q)
-            self._check_held()
+                sent = True
+            # a loop calls this every round (W1: 0.52 us with nothing to send, 0.85 with one peer
+            # looked at, 1.72 with 8): a hold starts only where a message is left waiting (a send)
+            # or a connection with a backlog breaks (`flush`, the wire's own checks), so peers are
+            # looked at here only after a send, or while one is held, for its release
+            if sent or self._holding:
+                self._check_held()
         finally:
             self._send_lock.release()
         self._tell_held()

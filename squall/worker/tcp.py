@@ -530,9 +530,9 @@ class TcpTransport(BatchingTransport):
                 return
             if not out.connecting and mask & _PEER_GONE:
                 self._broken(key, out, OSError(errno.ECONNRESET, "closed by the worker at the other end"))
-                return
-            self._write(key, out)
-            self._check_held()  # the peer took its backlog: the spouts may go again
+            else:
+                self._write(key, out)
+            self._check_held()  # the peer took its backlog (the spouts may go again), or went with it
         finally:
             self._send_lock.release()
         self._tell_held()

@@ -110,6 +110,11 @@ class BatchingTransport(Transport):
         # under the send lock
         self._holding: set[str] = set()
         self._flips: deque[tuple[str, bool]] = deque()
+        # one thread tells at a time, in the order noted: a hold told after its release (two
+        # loops, or a loop and the watchman, each telling one) would hold the spouts for good.
+        # Reentrant: on_held broadcasts the worker's new state through this transport, which
+        # tells what it noted meanwhile
+        self._tell_lock = threading.RLock()
         self.given_up = 0  # messages given up for a peer that did not take them (`_gave_up`)
         # queues, sockets and backlogs are keyed by the address a peer worker first had: a
         # worker that restarts elsewhere (a Spark task on another executor) gets a new address
@@ -191,18 +196,19 @@ class BatchingTransport(Transport):
     def _tell_held(self) -> None:
         """Tell ``on_held`` what `_check_held` noted (not under the send lock: the worker's
         backpressure broadcasts its new state through this transport)."""
-        while self._flips:
-            try:
+        if not self._flips:  # every flush calls this: no lock taken then
+            return
+        with self._tell_lock:
+            while self._flips:
                 key, holding = self._flips.popleft()
-            except IndexError:  # another thread took it
-                return
-            if holding:
-                log.info("holding the spouts back while messages wait for the worker at %s, which does not take "
-                         "them (dead, hung or restarting)", self._address[key])
-            else:
-                log.info("the worker at %s takes its messages again: spouts no longer held for it", self._address[key])
-            if self.on_held is not None:
-                self.on_held(key, holding)
+                if holding:
+                    log.info("holding the spouts back while messages wait for the worker at %s, which does not "
+                             "take them (dead, hung or restarting)", self._address[key])
+                else:
+                    log.info("the worker at %s takes its messages again: spouts no longer held for it",
+                             self._address[key])
+                if self.on_held is not None:
+                    self.on_held(key, holding)
 
     def _gave_up_messages(self, key: str, messages: int) -> None:
         """``messages`` waiting for the peer first known as ``key`` were given up (it has been

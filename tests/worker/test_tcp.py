@@ -560,6 +560,35 @@ def test_a_flush_due_round_that_sends_nothing_does_not_look_at_every_peer():
         a.close()
 
 
+def test_a_hold_and_its_release_noted_by_two_threads_are_told_in_order():
+    """The transport notes a hold under its send lock and tells it (on_held) after; two loops,
+    or a loop and the watchman, each telling one: a release noted while the hold was being told
+    (its log line written) was told first, the hold after it, and the worker's spouts stayed
+    held for good (the transport no longer holding, nothing would release them)."""
+    address = f"tcp://127.0.0.1:{free_port()}"
+    a = tcp(peers={7: address})
+    backlog = {"now": (1, True)}  # messages waiting for the peer, and whether it is away
+    a._held_messages = lambda key: backlog["now"]
+    told, released = [], threading.Event()
+
+    def on_held(peer, holding):
+        if holding:  # while this is told, the peer takes its backlog and another thread tells so
+            backlog["now"] = (0, False)
+            threading.Thread(target=a.flush, daemon=True).start()
+            released.wait(0.3)  # told at once on main; in turn with the fix
+        else:
+            released.set()
+        told.append(holding)
+
+    a.on_held = on_held
+    try:
+        a.flush()
+        assert wait_until(lambda: len(told) == 2, 5), told
+        assert told == [True, False], "the release was told before the hold: the spouts stay held"
+    finally:
+        a.close()
+
+
 def test_set_peers_moves_a_peer_to_its_new_address_under_the_same_sender():
     old_got, new_got = Collect(), Collect()
     old = tcp(receive=old_got, slot="h:2")

@@ -28,7 +28,7 @@ import cloudpickle
 
 from .._config import Config, conf_value
 from .._context import TopologyContext
-from .._errors import InvalidTopologyException
+from .._errors import InvalidTopologyException, WorkerStoppingError
 from .._failure import WORKER_DIED, FailureCause
 from .._native import deliver_items
 from .._system import ACKER_COMPONENT
@@ -397,6 +397,14 @@ class Worker:
     def _crash(self, loop: ExecutorLoop, executor: Executor | None, exc: BaseException) -> None:
         component = executor.component if executor is not None else "?"
         task = executor.current_task if executor is not None else -1
+        if isinstance(exc, WorkerStoppingError):
+            # a call the worker's stop cut short (a Trident coordinator spout's write to a
+            # master that no longer answers, `squall._transactional.MasterBackend`): the
+            # worker is going, its component did not fail; reported, it was a fatal error, a
+            # death of the worker, at every such stop (a bolt's input: `BoltExecutor`)
+            log.info("worker %s is stopping: [%s] task %s's loop ends, its call cut short: %s", self.port,
+                     component, task, exc)
+            return
         record = error_record(component, task, exc, self.port, fatal=True)
         with self._crash_lock:
             first = self.crashed is None

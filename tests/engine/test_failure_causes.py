@@ -265,6 +265,33 @@ def test_an_input_whose_call_the_workers_stop_cut_short_fails_uncharged_and_repo
     assert not [r for r in caplog.records if "execute raised" in r.getMessage()]
 
 
+class CoordinatorCutShortByItsStop(Spout):
+    """Raises what a Trident coordinator's write to the master raises when its worker's stop
+    cuts its retries short (the write is the coordinator spout's, in its next_tuple)."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(["x"]))
+
+    def next_tuple(self):
+        from squall._errors import WorkerStoppingError
+        raise WorkerStoppingError("trident_state_put not sent again: the worker is stopping (cannot reach the master)")
+
+
+def test_a_spout_whose_call_the_workers_stop_cut_short_is_no_crash_of_the_spout(caplog):
+    """The bolts' case (above) was fixed, not the spout's: a Trident coordinator (a spout)
+    retrying a master gone at its worker's stop crashed its loop, and the worker's errors and
+    log said the spout had crashed, a fatal error, as a death of the worker."""
+    b = TopologyBuilder()
+    b.set_spout("coord", CoordinatorCutShortByItsStop())
+    cluster = LocalCluster(clock=SimulatedClock())
+    with cluster, caplog.at_level(logging.INFO, "squall.engine"):
+        cluster.submit_topology("t", Config(), b.create_topology())
+        assert wait_until(lambda: cluster.get_topology_info("t")["errors"]
+                          or any("stopping" in r.getMessage() for r in caplog.records if r.levelno == logging.INFO))
+        assert cluster.get_topology_info("t")["errors"] == []
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
 def test_a_timeout_reaches_the_spout_as_a_timeout():
     log = SharedLog()
     b = TopologyBuilder()

@@ -11,7 +11,8 @@ and ``launch`` (that worker's launch in its slot): a task a rebalance moves, or 
 launched again in its slot after a death, is a new series counting from zero, which Prometheus
 would otherwise take for the old one going on whenever its new count had passed the old by the
 next scrape (its ``rate()`` reads a counter reset only from a count that went down: 10
-failures, a ``kill -9``, 10 more by the next scrape read 0 failed), ``stream``, and ``source`` (the component a bolt's input came from, "" for a task's own
+failures, a ``kill -9``, 10 more by the next scrape read 0 failed; a worker process's own
+figures, its CPU seconds and collector runs, carry the launch for the same reason), ``stream``, and ``source`` (the component a bolt's input came from, "" for a task's own
 streams). ``squall_dead_lettered`` is a spout task's records given up to its
 dead letters (or a Trident spout's emitter bolt task's: its ``component`` is the bolt,
 ``spout-<txid>``; or a sink task's rows put on its ``dead_letter`` stream, reason ``bad-row``): there ``source`` is the component that failed each record last ("" when none
@@ -37,6 +38,8 @@ from .link import MasterUnavailable, UiMasterLink
 
 _TASK_LABELS = ["topology", "component", "task", "worker", "launch", "source", "stream"]
 _WORKER_LABELS = ["topology", "host", "port"]
+# a process's own figures count from zero in each launch, as a task's do: the launch is a label
+_PROCESS_LABELS = [*_WORKER_LABELS, "launch"]
 _HELP = {
     "emitted": "Tuples emitted (Storm's statistics)",
     "transferred": "Tuple copies sent to tasks (Storm's statistics)",
@@ -56,12 +59,13 @@ _HELP = {
     "trident_batches_committed": "Trident's master batch coordinator: the batches committed",
     "trident_batch_latency": "Trident's master batch coordinator: mean seconds from a txid's first $batch to its commit (all time)",
 }
-_WORKER_FIGURES = [
-    ("cpuSecs", "squall_worker_cpu_seconds", "CPU time of the worker's process", True),
-    ("rssBytes", "squall_worker_resident_memory_bytes", "Resident memory of the worker's process", False),
-    ("gcCollections", "squall_worker_gc_collections", "Garbage collector runs in the worker's process", True),
-    ("uptimeSeconds", "squall_worker_uptime_seconds", "Seconds since the worker started", False),
-    ("restarts", "squall_worker_restarts", "Times the worker's slot was launched again after a death", True),
+_WORKER_FIGURES = [  # (the worker row's key, the metric, its help, a counter?, labelled by launch?)
+    ("cpuSecs", "squall_worker_cpu_seconds", "CPU time of the worker's process", True, True),
+    ("rssBytes", "squall_worker_resident_memory_bytes", "Resident memory of the worker's process", False, True),
+    ("gcCollections", "squall_worker_gc_collections", "Garbage collector runs in the worker's process", True, True),
+    ("uptimeSeconds", "squall_worker_uptime_seconds", "Seconds since the worker started", False, True),
+    # the slot's, across its launches
+    ("restarts", "squall_worker_restarts", "Times the worker's slot was launched again after a death", True, False),
 ]
 
 
@@ -81,8 +85,9 @@ class _Snapshot:
                 families[metric] = GaugeMetricFamily(f"squall_{metric}", text, labels=_TASK_LABELS)
             else:
                 families[metric] = CounterMetricFamily(f"squall_{metric}", text, labels=_TASK_LABELS)
-        workers = {key: (CounterMetricFamily if counter else GaugeMetricFamily)(name, text, labels=_WORKER_LABELS)
-                   for key, name, text, counter in _WORKER_FIGURES}
+        workers = {key: (CounterMetricFamily if counter else GaugeMetricFamily)(
+                       name, text, labels=_PROCESS_LABELS if per_launch else _WORKER_LABELS)
+                   for key, name, text, counter, per_launch in _WORKER_FIGURES}
         for name, stats in self._topologies:
             # the worker launch that counted each task's figures: each launch counts from zero
             launch_of = {task: (slot, "" if launch is None else str(launch))
@@ -94,8 +99,10 @@ class _Snapshot:
                     family.add_metric([name, component, str(task), slot, launch, source, stream],
                                       value / 1000.0 if metric in LATENCIES else value)
             for w in stats["workers"]:
-                for key, _name, _text, _counter in _WORKER_FIGURES:
-                    workers[key].add_metric([name, w["host"], str(w["port"])], float(w.get(key) or 0))
+                launch = "" if w.get("launchId") is None else str(w["launchId"])
+                for key, _name, _text, _counter, per_launch in _WORKER_FIGURES:
+                    labels = [name, w["host"], str(w["port"]), *([launch] if per_launch else [])]
+                    workers[key].add_metric(labels, float(w.get(key) or 0))
         yield from families.values()
         yield from workers.values()
 

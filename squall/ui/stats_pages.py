@@ -365,7 +365,7 @@ def _worker_row(view: TopologyView, w: WorkerView) -> dict[str, Any]:
             "topologyName": plan.name, "executorsTotal": len(w.executors), "componentNumTasks": num_tasks,
             "uptime": pretty_uptime(w.uptime_secs), "uptimeSeconds": int(w.uptime_secs),
             "workerLogLink": worker_log_link(plan.storm_id, w.port),
-            "restarts": w.restarts, "pid": fig.get("pid"), "cpuSecs": round(float(fig.get("cpu_secs", 0.0)), 3),
+            "restarts": w.restarts, "launchId": w.launch_id, "pid": fig.get("pid"), "cpuSecs": round(float(fig.get("cpu_secs", 0.0)), 3),
             "rssBytes": int(fig.get("rss_bytes", 0)), "gcCollections": int(fig.get("gc_collections", 0))}
 
 

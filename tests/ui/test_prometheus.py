@@ -91,7 +91,9 @@ class _Relaunched:
         if op == "list":
             return [{"id": "t-1-1", "name": "t"}]
         launch, failed = (2, 12.0) if self.relaunched else (1, 10.0)
-        return {"id": "t-1-1", "tasks": [["src", 5, "failed", "", "default", failed]], "workers": [],
+        cpu, restarts = (3.5, 1) if self.relaunched else (3.0, 0)
+        worker = {"host": "127.0.0.1", "port": 6700, "launchId": launch, "cpuSecs": cpu, "restarts": restarts}
+        return {"id": "t-1-1", "tasks": [["src", 5, "failed", "", "default", failed]], "workers": [worker],
                 "launches": [[5, launch, "127.0.0.1:6700"]]}
 
 
@@ -104,3 +106,17 @@ def test_a_task_whose_worker_was_launched_again_in_its_slot_is_a_new_series():
     after = _families(_metrics(link).text)["squall_failed"].samples
     assert [(s.labels["worker"], s.labels["launch"], s.value) for s in before] == [("127.0.0.1:6700", "1", 10.0)]
     assert [(s.labels["worker"], s.labels["launch"], s.value) for s in after] == [("127.0.0.1:6700", "2", 12.0)]
+
+
+def test_a_worker_process_launched_again_in_its_slot_is_a_new_series_and_its_slots_restarts_one():
+    """The worker's own figures count from zero in each launch too (3 CPU seconds, a kill -9,
+    3.5 in the next launch read as 0.5 more); its slot's restarts count across launches."""
+    link = _Relaunched()
+    before = _families(_metrics(link).text)
+    link.relaunched = True
+    after = _families(_metrics(link).text)
+    cpu = "squall_worker_cpu_seconds"
+    assert [(s.labels["launch"], s.value) for s in before[cpu].samples] == [("1", 3.0)]
+    assert [(s.labels["launch"], s.value) for s in after[cpu].samples] == [("2", 3.5)]
+    restarts = after["squall_worker_restarts"].samples
+    assert [(s.labels, s.value) for s in restarts] == [({"topology": "t", "host": "127.0.0.1", "port": "6700"}, 1.0)]

@@ -65,6 +65,10 @@ __all__ = ["DeltaTableSpout", "FollowedFile", "ParquetDirectorySpout", "RowAt"]
 
 log = logging.getLogger(__name__)
 
+UNMARKED_WARN_SECS = 60.0
+"""How long a `ParquetDirectorySpout` waiting for ``_SUCCESS`` sees finished files in its directory
+before it says that it reads nothing until then."""
+
 
 class RowAt(NamedTuple):
     """A followed row's message id: the file's key (its path in the table or directory) and the
@@ -399,10 +403,15 @@ class ParquetDirectorySpout(_FollowingSpout):
         """Loads the progress; the files it lists are not queued again."""
         super().open(conf, context, collector)
         self.seen: set[str] = set()
+        self.unmarked_since: float | None = None  # when finished files were first seen without _SUCCESS
+        self.told_unmarked = False
 
     def _new_files(self) -> list[FollowedFile]:
         root = self.source
-        if not os.path.isdir(root) or (self.require_success and not os.path.exists(os.path.join(root, "_SUCCESS"))):
+        if not os.path.isdir(root):
+            return []
+        if self.require_success and not os.path.exists(os.path.join(root, "_SUCCESS")):
+            self._waiting_for_success(root)
             return []
         found: list[FollowedFile] = []
         present: set[str] = set()
@@ -428,6 +437,32 @@ class ParquetDirectorySpout(_FollowingSpout):
             del self.committed_rows[key]
             self.version_of.pop(key, None)
         return sorted(found)
+
+
+    def _waiting_for_success(self, root: str) -> None:
+        """Say once when ``root`` has held finished files for `UNMARKED_WARN_SECS` and still no
+        ``_SUCCESS``: a Spark job writes it when it ends, but a directory squall's own
+        `ParquetSinkBolt` (or another writer) fills never gets one, and the spout read nothing,
+        without a word, for as long as it ran."""
+        if self.told_unmarked:
+            return
+        try:
+            with os.scandir(root) as entries:
+                finished = sum(1 for e in entries if e.name[0] not in "._" and e.name.endswith(self.suffix))
+        except OSError:
+            return
+        now = self.clock.now()
+        if not finished:
+            self.unmarked_since = None
+        elif self.unmarked_since is None:
+            self.unmarked_since = now
+        elif now - self.unmarked_since >= UNMARKED_WARN_SECS:
+            self.told_unmarked = True
+            log.warning("ParquetDirectorySpout %r: %s has held %d finished %s file(s) for %.0f s and no _SUCCESS, "
+                        "which this spout waits for before it reads anything (require_success=True): a Spark job "
+                        "writes it when it ends; a directory ParquetSinkBolt or another writer fills never gets "
+                        "one: follow it with require_success=False", self.spout_id, root, finished, self.suffix,
+                        now - self.unmarked_since)
 
 
 class DeltaTableSpout(_FollowingSpout):

@@ -185,3 +185,29 @@ def test_a_task_without_its_own_progress_starts_over_rather_than_take_another_ta
     assert start_mark({"task-0.json": ProgressDoc({}, 5, 1), "task-1.json": ProgressDoc({}, 3, 2)},
                       "task-0.json", 3) is None  # docs of two runs
     assert start_mark({}, "task-0.json", 1) is None
+
+
+def test_a_directory_with_finished_files_and_no_success_marker_is_said_once(tmp_path, caplog, monkeypatch):
+    """A directory ParquetSinkBolt fills never gets Spark's _SUCCESS: the spout, waiting for it by
+    default, read nothing for as long as it ran, without a word (0 of 1,000 rows in 60 s)."""
+    import logging
+
+    import pyarrow.parquet as pq
+
+    from squall.external import follow
+    monkeypatch.setattr(follow, "UNMARKED_WARN_SECS", 0.3)  # 60 s in a deployment
+
+    out = tmp_path / "out"
+    out.mkdir()
+    pq.write_table(rows(0, 10), out / "part-0.parquet")
+    log = SharedLog()
+    spout = ParquetDirectorySpout(out, ["event", "n"], poll_secs=0.05, progress_dir=str(tmp_path / "local"))
+    said = lambda: [r.getMessage() for r in caplog.records if "no _SUCCESS" in r.getMessage()]  # noqa: E731
+    with caplog.at_level(logging.WARNING, "squall.external.follow"), LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, topology(spout, log))
+        assert wait_until(said, 10)
+        assert not wait_until(lambda: len(said()) > 1, 0.5), "said once"
+        assert str(out) in said()[0] and "require_success=False" in said()[0]
+        assert log.items() == []  # still waiting, as asked
+        (out / "_SUCCESS").touch()
+        assert wait_until(lambda: len(log.items()) == 10)

@@ -307,7 +307,9 @@ def test_a_worker_drops_the_connection_a_peer_gave_up_during_a_partition(tmp_pat
             a, b = net.addresses
             assert _inbound_from(net.namespaces[1], b, s.port, a) and _inbound_from(net.namespaces[0], a, s.port, b)
             _cut_between(net, 0, 1)
-            assert wait_until(lambda: len(spout_events(s.out)[2]) >= 100, 30), "nothing failed\n" + s.why()
+            # what was pending across the cut fails at the message timeout; once a worker's
+            # connection to its peer broke, the peer is away and its spouts are held, so no more
+            assert wait_until(lambda: len(spout_events(s.out)[2]) >= 20, 30), "nothing failed\n" + s.why()
             _cut_between(net, 0, 1, heal=True)
             before = len(spout_events(s.out)[1])
             assert wait_until(lambda: len(spout_events(s.out)[1]) > before + 200, 30), "acks did not resume\n" + s.why()

@@ -68,7 +68,6 @@ class RemoteError(SquallError):
         self.type = type_name
 
 
-
 def transient(e: BaseException) -> bool:
     """Whether ``e``, from a call to the master, may succeed if sent again: the master could not
     be reached (`RpcError`), or it refused the call because it cannot write the cluster state

@@ -362,7 +362,6 @@ class _Persisted(NamedTuple):
                                for sid, s in master.supervisors.items()}, sort_keys=True))
 
 
-
 class WorkerDeaths(NamedTuple):
     """`Master.worker_deaths`: ``restarts``, the topology's workers' restarts after a death so
     far; ``newest``, its newest fatal error (a component's that ended its worker, or a worker's
@@ -372,6 +371,7 @@ class WorkerDeaths(NamedTuple):
     restarts: int
     newest: ErrorRecord | None
     held: bool
+
 
 class Master:
     """Nimbus's state and verbs; see the module docstring. Served by a

@@ -438,7 +438,6 @@ class ParquetDirectorySpout(_FollowingSpout):
             self.version_of.pop(key, None)
         return sorted(found)
 
-
     def _waiting_for_success(self, root: str) -> None:
         """Say once when ``root`` has held finished files for `UNMARKED_WARN_SECS` and still no
         ``_SUCCESS``: a Spark job writes it when it ends, but a directory squall's own

@@ -324,7 +324,6 @@ class DeltaMapState(IBackingMap):
                 # operation's error; said, and told apart from one a replay can get past
                 raise self._fail("MERGE", self._classify(e, table)) from None
 
-
     def _check_not_stale(self, table: DeltaTable, txid: int) -> None:
         """Refuse batch ``txid``'s write where the table's transaction of this partition is
         later: Trident commits a partition's batches in txid order, so a later one was
@@ -339,7 +338,6 @@ class DeltaMapState(IBackingMap):
                 f"write of txid {txid} is refused: it comes from a stale copy of the task (a worker taken for "
                 f"dead, which resumed, whose batch its replacement committed), or from another topology "
                 f"using the app id {self.f.app_id!r} on this table (give each its own)")
-
 
     def _check_prevs(self, table: DeltaTable, rows: dict[tuple, Any], source: pa.Table, txid: int) -> None:
         """Refuse opaque batch ``txid``'s write unless each new value's ``prev`` is what the

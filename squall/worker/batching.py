@@ -219,7 +219,6 @@ class BatchingTransport(Transport):
                            "message timeout and replay; with acking off they are lost",
                            messages, self._address[key], self.given_up)
 
-
     @property
     def dropped(self) -> int:
         """Messages received and dropped, for any reason (`statistics` tells which)."""

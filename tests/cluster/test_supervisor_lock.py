@@ -2,6 +2,7 @@
 "the supervisor running for storm.local.dir" must not adopt, and later SIGTERM, a process that
 got the pid of a supervisor killed since (another cluster's supervisor, say)."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -71,18 +72,22 @@ def test_a_supervisor_started_as_python_m_squall_cli_is_found_as_the_directorys_
                                     "nimbus.thrift.port": master_port, "supervisor.slots.ports": [slot],
                                     "squall.secret": "c" * 40}))
     os.chmod(conf, 0o600)
-    proc = subprocess.Popen([sys.executable, "-m", *spelling, "supervisor", "--config", str(conf)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    err = tmp_path / "supervisor.err"
+    with open(err, "wb") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", *spelling, "supervisor", "--config", str(conf)],
+                                stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
     try:
         wait_until(lambda: proc.poll() is not None or running_supervisor(tmp_path / "local") == proc.pid, 60)
-        assert running_supervisor(tmp_path / "local") == proc.pid, "the supervisor was not found as running"
+        assert running_supervisor(tmp_path / "local") == proc.pid, \
+            f"the supervisor was not found as running (exit status {proc.poll()}):\n{err.read_text()[-3000:]}"
         second = subprocess.run([sys.executable, "-m", "squall.cli", "supervisor", "--config", str(conf)],
                                 capture_output=True, text=True, timeout=60)
         assert second.returncode == 1
         assert second.stderr.strip() == (f"squall: error: a supervisor already runs for storm.local.dir "
                                          f"{tmp_path / 'local'} (pid {proc.pid})"), second.stderr
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # it ended already (the assertion says why)
+            os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:

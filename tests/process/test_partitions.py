@@ -226,6 +226,12 @@ def test_a_supervisor_cut_off_from_the_master_only_is_replaced_and_its_worker_st
             # Storm's worker does until its supervisor reads the new assignment); what it wrote
             # while cut off is the partition's, and its peers dropped what it sent them
             assert time.time() - healed_at < 10, "the old worker ran on long after the heal"
+            # the new copy took over from the last id emitted when it opened, and the old one
+            # emitted on (as fast, while its peers still took its tuples): the ids only the old
+            # one emitted are the new one's to emit once it passes them, so stop only then
+            old_last = max(i for kind, i, pid, _ in spout_lines(s.out) if kind == "e" and pid == spout_pid)
+            assert wait_until(lambda: max((i for kind, i, pid, _ in spout_lines(s.out) if kind == "e" and pid != spout_pid),
+                                          default=-1) > old_last, 30), "the new spout never passed the old one\n" + s.why()
             _check_counts(s.out, s.why, two_copies=True)
             assert len(s.info()["workers"]) == 2
             assert wait_until(lambda: len(_all_workers(s)) == 2, 20), _all_workers(s)

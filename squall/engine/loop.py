@@ -202,9 +202,9 @@ class Backpressure:
 
     def _update(self, change: Callable[[], object]) -> None:
         with self._lock:
-            was_local = bool(self._over) or bool(self._held)
+            was_local = self.over
             change()
-            local = bool(self._over) or bool(self._held)
+            local = self.over
             self.throttled = local or bool(self._remote)
             waiters = [] if self.throttled else list(self._waiters)
         for lp in waiters:

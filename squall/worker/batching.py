@@ -115,7 +115,7 @@ class BatchingTransport(Transport):
         # Reentrant: on_held broadcasts the worker's new state through this transport, which
         # tells what it noted meanwhile
         self._tell_lock = threading.RLock()
-        self.given_up = 0  # messages given up for a peer that did not take them (`_gave_up`)
+        self.given_up = 0  # messages given up for a peer that did not take them (`_gave_up_messages`)
         # queues, sockets and backlogs are keyed by the address a peer worker first had: a
         # worker that restarts elsewhere (a Spark task on another executor) gets a new address
         # (`set_peers`), but the senders the executors hold keep appending to the same queue

@@ -56,6 +56,7 @@ sys.path.insert(0, str(HERE.parent))  # the repository: its tests' helpers
 import chaos_topology as ct
 
 from squall._config import cluster_conf
+from squall._private import write_private
 from squall.cluster.client import MasterClient
 from squall.external.trident_redis import RedisMapState
 from tests.conftest import processes_mentioning
@@ -118,7 +119,7 @@ class Master:
         self.root = root
         self.conf = conf
         self.file = root / "squall.yaml"
-        self.file.write_text(yaml.safe_dump(conf))
+        write_private(self.file, yaml.safe_dump(conf))  # it holds the secret: owner-only
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -157,7 +158,7 @@ class Machine:
         self.conf = {**conf, "storm.local.dir": str(self.dir), "storm.local.hostname": address,
                      "supervisor.slots.ports": slots}
         self.file = self.dir.parent / f"{name}.yaml"
-        self.file.write_text(yaml.safe_dump(self.conf))
+        write_private(self.file, yaml.safe_dump(self.conf))  # it holds the secret: owner-only
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:

@@ -106,7 +106,10 @@ class WorkerLost:
     """A worker of the topology died (``HeartbeatReply.lost``): what was in it, or on its way to
     its ``tasks``, may be lost; ``time`` is when the master learned it (its wall clock).
     ``executing``: ``(task, root)`` of each input its bolts were executing when it died, as its
-    host read it (`squall.engine.executing`), and ``how`` it ended (``exit status 7``)."""
+    host read it (`squall.engine.executing`), and ``how`` it ended (``exit status 7``).
+    ``launch``: the launch id that died (0: not known), by which a peer that has heard from a
+    later launch of the slot tells that what it sent since went to that one
+    (`squall.engine.transport.Transport.loss_age`)."""
 
     generation: int
     slot: str
@@ -114,6 +117,7 @@ class WorkerLost:
     time: float
     executing: tuple[tuple[int, int], ...] = ()
     how: str = ""
+    launch: int = 0
 
 
 @dataclass(frozen=True)

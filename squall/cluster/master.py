@@ -248,7 +248,8 @@ class _Topo:
         bolt_tasks = {t for e in bolts for t in e.tasks}
         named = tuple((t, r) for t, r in executing
                       if type(t) is int and type(r) is int and t in bolt_tasks and 0 < r < 1 << 64)[:len(bolts)]
-        self.lost.append(WorkerLost(self.lost_generation, slot, tasks, now, named, how if named else ""))
+        self.lost.append(WorkerLost(self.lost_generation, slot, tasks, now, named, how if named else "",
+                                    self.slot(slot).launch_id or 0))
         del self.lost[:-MAX_LOST]
 
     def retire(self, slot: str) -> None:

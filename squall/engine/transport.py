@@ -17,7 +17,7 @@ import abc
 import logging
 import threading
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from .._ratelimit import RateLimitedLog
@@ -146,6 +146,15 @@ class Transport(abc.ABC):
         topology left): messages from an older launch of a slot (a worker replaced since) are
         dropped. A transport whose closed endpoints can send nothing, as the in-memory one, has
         none to drop."""
+
+    def loss_age(self, tasks: Iterable[int], slot: str, launch: int) -> float | None:
+        """Launch ``launch`` of ``slot``, which hosted ``tasks``, died (the master's notice):
+        how many seconds ago this worker last sent them anything that may have been lost with
+        it. What it sent since went to a later launch of the slot, or waits for one. None when
+        the transport cannot tell (every item sent until now may be lost), as when it has not
+        heard from a later launch of the slot, or cannot see its connections (the in-memory
+        transport, ZeroMQ's)."""
+        return None
 
     @abc.abstractmethod
     def set_control_handler(self, handle: ControlHandler) -> None:

@@ -378,10 +378,11 @@ class Worker:
             lp.wake()
 
     def tasks_lost(self, tasks: Iterable[int], own: bool = False, executing: Iterable[ExecutingInput] = (),
-                   how: str = "") -> int:
-        """Items this worker sent to ``tasks`` (in another worker) until now may be lost: that
+                   how: str = "", ago: float | None = None) -> int:
+        """Items this worker sent to ``tasks`` (in another worker) until now, or until ``ago``
+        seconds ago (`squall.engine.transport.Transport.loss_age`), may be lost: that
         worker died, or what was queued for it was dropped. Every local spout that reaches one
-        of them fails its pending tuples emitted until now, on its own loop
+        of them fails its pending tuples emitted until then, on its own loop
         (`SpoutExecutor.notify_lost`). Returns how many spout executors will. ``own``: this
         worker's own tasks count too (a peer dropped items for them, which may have come from
         this worker's spouts: `squall.engine.dropped_items`); else they are left out (a notice
@@ -391,8 +392,8 @@ class Worker:
         tasks = frozenset(tasks) if own else frozenset(tasks).difference(self.inboxes)
         died = {e.root: FailureCause(WORKER_DIED, self.plan.task_to_component[e.task], e.task, "", how)
                 for e in executing if e.task in tasks and e.task in self.plan.task_to_component}
-        now = self.clock.now()
-        return sum(ex.notify_lost(tasks, now, died) for ex in self.executors if isinstance(ex, SpoutExecutor))
+        until = self.clock.now() - (ago or 0.0)
+        return sum(ex.notify_lost(tasks, until, died) for ex in self.executors if isinstance(ex, SpoutExecutor))
 
     def _crash(self, loop: ExecutorLoop, executor: Executor | None, exc: BaseException) -> None:
         component = executor.component if executor is not None else "?"

@@ -571,9 +571,13 @@ class WorkerAgent:
         # too: a tuple a dead worker's bolt was executing must fail for that first
         for lost in reply.lost:
             executing = [ExecutingInput(task, root) for task, root in lost.executing]
-            if worker.tasks_lost(lost.tasks, executing=executing, how=lost.how):
+            # not the tuples emitted since its next launch took what this worker sends: a notice
+            # that comes after it answers must not fail what it answers (a DRPC call's error)
+            ago = transport.loss_age(lost.tasks, lost.slot, lost.launch)
+            if worker.tasks_lost(lost.tasks, executing=executing, how=lost.how, ago=ago):
                 log.info("worker %s died %.1f s ago: failing the spouts' pending tuples that may "
-                         "have been in it%s", lost.slot, max(0.0, time.time() - lost.time),
+                         "have been in it%s%s", lost.slot, max(0.0, time.time() - lost.time),
+                         f", emitted until {ago:.1f} s ago" if ago else "",
                          f" ({len(executing)} being executed when it died, {lost.how})" if executing else "")
         if reply.peers is not None:  # a peer restarted elsewhere: before spouts may (re)start
             may_be_lost = self._set_peers(reply.peers)

@@ -23,7 +23,7 @@ import logging
 import secrets
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from time import monotonic
 from typing import Any
 
@@ -178,6 +178,13 @@ class BatchingTransport(Transport):
         them, and whether it is away (no connection to it now); under the send lock."""
         return 0, False
 
+    def _lost_only_before(self, key: str) -> float | None:
+        """A time (``now``'s) before which anything sent to the peer first known as ``key``
+        that was lost with a worker that died there was sent: since then, what was sent went
+        into a connection to a live worker, or waits for one. None when the wire cannot tell
+        (under the send lock)."""
+        return None
+
     # --- shared -----------------------------------------------------------------------------------
     def _check_held(self) -> None:
         """Note each peer for which this worker starts or stops holding its spouts (see
@@ -232,6 +239,24 @@ class BatchingTransport(Transport):
         """The master's launch id per slot (``floor``: of the others): messages from older
         launches are dropped."""
         self._opener.set_floor(launches, floor)
+
+    def loss_age(self, tasks: Iterable[int], slot: str, launch: int) -> float | None:
+        """Only once a later launch of ``slot`` has sent this worker a message is ``launch``
+        surely gone (its connections hung up before; a worker merely cut off from the master,
+        or hung, still holds them open): then what went to ``tasks`` since each peer's
+        `_lost_only_before` reached a later launch, or waits for one."""
+        newest = self._opener.newest_launch(slot)
+        if launch <= 0 or newest is None or newest <= launch:
+            return None
+        keys = {self._task_key[t] for t in tasks if t in self._task_key}
+        if not keys:
+            return None
+        with self._send_lock:
+            bounds = [self._lost_only_before(key) for key in keys]
+        known = [b for b in bounds if b is not None]
+        if len(known) < len(bounds):
+            return None
+        return max(0.0, self._now() - max(known))
 
     def set_receiver(self, receive: Callable[[int, Any], None],
                      receive_batch: Callable[[list], int] | None = None,

@@ -196,10 +196,10 @@ class Opener:
     """The receiving side: checks a message's MAC and header against the replay window.
 
     ``storm_id`` and ``address`` are the receiving worker's topology and data address.
-    `set_floor` takes the master's launch id per slot. Not thread-safe: `open` is called by one
-    thread at a time, in the order the messages came (`ZmqTransport.poll`, under its lock);
-    `set_floor` swaps a whole pair (the dict and the floor of the others), which `open` picks
-    up whole.
+    `set_floor` takes the master's launch id per slot. `open` is called by one thread at a time,
+    in the order the messages came (`ZmqTransport.poll`, under its lock); `set_floor` swaps a
+    whole pair (the dict and the floor of the others), which `open` picks up whole; any thread
+    may call `count` and `newest_launch` (which reads one entry, replaced whole).
     """
 
     def __init__(self, secret: bytes, storm_id: str, address: str) -> None:
@@ -229,6 +229,12 @@ class Opener:
         except Refused as e:
             self.count(e.reason)
             raise
+
+    def newest_launch(self, slot: str) -> int | None:
+        """The launch of ``slot`` whose messages this worker takes now: the latest it accepted
+        one from (None: none yet). From any thread."""
+        last = self._last.get(slot)
+        return None if last is None else last[0]
 
     def count(self, reason: str) -> None:
         """Count a message dropped for ``reason`` (a `Drops` field) by its receiver; from any

@@ -34,8 +34,11 @@ it: `TcpTransport._moved`), rather than into the dead connection; a message whos
 backlog too. What was written before the worker saw the hang-up was emitted before the master's
 notice of the death, which fails it at once (`Worker.tasks_lost`); what is emitted after the
 notice (the spouts' replays) reaches the peer's next launch, where Storm's netty client wrote it
-into the dead connection and left it to one to two message timeouts. A peer stopped on purpose
-(a rebalance, a kill) hangs up the same way and fails nothing.
+into the dead connection and left it to one to two message timeouts. A notice that comes late,
+after the next launch has sent this worker a message, fails only what was sent before the
+connection to it was made (`TcpTransport.loss_age`): what was sent since, that launch took, and
+a DRPC call it answered must not fail. A peer stopped on purpose (a rebalance, a kill) hangs up
+the same way and fails nothing.
 
 This wire does not encrypt: the worker process uses it only where ``squall.encryption`` asks
 for no encryption of the address (`squall.worker.curve.wants_encryption`: ``auto`` encrypts
@@ -93,6 +96,7 @@ _BROKEN = select.EPOLLERR | select.EPOLLHUP
 # A peer never writes on a connection it accepted, so anything to read there is its end too.
 _HANGUP = select.EPOLLRDHUP
 _PEER_GONE = _HANGUP | _EPOLLIN | _BROKEN
+_GONE_EVENTS = select.POLLRDHUP | select.POLLIN | select.POLLHUP | select.POLLERR  # the same, to poll(2)
 _WOULD_BLOCK = (BlockingIOError, InterruptedError)
 
 
@@ -127,12 +131,18 @@ class _Inbound:
 class _Outbound:
     """The connection to a peer and what it has not taken yet (under the send lock)."""
 
-    __slots__ = ("away", "backlog", "connecting", "gave_up", "retry_at", "sock", "watched")
+    __slots__ = ("away", "backlog", "broken_at", "connected_at", "connecting", "gave_up", "gave_up_at", "retry_at",
+                 "sock", "watched")
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
         self.connecting = False
         self.gave_up = False  # a frame of the backlog was given up (too many, or refused)
+        # when (the transport's clock) the last frame was given up, the last connection made,
+        # and the last one broke or was refused: what bounds what a dead peer may have lost
+        self.gave_up_at = 0.0
+        self.connected_at = 0.0
+        self.broken_at = 0.0
         self.backlog: deque[memoryview] = deque()  # frames not written, the first maybe in part
         self.retry_at = 0.0
         self.watched = False  # watched for EPOLLOUT too (always for the peer's hang-up while connected)
@@ -432,11 +442,11 @@ class TcpTransport(BatchingTransport):
             out.backlog.append(frame[sent:])
             self._watch(key, out)
 
-    @staticmethod
-    def _give_up_oldest(out: _Outbound) -> None:
+    def _give_up_oldest(self, out: _Outbound) -> None:
         # a frame written in part must be finished, or the peer reads garbage: give up the next
         del out.backlog[1 if out.sock is not None and _is_partial(out.backlog[0]) else 0]
         out.gave_up = True
+        out.gave_up_at = self._now()
 
     def _write(self, key: str, out: _Outbound) -> None:
         """Connect if need be, then write the backlog until the socket would block."""
@@ -475,6 +485,7 @@ class TcpTransport(BatchingTransport):
                 self._gave_up_messages(key, len(out.backlog))
             out.backlog.clear()
             out.gave_up = True
+            out.gave_up_at = self._now()
             out.retry_at = self._now() + RECONNECT_SECS
             return
         try:
@@ -496,6 +507,7 @@ class TcpTransport(BatchingTransport):
         if code in (0, errno.EISCONN):
             out.connecting = False
             out.away = False
+            out.connected_at = self._now()
         elif code in (errno.EINPROGRESS, errno.EAGAIN, errno.EALREADY):
             out.connecting = True
             self._watch(key, out)
@@ -517,6 +529,7 @@ class TcpTransport(BatchingTransport):
             return False
         out.connecting = False
         out.away = False
+        out.connected_at = self._now()
         return True
 
     def _writable(self, key: str, mask: int) -> None:
@@ -547,7 +560,8 @@ class TcpTransport(BatchingTransport):
         out.sock = None
         out.connecting = False
         out.away = True
-        out.retry_at = self._now() + RECONNECT_SECS
+        out.broken_at = self._now()
+        out.retry_at = out.broken_at + RECONNECT_SECS
         if out.backlog and _is_partial(out.backlog[0]):
             out.backlog.popleft()
 
@@ -581,6 +595,25 @@ class TcpTransport(BatchingTransport):
         # away: refused or broken, waiting to connect again or connecting again (not a first
         # connection being made: every connection is, for a moment, at its start)
         return (len(out.backlog), out.sock is None or out.away) if out is not None else (0, False)
+
+    def _lost_only_before(self, key: str) -> float | None:
+        """A connection that broke took what was written on it and not read: what was sent
+        since it broke waits in the backlog for the next connection, made once the dead peer's
+        next launch listens. A connection made since, to a live worker (not hung up now: the
+        dead one's hang-up came before its next launch's first message), took what was sent
+        after it was made. A frame given up is lost whenever it was sent."""
+        out = self._outbound.get(key)
+        if out is None:
+            return 0.0  # nothing sent there (or it moved, and `_moved` said what was lost)
+        if out.sock is not None and not out.connecting:
+            probe = select.poll()
+            probe.register(out.sock, _GONE_EVENTS)
+            if probe.poll(0):  # the dead peer's, not yet seen to hang up (a loop's next poll will)
+                return None
+            since = out.connected_at
+        else:
+            since = out.broken_at
+        return max(since, out.gave_up_at)
 
     def _flush_locked(self) -> None:
         now = self._now()

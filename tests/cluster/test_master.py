@@ -915,9 +915,12 @@ def test_only_a_worker_that_may_have_held_tuples_is_told_as_lost(conf):
     assert lost_told_to_a() is None
     # b reports its address (peers may send to it now), then dies before it said it started
     m.op_get_assignment(storm_id=storm_id, slot=b, launch_id=topo.launch_ids[b], address="tcp://127.0.0.1:7001")
+    dead = topo.launch_ids[b]
     m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
-        {"storm_id": storm_id, "slot": b, "launch_id": topo.launch_ids[b], "status": 1, "started": True}])
-    assert [n["slot"] for n in lost_told_to_a()] == [b]
+        {"storm_id": storm_id, "slot": b, "launch_id": dead, "status": 1, "started": True}])
+    # the launch that died, by which a peer that heard from the next one bounds what it lost
+    assert [(n["slot"], n["launch"]) for n in lost_told_to_a()] == [(b, dead)]
+    assert topo.launch_ids[b] > dead
 
 
 def test_a_worker_is_told_every_death_when_the_master_restarted_since_it_last_heard(conf):

@@ -89,6 +89,28 @@ def test_a_lost_downstream_task_fails_the_pending_tuples_emitted_before_and_no_o
         worker.stop(clean=False)
 
 
+def test_a_notice_that_comes_after_the_dead_workers_next_launch_took_tuples_fails_only_those_sent_before():
+    """The transport says what was sent to the dead worker's tasks for the last 2 s reached its
+    next launch (`Transport.loss_age`): the tuples emitted since, answered there, do not fail."""
+    worker, clock, feed, tracker, spout, tasks = _worker()
+    worker.start()
+    try:
+        for i in range(3):
+            feed.feed([i], f"old{i}")
+        assert wait_until(lambda: spout.in_flight == 3)
+        clock.advance(3)  # the worker dies, its next launch starts and takes tuples
+        for i in range(4):
+            feed.feed([i], f"new{i}")
+        assert wait_until(lambda: spout.in_flight == 7)
+        clock.advance(1)
+        assert worker.tasks_lost([tasks["sink"][1]], ago=2.0) == 1
+        assert wait_until(lambda: all(tracker.is_failed(f"old{i}") for i in range(3)))
+        assert not wait_until(lambda: any(tracker.is_failed(f"new{i}") for i in range(4)), 0.2)
+        assert spout.in_flight == 4
+    finally:
+        worker.stop(clean=False)
+
+
 def test_a_lost_acker_task_fails_the_pending_tuples():
     worker, clock, feed, tracker, spout, tasks = _worker()
     worker.start()

@@ -387,6 +387,85 @@ def test_a_peer_that_dies_is_seen_at_once_and_what_follows_waits_for_its_next_la
         b.close()
 
 
+def test_a_dead_peers_loss_is_bounded_once_its_next_launch_is_heard_from():
+    """The master's notice of a death may come after the dead worker's next launch took what
+    this worker sent it (its heartbeat comes late): `loss_age` tells how long ago the last item
+    that may have been lost was sent, so that the spouts fail only those. Until a later launch of
+    the slot is heard from, it cannot tell (the worker may be hung, not dead, its connection
+    open); nor while the connection still open is the dead one's, not yet seen to hang up."""
+    got_a, got1, got2 = Collect(), Collect(), Collect()
+    a = tcp(receive=got_a, slot="h:1")
+    b = tcp(receive=got1, slot="h:2", peers={1: a.address})
+    address = b.address
+    a.set_peers({7: address})
+    loop_a, loop_b = Loop(a), Loop(b)
+    try:
+        a.sender(7)((1,))
+        b.sender(1)(("from launch 1",))
+        a.flush()
+        b.flush()
+        assert wait_until(lambda: got1.got and got_a.got)
+        assert a.loss_age([7], "h:2", 1) is None  # launch 1 is the one heard from
+        loop_b.stop()
+        b.close()  # as at a SIGKILL
+        assert wait_until(lambda: all(o.sock is None for o in a._outbound.values()), timeout=10)
+        assert a.loss_age([7], "h:2", 1) is None  # no later launch yet: a hung worker looks the same
+        restarted = time.monotonic()
+        b = tcp(receive=got2, slot="h:2", launch=2, bind=address, peers={1: a.address})
+        loop_b = Loop(b)
+        a.sender(7)((2,))
+        a.flush()
+        assert wait_until(lambda: got2.got == [(7, (2,))], timeout=10)
+        b.sender(1)(("from launch 2",))
+        b.flush()
+        assert wait_until(lambda: len(got_a.got) == 2)
+        asked = time.monotonic()
+        age = a.loss_age([7], "h:2", 1)
+        # lost at most what was written before the reconnection, made after the restart
+        assert age is not None and asked - restarted >= age >= 0, (age, asked - restarted)
+        assert a.loss_age([7], "h:2", 2) is None  # of the live launch: nothing to bound
+        assert a.loss_age([99], "h:2", 1) is None  # tasks it never knew
+        assert loop_a.error is None and loop_b.error is None
+    finally:
+        loop_a.stop()
+        loop_b.stop()
+        a.close()
+        b.close()
+
+
+def test_a_dead_peers_connection_not_yet_seen_to_hang_up_bounds_nothing():
+    """A loop flushing while another polls leaves a hang-up for the next poll: the connection
+    still open is the dead worker's, so anything sent until now may be lost with it."""
+    got_a, got1, got2 = Collect(), Collect(), Collect()
+    a = tcp(receive=got_a, slot="h:1")
+    a._stale.close()  # no watchman: the test's polls are a's only ones
+    b = tcp(receive=got1, slot="h:2", peers={1: a.address})
+    address = b.address
+    a.set_peers({7: address})
+    loop_b = Loop(b)
+    try:
+        a.sender(7)((1,))
+        a.flush()
+        assert wait_until(lambda: a.poll() >= 0 and got1.got)
+        with a._send_lock:  # a loop flushing all along: the polls leave the hang-up for later
+            loop_b.stop()
+            b.close()
+            b = tcp(receive=got2, slot="h:2", launch=2, bind=address, peers={1: a.address})
+            loop_b = Loop(b)
+            b.sender(1)(("from launch 2",))
+            b.flush()
+            assert wait_until(lambda: a.poll() >= 0 and got_a.got)
+        assert a._outbound[address].sock is not None
+        assert a._opener.newest_launch("h:2") == 2
+        assert a.loss_age([7], "h:2", 1) is None
+        a.poll()  # the hang-up seen now: what is sent next waits for launch 2
+        assert wait_until(lambda: a.loss_age([7], "h:2", 1) is not None)
+    finally:
+        loop_b.stop()
+        a.close()
+        b.close()
+
+
 def test_what_waits_for_a_dead_peer_reaches_its_next_launch_at_a_new_address_and_nothing_is_lost():
     """As on Spark, the dead peer's next launch comes at another port. What the sender held for
     the old address (the spouts' replays at the master's notice) goes to the new one, sealed

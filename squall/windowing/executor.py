@@ -332,7 +332,8 @@ class WindowedBoltExecutor(Bolt):
 
     def _check_stalled(self) -> None:
         """Warn when the watermark has not moved for `STALLED_WATERMARK_TIMEOUTS` message
-        timeouts though newer tuples came, naming the input streams that hold it back.
+        timeouts though newer tuples came, or an input stream delivered nothing yet, naming the
+        input streams that hold it back.
 
         The watermark is the oldest of the input streams' newest timestamps (less the lag), and
         there is none until every input stream delivered: one stream that stays silent (a join's
@@ -340,7 +341,9 @@ class WindowedBoltExecutor(Bolt):
         window, while the others' tuples pile up in it. In Storm they timed out and replayed,
         failures for the user to see; kept alive (`keep_alive`), they were held without a word,
         the windows never fired and the memory grew. A stream that paused as a whole (no newer
-        tuple on any input) leaves the window waiting quietly, as it should."""
+        tuple on any input, each having delivered) leaves the window waiting quietly, as it
+        should; a silent input stream is warned of though nothing newer came, since all the
+        input may have come before the first check (a backfill, a file of events)."""
         watermarks, manager = self.watermarks, self.manager
         assert watermarks is not None and manager is not None  # an event-time window's timer
         now = self._clock.wall()
@@ -350,10 +353,16 @@ class WindowedBoltExecutor(Bolt):
                 self._watermark_moved = (now, newest)
             return
         since, newest_then = self._watermark_moved
-        if now - since < self._stall_secs or newest == newest_then or not len(manager):
+        if now - since < self._stall_secs or not len(manager):
+            return
+        silent, slowest = watermarks.held_back_by()
+        # a pause of every stream is no cause for a warning, but a stream that never delivered
+        # is no pause: its window can never fire. A burst of input that all came before the
+        # first check (a backfill, a file) left the newest timestamp where it was, and a quiet
+        # input held it for good without a word
+        if newest == newest_then and not silent:
             return
         self._watermark_moved = (now, newest_then)  # warned: again after as long, if still stuck
-        silent, slowest = watermarks.held_back_by()
         streams = ", ".join(f"[{c}:{s}]" for c, s in silent or slowest)
         if silent:
             why = f"input stream{'s' if len(silent) > 1 else ''} {streams} delivered nothing yet"
@@ -362,10 +371,11 @@ class WindowedBoltExecutor(Bolt):
                    f"{watermarks.latest[slowest[0]]}")
         last = "none yet" if watermarks.last_watermark is None else watermarks.last_watermark
         log.warning(
-            "Component [%s] task %s: the watermark has not moved for %d s (last: %s) though newer tuples came "
-            "(newest timestamp %d): %s, and the watermark is the oldest of its input streams' newest "
-            "timestamps less the lag; the window holds %d tuples, kept from timing out, until it moves",
-            self.component, self.task, int(now - since), last, newest, why, len(manager))
+            "Component [%s] task %s: the watermark has not moved for %d s (last: %s)%s (newest timestamp %d): "
+            "%s, and the watermark is the oldest of its input streams' newest timestamps less the lag; the "
+            "window holds %d tuples, kept from timing out, until it moves", self.component, self.task,
+            int(now - since), last, "" if newest == newest_then else " though newer tuples came", newest, why,
+            len(manager))
 
     def keep_alive(self) -> None:
         """Reset the message timeout of each tuple the window holds whenever half a timeout

@@ -9,10 +9,13 @@ import logging
 
 import pytest
 
-from squall import Config, Duration, LocalCluster, TopologyBuilder
+from squall import Config, Duration, Fields, LocalCluster, TopologyBuilder
+from squall._tuple import Source, Tuple
 from squall.testing import SimulatedClock
+from squall.windowing.executor import WindowedBoltExecutor
 
 from ..conftest import wait_until
+from .test_core import _Ctx, _Nothing, _ResetRecorder, _SettableClock, _Timers
 from .test_late_in_timeout import RunningSpout
 from .test_topology import RecordingWindowBolt
 
@@ -79,3 +82,37 @@ def test_a_watermark_held_back_by_one_input_stream_is_reported_naming_it(caplog,
     assert windows_before == [] and failed == []
     assert [sorted(w) for w in windows] == [sorted(["r0", "r1", "r2", "r3", "r4"] + (["q0"] if quiet_first else []))]
     assert _stalled(caplog) == warned  # no warning for the pause
+
+
+class _TwoInputs(_Ctx):
+    def get_this_sources(self):
+        return {("events", "default"): None, ("quiet", "default"): None}
+
+    def register_metric(self, name, metric, bucket_secs):
+        return metric
+
+
+def test_a_silent_input_stream_is_reported_when_all_the_input_came_in_a_burst(caplog):
+    """All of "events" arrives before the window's first check (a backfill, a file), "quiet"
+    sends nothing: the watermark can never move. Before, nothing newer came after the first
+    check, so the silence passed for a pause of every stream and the window held the 4 tuples
+    for good without a word; now it warns after a message timeout, naming [quiet:default], and
+    again each timeout. A pause once every stream delivered still warns of nothing."""
+    caplog.set_level(logging.WARNING, logger="squall.windowing")
+    bolt = _Nothing().with_tumbling_window(Duration.of(10)).with_timestamp_field("ts")
+    ex = WindowedBoltExecutor(bolt)
+    clock = _SettableClock()
+    ex.prepare({**bolt.get_component_configuration(), "topology.message.timeout.secs": 5}, _TwoInputs(),
+               _ResetRecorder())
+    loop = _Timers(clock, ex.squall_timers(clock))
+    events = Source("events", "default", 1, Fields("v", "ts"))
+    for i in range(4):
+        ex.execute(Tuple([f"e{i}", 10 * i], events))
+    loop.run_until(11.5)
+    warned = _stalled(caplog)
+    assert len(warned) == 2, warned  # after 5 s and 10 s of silence
+    assert "Component [window] task 3" in warned[0] and "input stream [quiet:default] delivered nothing yet" in warned[0]
+    assert "the window holds 4 tuples" in warned[0] and "newer tuples came" not in warned[0]
+    ex.execute(Tuple(["q0", 5], Source("quiet", "default", 2, Fields("v", "ts"))))  # every stream delivered
+    loop.run_until(30)
+    assert _stalled(caplog) == warned  # now a pause: no warning

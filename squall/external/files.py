@@ -52,7 +52,17 @@ from ..engine.clock import Clock
 from ._arity import arity_error
 from ._file_locks import FileLocks
 from .offsets import OffsetManager
-from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, gate_patience, group_size, spout_backoff, worker_gate
+from .retry import (
+    AloneGate,
+    Charge,
+    RetryBackoff,
+    RetrySchedule,
+    gate_patience,
+    group_size,
+    spout_backoff,
+    warn_stood_alone,
+    worker_gate,
+)
 
 log = logging.getLogger("squall.external.files")
 
@@ -1095,6 +1105,7 @@ class FileSpout(Spout, CountsDeadLetters):
         held = self.gate.hold(suspect, size, self.clock.now())
         aside = self.gate.set_aside_alone()
         if aside:
+            warn_stood_alone(log, f"FileSpout {self.spout_id!r} task {self.index}", len(aside), self.gate.patience)
             for offset in aside:
                 self.charged[offset] = self.charged[offset].set_aside()
             self._write_charges()

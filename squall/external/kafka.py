@@ -77,7 +77,16 @@ from .kafka_consumer import (  # noqa: F401 - re-exported: their home before kaf
     TopicPartition,
 )
 from .offsets import OffsetManager
-from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, gate_patience, group_size, worker_gate
+from .retry import (
+    AloneGate,
+    Charge,
+    RetryBackoff,
+    RetrySchedule,
+    gate_patience,
+    group_size,
+    warn_stood_alone,
+    worker_gate,
+)
 
 log = logging.getLogger(__name__)
 
@@ -671,7 +680,10 @@ class KafkaSpout(Spout, CountsDeadLetters):
                 suspect = self._suspect(msg_id)
                 size = self._group_size(r, msg_id) if suspect else 1
                 held = self.gate.hold(suspect, size, self.clock.now())
-                self._aside.extend(self.gate.set_aside_alone())
+                aside = self.gate.set_aside_alone()
+                if aside:
+                    warn_stood_alone(log, f"KafkaSpout {self.config.group_id}", len(aside), self.gate.patience)
+                    self._aside.extend(aside)
                 # a suspect alone set aside: its mark a death beside others, committed before
                 # anything goes out beside it (`AloneGate.set_aside_alone`)
                 if self._aside and not self._mark_aside():

@@ -90,7 +90,16 @@ from .._redact import redact_text
 from .._tuple import is_tick_tuple
 from ..engine.clock import Clock
 from ._arity import arity_error
-from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, gate_patience, group_size, worker_gate
+from .retry import (
+    AloneGate,
+    Charge,
+    RetryBackoff,
+    RetrySchedule,
+    gate_patience,
+    group_size,
+    warn_stood_alone,
+    worker_gate,
+)
 
 log = logging.getLogger(__name__)
 
@@ -523,7 +532,10 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
                 continue
             size = t.group_size
             held = self._gate.hold(t.suspect, size, now)
-            self._aside.extend(self._gate.set_aside_alone())
+            aside = self._gate.set_aside_alone()
+            if aside:
+                warn_stood_alone(log, self.consumer, len(aside), self._gate.patience)
+                self._aside.extend(aside)
             # a suspect alone set aside: its mark a death beside others, before anything goes
             # out beside it (`AloneGate.set_aside_alone`)
             if self._aside and not self._safely(now, self._mark_aside):

@@ -21,6 +21,7 @@ Pure: the caller passes the time; nothing here reads a clock.
 from __future__ import annotations
 
 import heapq
+import logging
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -338,6 +339,19 @@ def gate_patience(conf: Any) -> float:
     its trees ending (`AloneGate`'s ``patience``): the topology's
     ``topology.message.timeout.secs`` (30 s by default), the time a tree may take."""
     return float(setting(conf or {}, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
+
+
+def warn_stood_alone(log: logging.Logger, who: str, count: int, patience: float | None) -> None:
+    """Say that ``count`` suspects of ``who`` (a spout, named as its own warnings name it), each
+    out alone, stood still for ``patience`` seconds and go on beside others
+    (`AloneGate.set_aside_alone`). Behind an event-time window every suspect alone waits that
+    long, and a spout whose worker died with many records pending sends one record a message
+    timeout: without this, the pipeline looked stuck with nothing failing and nothing logged."""
+    log.warning("%s: %d record(s) suspected of killing the worker waited %.0f s (topology.message.timeout.secs) "
+                "to finish alone and now go on beside others: something downstream holds their tuples (an "
+                "event-time window acks one only once newer tuples move its watermark), so each suspect that "
+                "goes alone waits as long. Persistent windows, or the spout's max_retries=None, avoid the wait "
+                "(docs/connectors.md)", who, count, patience or 0.0)
 
 
 def worker_gate(context: Any) -> WorkerGate:

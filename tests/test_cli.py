@@ -449,6 +449,34 @@ def test_the_summary_shows_the_errors_that_happened_last_even_when_they_first_ha
     assert shown[:-1] == [f"[c{i:02d}] task {10 + i}: IOError: disk {i}" for i in range(3, 12)]
 
 
+def test_the_list_names_what_a_shell_subprocess_said_before_it_exited():
+    """A streamparse bolt over multilang raised in ``initialize`` (its database was down): the
+    error's first line says only that the subprocess exited, the last line of its stderr what
+    went wrong. ``squall list``'s last error (`ErrorRecord.describe`) showed the first line alone:
+    "... it exited; exit code 1", with nothing of the database; it ends with the exception now."""
+    from squall.cli._cluster import _errors_note
+    from squall.engine.executor import ErrorRecord
+
+    error = ("MultilangError: ShellBolt [count_bolt] task 3: subprocess ['python3', '-m', 'streamparse.run', '-s', "
+             "'json', 'bolts.wordcount.WordCountBolt'] (pid 27047): it exited; exit code 1\n"
+             "its stderr ended with:\n  Traceback (most recent call last):\n"
+             '    File "src/bolts/wordcount.py", line 12, in initialize\n'
+             "      raise RuntimeError('cannot reach the counts database at db:5432')\n"
+             "  RuntimeError: cannot reach the counts database at db:5432")
+    record = ErrorRecord("count_bolt", 3, 1.0, error, "", fatal=True, count=4)
+    note = _errors_note({"name": "wordcount", "errors": 1, "last_error": record.describe()})
+    assert note == ("wordcount: 1 error; last: [count_bolt] MultilangError: ShellBolt [count_bolt] task 3: subprocess "
+                    "['python3', '-m', 'streamparse.run', '-s', 'json', 'bolts.wordcount.WordCountBolt'] (pid 27047): "
+                    "it exited; exit code 1 ... RuntimeError: cannot reach the counts database at db:5432 (x4) "
+                    "(squall info wordcount)")
+    # a one-line error, and pystorm's report with its traceback, read as before and as `squall local` shows them
+    assert ErrorRecord("b", 1, 1.0, "ValueError: boom", "").describe() == "[b] ValueError: boom"
+    report = ("Python ValueError raised while processing Tuple Tuple(id='1', values=['x'])\nTraceback (most recent "
+              "call last):\n  File \"bolt.py\", line 3, in process\n    int(x)\nValueError: invalid literal\n")
+    assert ErrorRecord("b", 1, 1.0, report, "").describe() == (
+        "[b] Python ValueError raised while processing Tuple Tuple(id='1', values=['x']) ... ValueError: invalid literal")
+
+
 def test_a_run_counts_each_crash_of_a_worker_and_not_a_report_of_the_same_error():
     """A worker crashed on "boom" three times (one record, x3) and its bolt also reported "boom"
     through its collector twice, living on. The run said "a worker crashed 1 time(s)" (a record

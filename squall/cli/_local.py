@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from .._config import Config
+from .._error_lines import exception_line, first_and_last, telling_lines
 from .._errors import NotAliveException
 from .._redact import RedactingFilter
 from .._system import is_system_id
 from ..cluster.local import LocalCluster
-from ..multilang.messages import NO_EXCEPTION
 from ..worker.stats_history import ALL_TIME
 from ._flux import from_args, sleep_seconds
 from ._options import UserError, conf_file, parse_overrides
@@ -71,39 +71,12 @@ def _ui_port(asked: int | None, daemon_over: dict[str, Any], config: str | None)
     return int(setting(cluster_conf(daemon_over, config), Config.UI_PORT))
 
 
-def _telling_lines(text: str) -> list[str]:
-    """The non-blank lines of ``text``, stripped, but `NO_EXCEPTION`'s."""
-    return [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() != NO_EXCEPTION]
-
-
 def one_line(text: str) -> str:
-    """An error's text on one line, as the live figures and the summary show it: a report with a
-    traceback (pystorm's ``Python ValueError raised while processing Tuple ...`` and the
-    traceback under it) keeps its first line and the exception's line (``Type: message``, the
-    first line after the last frame: an exception whose message runs over several lines, a
-    database's ``relation "x" does not exist`` with ``LINE 1: ...`` and a caret under it, ends
-    the text with one of those, not with itself); other text keeps its first and last lines.
+    """An error's text on one line, as the live figures and the summary show it: its first line
+    and the line that says what went wrong (`squall._error_lines.first_and_last`).
     ``--debug``, the worker's log and ``squall get-errors`` have all of it."""
-    lines = _telling_lines(text)
-    if len(lines) <= 1:
-        return lines[0] if lines else text.strip()
-    last = _exception_line(text) or lines[-1]
-    if last == lines[0]:
-        return last
-    return f"{lines[0]} {last} (--debug shows the traceback)"
-
-
-def _exception_line(text: str) -> str | None:
-    """The line that names the exception of a Python traceback in ``text`` (the first one after
-    the last frame's ``  File ...`` line and the indented lines under it), or None."""
-    raw = text.splitlines()
-    frames = [i for i, ln in enumerate(raw) if ln.startswith('  File "')]
-    if not frames:
-        return None
-    for ln in raw[frames[-1] + 1:]:
-        if ln.strip() and not ln.startswith(" "):
-            return ln.strip()
-    return None
+    first, last = first_and_last(text)
+    return first if last is None else f"{first} {last} (--debug shows the traceback)"
 
 
 class _OneLine(logging.Filter):
@@ -111,16 +84,16 @@ class _OneLine(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        lines = _telling_lines(message)
+        lines = telling_lines(message)
         exc_given = bool(record.exc_info and record.exc_info[1] is not None)
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
-            said = _telling_lines(str(exc))
+            said = telling_lines(str(exc))
             lines.append(f"{type(exc).__name__}: {said[0] if said else ''}".rstrip())
             record.exc_info = None
             record.exc_text = None
         if len(lines) > 1:
-            last = lines[-1] if exc_given else (_exception_line(message) or lines[-1])
+            last = lines[-1] if exc_given else (exception_line(message) or lines[-1])
             record.msg, record.args = f"{lines[0]} {last} (--debug shows the traceback)", None
         return True
 

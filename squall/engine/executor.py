@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._config import Config, conf_value
+from .._error_lines import first_and_last
 from .._native import TaskStatsBase
 from .._redact import shown_text
 from .plan import ExecutorSpec, TopologyPlan
@@ -82,9 +83,12 @@ class ErrorRecord:
                    max(1, get("count", int, 1)), get("last_time", float, when), get("host", str, ""))
 
     def describe(self) -> str:
-        """One line: ``[component] first line of the error``, and ``(xN)`` if it repeated."""
-        text = self.error.strip()
-        line = f"[{self.component}] {text.splitlines()[0] if text else '(no message)'}"
+        """One line (``squall list``'s last error): ``[component]``, the error's first line and
+        the line that says what went wrong, when another does (`first_and_last`: a shell
+        subprocess's error, whose first line says only that it exited, ends with the exception
+        its stderr ended with), and ``(xN)`` if it repeated."""
+        first, last = first_and_last(self.error)
+        line = f"[{self.component}] {first or '(no message)'}{f' ... {last}' if last else ''}"
         return f"{line} (x{self.count})" if self.count > 1 else line
 
 

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._error_lines import NO_EXCEPTION
 from .._errors import SquallError
 from .._failure import MAX_MESSAGE_CHARS
 from .._system import DEFAULT_STREAM, SYSTEM_TASK
@@ -225,9 +226,6 @@ def reported_line(error: str) -> str:
     return line if len(line) <= MAX_MESSAGE_CHARS else line[:MAX_MESSAGE_CHARS] + "..."
 
 
-# what `traceback.format_exc()` gives outside an ``except``: pystorm's ``raise_exception(e, tup)``
-# called after catching (or without raising) ends its report with it, which says nothing
-NO_EXCEPTION = "NoneType: None"
 
 
 def last_line(text: str) -> str:

@@ -1,0 +1,43 @@
+"""An error's text in one line, for the places that show one line of it: `squall list`'s last
+error (`squall.engine.executor.ErrorRecord.describe`), `squall local`'s live figures, summary
+and log lines (`squall.cli._local`). Whoever wants all of it reads ``squall get-errors``, the
+UI or the worker's log."""
+
+from __future__ import annotations
+
+# what `traceback.format_exc()` gives outside an ``except``: pystorm's ``raise_exception(e, tup)``
+# called after catching (or without raising) ends its report with it, which says nothing
+NO_EXCEPTION = "NoneType: None"
+
+
+def telling_lines(text: str) -> list[str]:
+    """The non-blank lines of ``text``, stripped, but `NO_EXCEPTION`'s."""
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() != NO_EXCEPTION]
+
+
+def exception_line(text: str) -> str | None:
+    """The line that names the exception of a Python traceback in ``text`` (the first one after
+    the last frame's ``  File ...`` line and the indented lines under it), or None."""
+    raw = text.splitlines()
+    frames = [i for i, ln in enumerate(raw) if ln.startswith('  File "')]
+    if not frames:
+        return None
+    for ln in raw[frames[-1] + 1:]:
+        if ln.strip() and not ln.startswith(" "):
+            return ln.strip()
+    return None
+
+
+def first_and_last(text: str) -> tuple[str, str | None]:
+    """The first line of an error's text and the line that says what went wrong, if another:
+    a report with a traceback (pystorm's ``Python ValueError raised while processing Tuple ...``
+    and the traceback under it) gives its exception's line (``Type: message``, the first line
+    after the last frame: an exception whose message runs over several lines, a database's
+    ``relation "x" does not exist`` with ``LINE 1: ...`` and a caret under it, ends the text with
+    one of those, not with itself); other text its last line (a shell subprocess's error ends
+    with the last line of its stderr, the exception that ended it)."""
+    lines = telling_lines(text)
+    if len(lines) <= 1:
+        return (lines[0] if lines else text.strip()), None
+    last = exception_line(text) or lines[-1]
+    return lines[0], (None if last == lines[0] else last)

@@ -160,13 +160,30 @@ class JsonSerializer:
         return b"\n".join([*self._lines, b"".join(self._partial)]).strip()
 
 
+class _ExtValue(ValueError):
+    """A subprocess's message holds a MessagePack ext-type value (`_refuse_ext`)."""
+
+
+def _refuse_ext(code: int, data: bytes) -> Any:
+    # msgpack hands an ext type it does not know on as an ExtType object, which squall's own
+    # wire between workers (squall.engine.serialize) packs as the ext type it is: there its code
+    # means a big int, a tuple, a set, a registered class or a pickle, so the value was read as
+    # another one (code 1), unpickled (6), or refused with the whole batch it came in ("the
+    # batch is corrupt"), in a warning of the receiving worker that named no component, and
+    # replayed for ever. MessagePack's timestamp (-1) does not come here: msgpack reads it.
+    raise _ExtValue(f"a value of MessagePack ext type {code} ({len(data)} bytes), which squall takes from no "
+                    f"subprocess: send it as a string, bytes, a number, a list or a map (a Date as its "
+                    f"milliseconds, say)")
+
+
 class MsgpackSerializer:
-    """MessagePack: self-delimited objects, strings as UTF-8, bytes as bin (pystorm's)."""
+    """MessagePack: self-delimited objects, strings as UTF-8, bytes as bin (pystorm's). An
+    ext-type value is a protocol error (`_refuse_ext`)."""
 
     name = "msgpack"
 
     def __init__(self) -> None:
-        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=MAX_MESSAGE_BYTES)
+        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=MAX_MESSAGE_BYTES, ext_hook=_refuse_ext)
         self._fed = 0
         self._held_error = HeldError()
 
@@ -190,8 +207,9 @@ class MsgpackSerializer:
             for message in self._unpacker:  # one at a time: those before a bad one are kept
                 out.append(message)  # noqa: PERF402
         except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
-            self._held_error.raise_or_hold(ProtocolError(f"a message that is not valid MessagePack "
-                                                         f"({type(e).__name__}: {e}): {shown(data)}"), out)
+            what = (str(e) if isinstance(e, _ExtValue) else
+                    f"a message that is not valid MessagePack ({type(e).__name__}: {e})")
+            self._held_error.raise_or_hold(ProtocolError(f"{what}: {shown(data)}"), out)
         return out
 
     def failed(self) -> ProtocolError | None:

@@ -203,13 +203,18 @@ class MsgpackSerializer:
                                 f"tuples") from None
         self._fed += len(data)
         out: list[Any] = []
+        start = self._unpacker.tell()  # where the message being read began, in all that was fed
         try:
             for message in self._unpacker:  # one at a time: those before a bad one are kept
-                out.append(message)  # noqa: PERF402
+                out.append(message)
+                start = self._unpacker.tell()
         except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
+            # shown from the start of the bad message when it began in this read, not from the
+            # read's start: the messages before it (handed over) pushed it out of the excerpt
+            bad = data[max(0, start - (self._fed - len(data))):]
             what = (str(e) if isinstance(e, _ExtValue) else
                     f"a message that is not valid MessagePack ({type(e).__name__}: {e})")
-            self._held_error.raise_or_hold(ProtocolError(f"{what}: {shown(data)}"), out)
+            self._held_error.raise_or_hold(ProtocolError(f"{what}: {shown(bad)}"), out)
         return out
 
     def failed(self) -> ProtocolError | None:

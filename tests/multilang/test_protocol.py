@@ -162,6 +162,18 @@ def test_a_msgpack_ext_type_value_is_a_protocol_error_naming_it(code):
         {"command": "emit", "tuple": [stamp]}]
 
 
+def test_the_msgpack_error_shows_the_bad_message_not_the_good_ones_read_with_it():
+    """The excerpt of a message that is not MessagePack began where the read began: after 20
+    acks in the same read, it showed acks (which were fine and handed over) and not the bytes
+    that were wrong. It starts at the bad message now."""
+    ser = MsgpackSerializer()
+    ack = ser.encode({"command": "ack", "id": "1"})
+    assert len(ser.feed(ack * 20 + b"\xc1garbage")) == 20
+    error = str(ser.failed())
+    assert error.endswith(": '\ufffdgarbage'"), error  # shown as text, the byte replaced
+    assert "command" not in error
+
+
 def test_a_subprocess_read_gives_the_messages_before_garbage_then_its_error(monkeypatch):
     """`ShellProcess.read` hands over what a subprocess completed before garbage it wrote in
     the same write, then raises the protocol error (never waits for more: it wrote nothing

@@ -20,11 +20,12 @@ first the subprocess was given (its writing started: one it dies reading is its)
 last ack or fail (a subprocess works through its input in order, as storm.py's and pystorm's
 do), unless that last answer was a fail after an
 error it reported (pystorm's ``exit_on_exception``: it failed the tuple that raised, then
-exited): then that fail charged the record already. A subprocess that dies before answering
-anything, a heartbeat included, with no tuple to put it down to (it cannot start its work at
-all), is a fault of the worker, as in Storm: the error crashes it, the host restarts it. One
-that answered heartbeats and had no tuple in hand (an idle task, killed from outside) is
-started again in its worker.
+exited): then that fail charged the record already, or unless it read none of that tuple
+(`_never_read`: it died in its start, pystorm's ``initialize`` raising, with tuples waiting in
+its pipe). A subprocess that dies before answering anything, a heartbeat included, with no
+tuple to put it down to (it cannot start its work at all), is a fault of the worker, as in
+Storm: the error crashes it, the host restarts it. One that answered heartbeats and had no
+tuple in hand (an idle task, killed from outside) is started again in its worker.
 """
 
 from __future__ import annotations
@@ -162,6 +163,8 @@ class ShellBolt(ShellComponent, Bolt):
         self._places: dict[str, int] = {}
         self._queued = 0
         self._written = 0  # the place of the last tuple whose writing started (the writer's)
+        # where each tuple not yet answered began in what its input pipe took (`ShellProcess.sent`)
+        self._starts: dict[int, int] = {}
         self._answered = 0  # the latest place it acked or failed (the reader's)
         self._answers = 0
         # heartbeats it answered: a subprocess that synced works, even if it was given no tuple
@@ -276,10 +279,16 @@ class ShellBolt(ShellComponent, Bolt):
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(CLOSE_WAIT_SECS)
-        old.close()
+        suspect = self._suspect()
+        if suspect is not None and self._never_read(old, suspect):
+            # it died before it read a byte of that tuple (in its start: pystorm's initialize
+            # raising, its database down), so the tuple is not the cause: charged, it was
+            # dead-lettered after as many restarts as its retry budget, for no fault of its own
+            log.info("%s: its subprocess died before reading the first tuple it held: not put down to it", old.where)
+            suspect = None
+        old.close()  # closes its input pipe: measured above
         component, task = self._where
         lost = FailureCause.lost_in(component, task, error)
-        suspect = self._suspect()
         held = list(self._inputs.items())
         self._inputs.clear()
         error.squall_input_cause = lost  # type: ignore[attr-defined]  # the bolt executor reads it: the input is not charged
@@ -318,6 +327,17 @@ class ShellBolt(ShellComponent, Bolt):
             if answered < place <= written and tid in self._inputs:
                 return tid
         return None
+
+    def _never_read(self, process: ShellProcess, tuple_id: str) -> bool:
+        """Whether the dead ``process`` read nothing of tuple ``tuple_id``: all its input pipe
+        took from that tuple's start on is still in the pipe (what it read is what the pipe took,
+        `ShellProcess.sent`, less what is left, `ShellProcess.unread_input`). False when the
+        pipe cannot say."""
+        start = self._starts.get(self._places.get(tuple_id, -1))
+        unread = process.unread_input()
+        if start is None or unread is None:
+            return False
+        return process.sent - unread <= start
 
     def cleanup(self) -> None:
         """End the subprocess (its input closed, then SIGTERM, then SIGKILL) and its reader and
@@ -363,6 +383,7 @@ class ShellBolt(ShellComponent, Bolt):
                 if isinstance(item, tuple):  # a tuple: (its place, its message)
                     # given from the moment its writing starts: a subprocess that dies reading a
                     # large tuple (out of memory) never takes all of it, and that death is the tuple's
+                    self._starts[item[0]] = process.sent
                     self._written = item[0]
                     process.write_bytes(item[1])
                 else:
@@ -382,6 +403,7 @@ class ShellBolt(ShellComponent, Bolt):
                 raise ProtocolError(f"{command} of tuple id {msg.id!r}, which it was not given or had "
                                     f"already acked or failed")
             place = self._places.pop(tid, 0)
+            self._starts.pop(place, None)
             self._answered = max(self._answered, place)
             self._answers += 1
             self._failed_after_error = command == "fail" and self._reported is not None

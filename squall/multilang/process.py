@@ -12,9 +12,11 @@ so that a read can wait with a time limit (``poll``) without data hiding in a bu
 
 from __future__ import annotations
 
+import array
 import atexit
 import codecs
 import collections
+import fcntl
 import logging
 import math
 import os
@@ -23,10 +25,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import termios
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._children import GROUP_FILE, SHELL_HOME_ENV, ShellGroup, die_with_parent, kill_group, leader_of
@@ -61,9 +64,9 @@ def _ready_within(fd: int, events: int, timeout: float) -> bool:
     return bool(poller.poll(max(0, math.ceil(timeout * 1000))))
 
 
-def _write_within(fd: int, data: bytes, timeout: float) -> None:
-    """Write ``data`` to the pipe ``fd``; `SubprocessTimeout` once nothing of it was taken for
-    ``timeout`` seconds."""
+def _write_within(fd: int, data: bytes, timeout: float, taken: Callable[[int], None]) -> None:
+    """Write ``data`` to the pipe ``fd``, telling ``taken`` how many bytes each write put in it;
+    `SubprocessTimeout` once nothing of it was taken for ``timeout`` seconds."""
     view = memoryview(data)
     blocking = os.get_blocking(fd)
     os.set_blocking(fd, False)
@@ -72,11 +75,23 @@ def _write_within(fd: int, data: bytes, timeout: float) -> None:
             if not _ready_within(fd, select.POLLOUT, timeout):
                 raise SubprocessTimeout(f"it took nothing of its input for {timeout:g} s")
             try:
-                view = view[os.write(fd, view):]
+                n = os.write(fd, view)
             except BlockingIOError:  # room for less than PIPE_BUF: wait again
                 continue
+            taken(n)
+            view = view[n:]
     finally:
         os.set_blocking(fd, blocking)
+
+
+def _write_all(fd: int, data: bytes, taken: Callable[[int], None]) -> None:
+    """Write ``data`` to the blocking pipe ``fd``, telling ``taken`` how many bytes each write
+    put in it (a write the subprocess's end interrupts put some of them there)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        taken(n)
+        view = view[n:]
 
 
 def task_directory(prefix: str) -> str:
@@ -138,6 +153,10 @@ class ShellProcess:
         if owned_dir:
             _UNENDED.add(self)
         self._eof = False
+        # bytes its input pipe took, counted as each write puts them there: what it read of them
+        # is `sent` less what is still in the pipe (`unread_input`), which tells a tuple it never
+        # read from the one it died on (`squall.multilang.bolt.ShellBolt._never_read`)
+        self.sent = 0
         self.owner: threading.Thread | None = None  # the component's thread: the subprocess does not outlive it
         self.killed_because = ""  # set by `kill`: why squall ended it, for the error that follows
 
@@ -240,15 +259,30 @@ class ShellProcess:
             raise self.failure("it is not running")
         with self._write_lock:
             try:
+                proc.stdin.flush()
                 if timeout is None:
-                    proc.stdin.write(data)
-                    proc.stdin.flush()
+                    _write_all(proc.stdin.fileno(), data, self._took)
                 else:
-                    proc.stdin.flush()
-                    _write_within(proc.stdin.fileno(), data, timeout)
+                    _write_within(proc.stdin.fileno(), data, timeout, self._took)
             except (BrokenPipeError, ValueError, OSError):
                 self._eof = True  # it is exiting: the error waits a moment for its status
                 raise self.failure("it stopped reading its input (it exited)") from None
+
+    def _took(self, n: int) -> None:
+        self.sent += n
+
+    def unread_input(self) -> int | None:
+        """Bytes written to its input that it has not read, still in the pipe (once it died:
+        those it never took); None when the pipe cannot say (closed, or no ``FIONREAD``)."""
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            return None
+        try:
+            count = array.array("i", [0])
+            fcntl.ioctl(proc.stdin.fileno(), termios.FIONREAD, count, True)
+        except (OSError, ValueError):
+            return None
+        return count[0]
 
     def read(self, timeout: float | None = None) -> ShellMsg:
         """The next message from the subprocess, checked (`parse_shell_msg`).

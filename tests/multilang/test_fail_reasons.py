@@ -11,10 +11,14 @@ import re
 import sys
 from pathlib import Path
 
-from squall import Bolt, LocalCluster, ShellBolt, TopologyBuilder
-from squall._failure import EXCEPTION, FailureCause
+import pytest
+
+from squall import Bolt, Fields, LocalCluster, ShellBolt, TopologyBuilder
+from squall._failure import EXCEPTION, WORKER_LOST, FailureCause
+from squall._tuple import Source, Tuple
 from squall.external.files import FileSpout
 from squall.multilang import process as process_module
+from squall.multilang.messages import MultilangError
 from squall.multilang.process import ShellProcess
 from squall.multilang.serializer import JsonSerializer
 from squall.testing._registry import SharedLog
@@ -174,7 +178,7 @@ def test_the_fails_after_a_huge_error_each_read_only_its_last_line(monkeypatch):
     bolt.collector, bolt.context, bolt._where, bolt._reported = Collector(), None, ("check", 3), None
     tuples = {str(i): Tuple([str(i)], Source("lines", "default", 1, Fields(["line"]))) for i in range(100)}
     bolt._inputs = dict(tuples)
-    bolt._places, bolt._answered, bolt._answers = {}, 0, 0  # (what `ShellBolt._start` sets)
+    bolt._places, bolt._starts, bolt._answered, bolt._answers = {}, {}, 0, 0  # (what `ShellBolt._start` sets)
     error = "Traceback (most recent call last):\n" + "  x\n" * 1_250_000 + "ValueError: " + "v" * 2000
     bolt._handle(Process(), ShellMsg("error", msg=error))
     for tuple_id in tuples:
@@ -196,3 +200,70 @@ def test_a_credential_on_the_subprocess_command_line_reaches_no_cause(monkeypatc
     assert token not in cause.message and token not in cause.describe()  # main: the token, whole
     assert cause.message.startswith(f"ShellBolt [check] task 3: subprocess {[sys.executable, 'checker.py']}"[:-1]
                                     + ", '--api-key', '***'] (pid ")
+
+
+# A bolt subprocess that answers the handshake, then dies without reading a byte of the tuples
+# waiting in its input (pystorm's `initialize` raising: its database is down), or after reading
+# the first (a poison record). It dies once tuples are in its pipe, so each run is the same.
+_DIES_IN_ITS_START = (
+    "import json, os, select, sys\n"
+    "sys.stdin.readline(); sys.stdin.readline()\n"  # the handshake: one line of JSON, then end
+    "sys.stdout.write(json.dumps({'pid': os.getpid()}) + '\\nend\\n'); sys.stdout.flush()\n"
+    "select.select([0], [], [])\n"
+    "{read}"
+    "sys.stderr.write('Traceback (most recent call last):\\nRuntimeError: {why}\\n'); sys.exit(1)\n")
+
+
+@pytest.mark.parametrize("read, why, charged", [
+    ("", "cannot reach the counts database", False),
+    ("sys.stdin.readline(); sys.stdin.readline()\n", "poison record", True),
+])
+def test_a_subprocess_that_dies_before_reading_a_tuple_is_not_put_down_to_it(monkeypatch, read, why, charged):
+    """The bolt put the death of a subprocess down to the first tuple it was given after its
+    last answer, as if it had died processing it; one that died in its start (pystorm's
+    ``initialize`` raising) with tuples already waiting in its input charged the first of
+    them, and restarted in its worker: each restart charged another tuple, and with its
+    database down a spout with a retry budget dead-lettered its records. A tuple it read
+    none of (all the pipe took from its start on still in the pipe) is not the cause now:
+    with no answer ever, the failure is the worker's (raised: the worker crashes, the host
+    restarts it, as Storm's ShellBolt halts its worker), and every tuple fails as lost, not
+    charged. One that read the first tuple and died is charged for it, as before."""
+    monkeypatch.setattr(process_module, "setup_message",
+                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
+
+    class Context:
+        def get_this_component_id(self) -> str:
+            return "count"
+
+        def get_this_task_id(self) -> int:
+            return 3
+
+    class Collector:
+        def __init__(self) -> None:
+            self.causes: dict[str, FailureCause] = {}
+            self.errors: list = []
+
+        def fail_with(self, tup, cause) -> None:
+            self.causes[tup.values[0]] = cause
+
+        def report_error(self, error) -> None:
+            self.errors.append(error)
+
+    script = _DIES_IN_ITS_START.replace("{read}", read).replace("{why}", why)
+    bolt = ShellBolt([sys.executable, "-c", script], ["n"])
+    collector = Collector()
+    bolt.prepare({}, Context(), collector)
+    try:
+        for i in range(3):
+            bolt.execute(Tuple([f"r{i}"], Source("lines", "default", 1, Fields(["line"]))))
+        assert wait_until(lambda: bolt._death is not None, 30)
+        if charged:
+            bolt._recover()  # a new subprocess, in this worker
+        else:
+            with pytest.raises(MultilangError, match=rf"task 3: .*it exited; exit code 1\n(.|\n)*RuntimeError: {why}"):
+                bolt._recover()
+        assert sorted(collector.causes) == ["r0", "r1", "r2"]  # every tuple failed, once
+        assert {t for t, c in collector.causes.items() if c.record_caused} == ({"r0"} if charged else set())
+        assert all(c.kind == WORKER_LOST for t, c in collector.causes.items() if not c.record_caused)
+    finally:
+        bolt.cleanup()

@@ -10,6 +10,12 @@ from __future__ import annotations
 NO_EXCEPTION = "NoneType: None"
 
 
+STDERR_HEAD = "its stderr ended with:"
+"""The line after which a shell subprocess's error (`squall.multilang.MultilangError`) gives the
+last lines the subprocess wrote to stderr, indented: its own traceback, whose last line says
+what went wrong."""
+
+
 def telling_lines(text: str) -> list[str]:
     """The non-blank lines of ``text``, stripped, but `NO_EXCEPTION`'s."""
     return [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() != NO_EXCEPTION]
@@ -22,9 +28,12 @@ def exception_line(text: str) -> str | None:
     frames = [i for i, ln in enumerate(raw) if ln.startswith('  File "')]
     if not frames:
         return None
-    for ln in raw[frames[-1] + 1:]:
+    for i, ln in enumerate(raw[frames[-1] + 1:], frames[-1] + 1):
         if ln.strip() and not ln.startswith(" "):
-            return ln.strip()
+            # a shell subprocess's error: its first line says only that the subprocess exited,
+            # the last line of its stderr (indented under `STDERR_HEAD`) what went wrong
+            said = telling_lines("\n".join(raw[i + 1:])) if STDERR_HEAD in raw[i + 1:i + 2] else []
+            return f"{ln.strip()}; {STDERR_HEAD} {said[-1]}" if len(said) > 1 else ln.strip()
     return None
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._children import GROUP_FILE, SHELL_HOME_ENV, ShellGroup, die_with_parent, kill_group, leader_of
+from .._error_lines import STDERR_HEAD
 from .messages import MultilangError, ProtocolError, ShellMsg, parse_shell_msg, setup_message
 from .serializer import JsonSerializer, MsgpackSerializer, shown
 
@@ -452,8 +453,8 @@ class ShellProcess:
         last = next((line.strip() for line in reversed(self._stderr) if line.strip()), None)
         if not self._stderr:
             return MultilangError(head)
-        return MultilangError(head + "\nits stderr ended with:\n  " + "\n  ".join(self._stderr),
-                              head + (f"; its stderr ended with: {last}" if last else ""))
+        return MultilangError(head + f"\n{STDERR_HEAD}\n  " + "\n  ".join(self._stderr),
+                              head + (f"; {STDERR_HEAD} {last}" if last else ""))
 
     def protocol_error(self, error: ProtocolError, context: str = "") -> MultilangError:
         """`failure` for a message that broke the protocol."""

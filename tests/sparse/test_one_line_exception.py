@@ -73,3 +73,29 @@ def test_a_log_record_carrying_a_traceback_shows_the_exception_line():
         record = logging.LogRecord("squall", logging.ERROR, __file__, 1, "failed", None, (ValueError, e, None))
     assert _OneLine().filter(record)
     assert record.getMessage() == "failed ValueError: bad record (--debug shows the traceback)"
+
+
+def test_a_worker_crashed_by_a_shell_subprocess_logs_what_the_subprocess_said():
+    """``squall sparse run --multilang`` on a bolt whose ``initialize`` raised logged "worker
+    ... crashed ...: MultilangError: ... it exited; exit code 1 (--debug shows the traceback)":
+    the exception's line of squall's traceback, whose message goes on under it with the
+    subprocess's stderr, where the error was. The line ends with that stderr's last line now."""
+    import logging
+
+    from squall.cli._local import _OneLine
+
+    text = ("worker 1024 crashed in component [count_bolt] task 3:\nTraceback (most recent call last):\n"
+            '  File "squall/engine/loop.py", line 314, in _main\n    self._run()\n'
+            "squall.multilang.messages.MultilangError: ShellBolt [count_bolt] task 3: subprocess ['python3', "
+            "'-m', 'streamparse.run'] (pid 27815): it exited; exit code 1\nits stderr ended with:\n"
+            "  Traceback (most recent call last):\n"
+            '    File "src/bolts/wordcount.py", line 12, in initialize\n'
+            "      raise RuntimeError('cannot reach the counts database at db:5432')\n"
+            "  RuntimeError: cannot reach the counts database at db:5432\n")
+    record = logging.LogRecord("squall", logging.ERROR, __file__, 1, "%s", (text,), None)
+    assert _OneLine().filter(record)
+    assert record.getMessage() == (
+        "worker 1024 crashed in component [count_bolt] task 3: squall.multilang.messages.MultilangError: ShellBolt "
+        "[count_bolt] task 3: subprocess ['python3', '-m', 'streamparse.run'] (pid 27815): it exited; exit code 1; "
+        "its stderr ended with: RuntimeError: cannot reach the counts database at db:5432 (--debug shows the "
+        "traceback)")

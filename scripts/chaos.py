@@ -27,6 +27,10 @@ violation (the seed and schedule are printed). To shrink a failing run, replay s
 faults with --only (the schedule's indexes; the first of them then fires after the warm-up):
 
     python scripts/chaos.py --seed 9 --every 3 --only 38
+
+With --host spark (chaos_spark.py) the same topologies and checker run on the Spark host: a
+standalone cluster (pyspark's spark-class master and 2 workers on loopback) and the master as
+`squall nimbus --host spark`, a client-mode driver; its faults are Spark's (see chaos_spark.py).
 """
 
 from __future__ import annotations
@@ -273,19 +277,26 @@ class Run:
                      "nimbus.task.timeout.secs": TASK_TIMEOUT, "supervisor.monitor.frequency.secs": 0.5,
                      "nimbus.monitor.freq.secs": 0.5, "squall.worker.crash.backoff.secs": 0.2}
         (self.root / "master").mkdir()
-        self.master = Master(self.root, self.conf)
-        self.machines = [Machine(self.root, self.conf, f"m{i}", f"127.0.0.{i + 2}",
-                                 [free_port(f"127.0.0.{i + 2}") for _ in range(2)]) for i in range(3)]
+        self.master, self.machines = self.make_cluster()
         self.feeder = Feeder(self.redis, random.Random(args.seed * 7919 + 1), args.rate)
         self.stats = Stats(self.master, ["plain", "tri"])
         self.schedule = self.make_schedule()
         self.timers: list[threading.Timer] = []
         self.down: set[str] = set()   # what a fault took down and is to come back
 
+    kinds = KINDS
+    """The faults this host's schedule draws from (chaos_spark.SparkRun has its own)."""
+
+    def make_cluster(self) -> tuple[Master, list[Machine]]:
+        """The master and the supervisors' "machines" (chaos_spark.SparkRun: a Spark driver, none)."""
+        return Master(self.root, self.conf), [
+            Machine(self.root, self.conf, f"m{i}", f"127.0.0.{i + 2}", [free_port(f"127.0.0.{i + 2}") for _ in range(2)])
+            for i in range(3)]
+
     def make_schedule(self) -> list[tuple[float, str, float, float]]:
         """(time from the start, kind, a number in [0, 1) to pick the target, a duration)."""
         rng, out, t = self.rng, [], self.args.warmup
-        kinds = self.args.kinds.split(",") if self.args.kinds else KINDS
+        kinds = self.args.kinds.split(",") if self.args.kinds else self.kinds
         while t < self.args.secs:
             kind = rng.choice(kinds)
             pick = rng.random()
@@ -615,10 +626,14 @@ class Run:
 def main() -> int:
     os.environ.setdefault("PYTHONFAULTHANDLER", "1")  # a worker that crashes in native code leaves its stacks in its log
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--host", choices=("process", "spark"), default="process",
+                   help="spark: a standalone Spark cluster and `squall nimbus --host spark` (chaos_spark.py)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--secs", type=float, default=150, help="length of the fault phase")
-    p.add_argument("--warmup", type=float, default=15, help="seconds before the first fault")
-    p.add_argument("--every", type=float, default=7, help="mean seconds between faults")
+    p.add_argument("--warmup", type=float, default=None,
+                   help="seconds before the first fault (default 15; 40 on Spark, whose workers take longer to start)")
+    p.add_argument("--every", type=float, default=None,
+                   help="mean seconds between faults (default 7; 12 on Spark, whose driver takes 15-30 s to start again)")
     p.add_argument("--rate", type=float, default=25, help="records a second")
     p.add_argument("--settle", type=float, default=300, help="seconds to wait for quiescence")
     p.add_argument("--spouts", type=int, default=2, help="tasks of the plain topology's spout (over 3: several in a worker)")
@@ -627,7 +642,14 @@ def main() -> int:
     p.add_argument("--dir", default=None, help="where to make the run's directory")
     p.add_argument("--keep", action="store_true", help="keep the run's directory")
     args = p.parse_args()
-    run = Run(args)
+    spark = args.host == "spark"
+    args.warmup = args.warmup if args.warmup is not None else 40 if spark else 15
+    args.every = args.every if args.every is not None else 12 if spark else 7
+    if args.host == "spark":
+        from chaos_spark import SparkRun
+        run: Run = SparkRun(args)
+    else:
+        run = Run(args)
     status = 2
     try:
         status = run.run()

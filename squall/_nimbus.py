@@ -165,6 +165,12 @@ class Assignment:
     launch_floor: int = 0  # the launch of every slot ``launch_ids`` does not name (a slot gone)
 
 
+SPARK_HOST = "spark"
+"""The host part of a Spark slot's name (``spark:0``, ``spark:1``, ...): its workers run on
+whichever executor Spark gives their task, so the master words what it says of them for that
+host (`squall.cluster.spark.SparkLauncher` names its slots so)."""
+
+
 EXIT_LOST = -256
 """The status of a worker its host lost without an exit status (on the Spark host: its task
 cancelled, or its Python worker or executor died, so the task returned no record). Below every

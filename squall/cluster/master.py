@@ -74,6 +74,7 @@ from .._errors import (
 from .._nimbus import (
     EXIT_LOST,
     MAX_WAIT_SECS,
+    SPARK_HOST,
     Assignment,
     Heartbeat,
     HeartbeatReply,
@@ -1726,10 +1727,23 @@ def _silent_error(topo: _Topo, slot: str, starting: bool, limit: float, wall: fl
     what = (f"did not report within nimbus.task.launch.secs ({limit:g} s)" if starting
             else f"missed heartbeats for nimbus.task.timeout.secs ({limit:g} s)")
     rec = _error("__master", -1, f"worker on {slot} (components {', '.join(components)}) {what}: restarted it "
-                                 f"(user code holding the interpreter? its output, worker-<port>.log of its supervisor, "
-                                 f"has the threads' stacks)", wall)
+                                 f"({_silent_cause(slot)})", wall)
     rec.host, rec.worker = _slot_address(slot)
     return rec
+
+
+def _silent_cause(slot: str) -> str:
+    """What most likely silenced the worker of ``slot``, and where to look, by its host. Only a
+    process host's supervisor watches its workers run Python and dumps a stalled one's stacks
+    (`stall_watch`). On Spark nothing does, and the usual cause is not user code: an executor or
+    a Spark worker lost when no task slot was free for the task Spark runs again on its own,
+    which then waits unheard (docs/spark.md, Failures): after such kills in `scripts/chaos.py
+    --host spark` each error pointed at a supervisor's log that the Spark host has not."""
+    if _slot_address(slot)[0] == SPARK_HOST:
+        return ("its executor or Spark worker lost, with no free task slot for the task Spark runs again? or user "
+                "code holding the interpreter: no stacks are taken on Spark; see the worker's worker.log and its "
+                "executor's stderr")
+    return "user code holding the interpreter? its output, worker-<port>.log of its supervisor, has the threads' stacks"
 
 
 def _lost_error(topo: _Topo, slot: str, silent: str, wall: float) -> ErrorRecord:

@@ -37,7 +37,7 @@ from typing import Any, Self
 
 from .._config import Config, cluster_conf, conf_value
 from .._errors import SquallError
-from .._nimbus import EXIT_LOST
+from .._nimbus import EXIT_LOST, SPARK_HOST
 from .._topology import StormTopology
 from .._wire import ReconnectingClient, rpc_settings
 from ..worker.agent import EXIT_CANNOT_START
@@ -53,7 +53,6 @@ from .supervisor import Supervisor
 
 log = logging.getLogger("squall.spark")
 
-SPARK_HOST = "spark"  # the host part of a Spark slot's name: "spark:0", "spark:1", ...
 
 # Settings SPARK.md says a long-running worker needs. Forced on a session squall creates;
 # checked, with a warning, on one it is given.

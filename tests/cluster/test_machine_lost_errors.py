@@ -104,3 +104,39 @@ def test_a_lost_machines_executors_move_together_and_the_other_workers_run_on(tm
         assert after[slot] == before[slot], f"{slot} was given other executors or a new launch"
     [(moved, _)] = [a for s, a in after.items() if s not in before]
     assert moved == before[lost][0], "the lost worker's executors did not move together"
+
+
+def _silent_worker_error(tmp_path, host: str) -> str:
+    """The error of the one worker on ``host``'s slot 0 that beat once and then fell silent while
+    its supervisor went on syncing."""
+    conf = cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.task.timeout.secs": 3})
+    clock = SimulatedClock(1000.0)
+    m = served(conf, clock=clock)
+    m.op_supervisor_sync(supervisor_id="s1", host=host, ports=[0])
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    slot = f"{host}:0"
+    launch = m.topologies["t"].launch_ids[slot]
+    m.op_get_assignment(storm_id=storm_id, slot=slot, address="tcp://127.0.0.1:40000", launch_id=launch,
+                        want_plan=False)
+    m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=launch, lost_generation=0)
+    for _ in range(20):  # 4 s: the supervisor syncs, the worker is silent
+        clock.advance(0.2)
+        m.op_supervisor_sync(supervisor_id="s1", host=host, ports=[0])
+        m.monitor()
+    [error] = [e["error"] for e in m.op_info(name="t")["errors"]]
+    assert f"worker on {slot} (components __acker, feed, sink) missed heartbeats" in error, error
+    return error
+
+
+def test_a_silent_spark_worker_is_not_sent_to_a_supervisors_log_that_spark_has_not(tmp_path):
+    """On Spark no supervisor watches the worker's process or takes its stacks, and the usual
+    silence is an executor lost with no free slot for the task Spark retries (a chaos run on a
+    standalone cluster): the error said ``user code holding the interpreter? its output,
+    worker-<port>.log of its supervisor, has the threads' stacks``, a file and a dump that do not
+    exist there. The process host's error keeps its pointer."""
+    spark = _silent_worker_error(tmp_path / "spark", "spark")
+    assert "worker-<port>.log" not in spark and "stacks)" not in spark, spark
+    assert "executor or Spark worker lost, with no free task slot" in spark, spark
+    assert "see the worker's worker.log and its executor's stderr" in spark, spark
+    process = _silent_worker_error(tmp_path / "process", "10.0.0.1")
+    assert "its output, worker-<port>.log of its supervisor, has the threads' stacks" in process, process

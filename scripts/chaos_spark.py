@@ -170,7 +170,11 @@ class SparkRun(chaos.Run):
             name, w = workers[int(pick * len(workers))]
             pid = w["pid"]
             if kind == "kill_task_python":
-                pid = int(Path(f"/proc/{w['pid']}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                try:
+                    pid = int(Path(f"/proc/{w['pid']}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                except FileNotFoundError:  # it ended since the master's figures
+                    chaos.log(f"fault {i} {kind}: worker {w['slot']} of {name} gone")
+                    return
             what = f"worker {w['slot']} of {name} (launch {w.get('launch_id')}) pid {pid}"
             chaos.signal_pid(pid, signal.SIGKILL)
         elif kind == "kill_executor":

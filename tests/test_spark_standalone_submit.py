@@ -149,3 +149,27 @@ def test_a_driver_whose_spark_jvm_is_gone_ends_at_once_and_one_whose_jvm_lives_g
     exit_if_spark_gone(gone, exits.append)
     assert exits == [EXIT_SPARK_GONE]
     assert not Path(gone._tmp.name).exists(), list(Path(gone._tmp.name).iterdir())
+
+
+def test_a_sigkilled_drivers_zipped_packages_are_removed_by_the_next_driver_on_the_machine(tmp_path):
+    """A driver SIGKILLed (``kill -9``, a lost machine, a supervised restart) cannot remove its
+    ``squall-ship-*`` directory: a chaos run on a standalone cluster (scripts/chaos.py --host
+    spark) left one per kill of the driver, 20 over 8 runs. The next driver removes those whose
+    maker is dead, not a live driver's, nor another kind of directory."""
+    import subprocess
+    import sys
+
+    from squall.cluster.shipping import make_ship_dir, remove_orphaned_ship_dirs
+    code = ("import os, signal, sys; from squall.cluster.shipping import make_ship_dir; "
+            "d = make_ship_dir(sys.argv[1]); print(d.name, flush=True); os.kill(os.getpid(), signal.SIGKILL)")
+    driver = subprocess.run([sys.executable, "-c", code, str(tmp_path)],
+                            check=False, capture_output=True, text=True)
+    assert driver.returncode == -9, driver.stderr
+    dead = driver.stdout.strip()
+    (Path(dead) / "mypkg.zip").write_bytes(b"PK")
+    live = make_ship_dir(str(tmp_path))  # this process's: a driver that runs
+    (tmp_path / "squall-ship-plain").mkdir()  # not named by a driver (squall trident's): not ours to judge
+    assert Path(dead).is_dir() and Path(dead).name.startswith("squall-ship-")
+    assert remove_orphaned_ship_dirs(str(tmp_path)) == [dead]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([Path(live.name).name, "squall-ship-plain"])
+    live.cleanup()

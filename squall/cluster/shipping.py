@@ -28,9 +28,12 @@ import contextlib
 import functools
 import logging
 import os
+import re
+import shutil
 import site
 import sys
 import sysconfig
+import tempfile
 import zipfile
 from collections import deque
 from collections.abc import Iterable
@@ -40,6 +43,7 @@ from typing import Any
 
 import cloudpickle
 
+from .._children import process_start
 from .._errors import InvalidTopologyException
 from .._topology import StormTopology
 from ..engine import code_pickler
@@ -327,3 +331,50 @@ def _dumps_by_value(target: Any, modules: list[Any]) -> bytes:
     finally:
         for m in ours:
             cloudpickle.unregister_pickle_by_value(m)
+
+
+# --- the driver's directory of zipped packages ---------------------------------------------------
+#
+# A Spark driver zips the user's packages for ``addPyFile`` into a directory of its own in the
+# temporary directory and removes it as it ends (`squall.cluster.spark.SparkCluster`). A driver
+# SIGKILLed (a machine lost, `kill -9`, Spark's `--supervise` restarting it) cannot: a chaos run
+# that killed and restarted the driver left one directory per kill. Each is named after the
+# process that made it (pid and start time), so the next driver on the machine removes those
+# whose maker is dead.
+
+SHIP_DIR_PREFIX = "squall-ship-"
+_SHIP_DIR = re.compile(re.escape(SHIP_DIR_PREFIX) + r"(\d+)-(\d+)-[^-]+")
+
+
+def make_ship_dir(parent: str | None = None) -> tempfile.TemporaryDirectory[str]:
+    """A new directory for this driver's zipped packages, in ``parent`` (the temporary
+    directory), named after this process for `remove_orphaned_ship_dirs` (a plain name without
+    ``/proc``, which nothing sweeps)."""
+    started = process_start(os.getpid())
+    mark = f"{os.getpid()}-{started}-" if started is not None else ""
+    return tempfile.TemporaryDirectory(prefix=SHIP_DIR_PREFIX + mark, dir=parent)
+
+
+def remove_orphaned_ship_dirs(parent: str | None = None) -> list[str]:
+    """Remove the directories `make_ship_dir` made under ``parent`` for processes of this user
+    now dead; one whose maker lives (another driver on this machine), one of another user, or
+    anything not named so is left alone. The paths removed."""
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(parent or tempfile.gettempdir()))
+    except OSError:
+        return removed
+    for entry in entries:
+        named = _SHIP_DIR.fullmatch(entry.name)
+        if named is None:
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        if process_start(int(named[1])) == int(named[2]):
+            continue  # its driver lives
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.path)
+    return removed

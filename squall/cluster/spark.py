@@ -28,7 +28,6 @@ import re
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -46,7 +45,7 @@ from .launcher import Launch, Launcher, WorkerExit
 from .master import Master, exit_text
 from .served_ui import statistics_pages
 from .server import MasterServer
-from .shipping import add_py_file, topology_modules
+from .shipping import add_py_file, make_ship_dir, remove_orphaned_ship_dirs, topology_modules
 from .spark_task import worker_task
 from .store import hold_master_lock
 from .supervisor import Supervisor
@@ -587,7 +586,8 @@ class SparkCluster(MasterClient):
         self._sup_thread = threading.Thread(target=self.supervisor.run, name="squall-spark-supervisor", daemon=True)
         self._sup_thread.start()
         self._shipped: set[str] = set()
-        self._tmp = tempfile.TemporaryDirectory(prefix="squall-ship-")
+        remove_orphaned_ship_dirs()  # those of drivers SIGKILLed on this machine
+        self._tmp = make_ship_dir()
         super().__init__(self.conf)
         self._ui: Any = None
         if ui_port is not None:

@@ -149,8 +149,9 @@ class Transport(abc.ABC):
 
     def loss_age(self, tasks: Iterable[int], slot: str, launch: int) -> float | None:
         """Launch ``launch`` of ``slot``, which hosted ``tasks``, died (the master's notice):
-        how many seconds ago this worker last sent them anything that may have been lost with
-        it. What it sent since went to a later launch of the slot, or waits for one. None when
+        how many seconds ago this worker's spouts last emitted anything that may have been lost
+        with it, sent by this worker or through others. What it sent since went to a later
+        launch of the slot, or waits for one. None when
         the transport cannot tell (every item sent until now may be lost), as when it has not
         heard from a later launch of the slot, or cannot see its connections (the in-memory
         transport, ZeroMQ's)."""

@@ -158,7 +158,7 @@ class BatchingTransport(Transport):
     def _listening(self, address: str) -> None:
         """This worker's data address, once bound: the address its messages must be for."""
         self.address = address
-        self._opener = Opener(self._secret, self._origin.storm_id, address)
+        self._opener = Opener(self._secret, self._origin.storm_id, address, now=self._now)
 
     # --- what the wire does ---------------------------------------------------------------------------
     @abc.abstractmethod
@@ -178,11 +178,14 @@ class BatchingTransport(Transport):
         them, and whether it is away (no connection to it now); under the send lock."""
         return 0, False
 
-    def _lost_only_before(self, key: str) -> float | None:
+    def _lost_only_before(self, key: str, heard: float) -> float | None:
         """A time (``now``'s) before which anything sent to the peer first known as ``key``
         that was lost with a worker that died there was sent: since then, what was sent went
-        into a connection to a live worker, or waits for one. None when the wire cannot tell
-        (under the send lock)."""
+        into a connection to a live worker, or waits for one. ``heard``: when this worker first
+        took a message from a later launch there, which came after the death: what this
+        worker's spouts emitted that reached the dead worker through other workers, or that
+        this worker sent into a connection that broke before, was emitted before it. None when
+        the wire cannot tell (under the send lock)."""
         return None
 
     # --- shared -----------------------------------------------------------------------------------
@@ -244,15 +247,18 @@ class BatchingTransport(Transport):
         """Only once a later launch of ``slot`` has sent this worker a message is ``launch``
         surely gone (its connections hung up before; a worker merely cut off from the master,
         or hung, still holds them open): then what went to ``tasks`` since each peer's
-        `_lost_only_before` reached a later launch, or waits for one."""
-        newest = self._opener.newest_launch(slot)
-        if launch <= 0 or newest is None or newest <= launch:
+        `_lost_only_before` reached a later launch, or waits for one. Never later than when
+        that launch was first heard from for a peer this worker had no live connection to:
+        its spouts' tuples reach the dead worker through other workers too (a bolt in a third
+        worker), and what the dead one held of them is lost whoever sent it."""
+        heard = self._opener.heard_from(slot)
+        if launch <= 0 or heard is None or heard[0] <= launch:
             return None
         keys = {self._task_key[t] for t in tasks if t in self._task_key}
         if not keys:
             return None
         with self._send_lock:
-            bounds = [self._lost_only_before(key) for key in keys]
+            bounds = [self._lost_only_before(key, heard[1]) for key in keys]
         known = [b for b in bounds if b is not None]
         if len(known) < len(bounds):
             return None

@@ -55,7 +55,9 @@ import hmac
 import os
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from time import monotonic
 from typing import NamedTuple
 
 from cryptography.exceptions import InvalidTag
@@ -199,10 +201,10 @@ class Opener:
     `set_floor` takes the master's launch id per slot. `open` is called by one thread at a time,
     in the order the messages came (`ZmqTransport.poll`, under its lock); `set_floor` swaps a
     whole pair (the dict and the floor of the others), which `open` picks up whole; any thread
-    may call `count` and `newest_launch` (which reads one entry, replaced whole).
+    may call `count`, `newest_launch` and `heard_from` (which read one entry, replaced whole).
     """
 
-    def __init__(self, secret: bytes, storm_id: str, address: str) -> None:
+    def __init__(self, secret: bytes, storm_id: str, address: str, now: Callable[[], float] = monotonic) -> None:
         self.storm_id = storm_id
         self.address = address
         self.drops = Drops()
@@ -211,6 +213,9 @@ class Opener:
         # the master's launch per slot, and that of a slot it does not name
         self._floor: tuple[dict[str, int], int] = ({}, 0)
         self._last: dict[str, tuple[int, int]] = {}   # slot -> (launch, sequence) last accepted
+        # slot -> (launch, when its first message was accepted: ``now``'s), replaced whole
+        self._heard: dict[str, tuple[int, float]] = {}
+        self._now = now
         # routes of messages that passed: their MAC and decoded fields
         self._routes: dict[bytes, tuple[ChaCha20Poly1305, tuple[int, str, str, str]]] = {}
         self.accepted = 0  # messages that passed
@@ -235,6 +240,11 @@ class Opener:
         one from (None: none yet). From any thread."""
         last = self._last.get(slot)
         return None if last is None else last[0]
+
+    def heard_from(self, slot: str) -> tuple[int, float] | None:
+        """``(launch, when)``: the launch of ``slot`` whose messages this worker takes now, and
+        when (``now``'s clock) it took the first (None: none yet). From any thread."""
+        return self._heard.get(slot)
 
     def count(self, reason: str) -> None:
         """Count a message dropped for ``reason`` (a `Drops` field) by its receiver; from any
@@ -284,6 +294,8 @@ class Opener:
             raise Refused("stale_launch", f"a message from launch {launch} of {slot}, since replaced")
         if last is not None and launch == last[0] and seq <= last[1]:
             raise Refused("replayed", f"a message from {slot} numbered {seq}, not after {last[1]}")
+        if last is None or launch != last[0]:
+            self._heard[slot] = (launch, self._now())
         self._last[slot] = (launch, seq)
         self.accepted += 1
         return Header(kind, seq, storm_id, slot, launch, to), view[end:]

@@ -36,8 +36,9 @@ notice of the death, which fails it at once (`Worker.tasks_lost`); what is emitt
 notice (the spouts' replays) reaches the peer's next launch, where Storm's netty client wrote it
 into the dead connection and left it to one to two message timeouts. A notice that comes late,
 after the next launch has sent this worker a message, fails only what was sent before the
-connection to it was made (`TcpTransport.loss_age`): what was sent since, that launch took, and
-a DRPC call it answered must not fail. A peer stopped on purpose (a rebalance, a kill) hangs up
+connection to it was made, or without one, before that launch was first heard from
+(`TcpTransport.loss_age`): what was sent since, that launch took, and a DRPC call it answered
+must not fail. A peer stopped on purpose (a rebalance, a kill) hangs up
 the same way and fails nothing.
 
 This wire does not encrypt: the worker process uses it only where ``squall.encryption`` asks
@@ -596,24 +597,26 @@ class TcpTransport(BatchingTransport):
         # connection being made: every connection is, for a moment, at its start)
         return (len(out.backlog), out.sock is None or out.away) if out is not None else (0, False)
 
-    def _lost_only_before(self, key: str) -> float | None:
+    def _lost_only_before(self, key: str, heard: float) -> float | None:
         """A connection that broke took what was written on it and not read: what was sent
         since it broke waits in the backlog for the next connection, made once the dead peer's
         next launch listens. A connection made since, to a live worker (not hung up now: the
         dead one's hang-up came before its next launch's first message), took what was sent
-        after it was made. A frame given up is lost whenever it was sent."""
+        after it was made, and was made after the death. A frame given up is lost whenever it
+        was sent. With no live connection, ``heard``: the dead worker held tuples that other
+        workers sent it, and a break may be an earlier launch's (nothing sent there since)."""
         out = self._outbound.get(key)
         if out is None:
-            return 0.0  # nothing sent there (or it moved, and `_moved` said what was lost)
+            # this worker sent nothing there, but its spouts' tuples may have reached the dead
+            # worker through others: 0.0 ("nothing lost") left them to the message timeout
+            return heard
         if out.sock is not None and not out.connecting:
             probe = select.poll()
             probe.register(out.sock, _GONE_EVENTS)
             if probe.poll(0):  # the dead peer's, not yet seen to hang up (a loop's next poll will)
                 return None
-            since = out.connected_at
-        else:
-            since = out.broken_at
-        return max(since, out.gave_up_at)
+            return max(out.connected_at, out.gave_up_at)
+        return max(out.broken_at, out.gave_up_at, heard)
 
     def _flush_locked(self) -> None:
         now = self._now()

@@ -433,6 +433,38 @@ def test_a_dead_peers_loss_is_bounded_once_its_next_launch_is_heard_from():
         b.close()
 
 
+def test_a_dead_peer_this_worker_never_sent_to_bounds_the_loss_by_when_its_next_launch_was_heard():
+    """A spout's tuples reach a worker through others (a bolt in a third worker), so a worker
+    that never sent the dead one anything still has pending tuples in it: they were delivered
+    before the death, so before its next launch was heard from, and must fail; what was emitted
+    since need not (not 'nothing lost': the spouts would wait a message timeout for them)."""
+    got_a = Collect()
+    a = tcp(receive=got_a, slot="h:1")
+    b = tcp(slot="h:2", peers={1: a.address})
+    address = b.address
+    a.set_peers({7: address})  # a knows task 7's worker, and never sends to it
+    loop_a, loop_b = Loop(a), Loop(b)
+    try:
+        b.sender(1)(("from launch 1",))
+        b.flush()
+        assert wait_until(lambda: len(got_a.got) == 1)
+        loop_b.stop()
+        b.close()
+        restarted = time.monotonic()
+        b = tcp(slot="h:2", launch=2, bind=address, peers={1: a.address})
+        loop_b = Loop(b)
+        b.sender(1)(("from launch 2",))
+        b.flush()
+        assert wait_until(lambda: len(got_a.got) == 2)
+        age = a.loss_age([7], "h:2", 1)
+        assert age is not None and time.monotonic() - restarted >= age >= 0, age
+    finally:
+        loop_a.stop()
+        loop_b.stop()
+        a.close()
+        b.close()
+
+
 def test_a_dead_peers_connection_not_yet_seen_to_hang_up_bounds_nothing():
     """A loop flushing while another polls leaves a hang-up for the next poll: the connection
     still open is the dead worker's, so anything sent until now may be lost with it."""

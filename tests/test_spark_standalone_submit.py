@@ -173,3 +173,29 @@ def test_a_sigkilled_drivers_zipped_packages_are_removed_by_the_next_driver_on_t
     assert remove_orphaned_ship_dirs(str(tmp_path)) == [dead]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([Path(live.name).name, "squall-ship-plain"])
     live.cleanup()
+
+
+def test_a_live_drivers_zipped_packages_in_another_pid_namespace_are_left_alone(tmp_path):
+    """A driver in a container that shares this machine's temporary directory names its
+    ``squall-ship-*`` directory by a pid of its own namespace, which here is another process:
+    the next driver out here must not take it for a dead driver's."""
+    import shutil
+    import subprocess
+    import sys
+
+    from squall.cluster.shipping import remove_orphaned_ship_dirs
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1)")
+    code = ("import sys; from squall.cluster.shipping import make_ship_dir; "
+            "d = make_ship_dir(sys.argv[1]); print(d.name, flush=True); sys.stdin.read()")
+    driver = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code, str(tmp_path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        made = driver.stdout.readline().strip()
+        if not made:
+            pytest.skip(f"cannot make a pid namespace here: {driver.stderr.read()[-300:]}")
+        assert remove_orphaned_ship_dirs(str(tmp_path)) == []
+        assert Path(made).is_dir()
+    finally:
+        driver.stdin.close()
+        driver.wait(10)

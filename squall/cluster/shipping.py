@@ -339,34 +339,49 @@ def _dumps_by_value(target: Any, modules: list[Any]) -> bytes:
 # temporary directory and removes it as it ends (`squall.cluster.spark.SparkCluster`). A driver
 # SIGKILLed (a machine lost, `kill -9`, Spark's `--supervise` restarting it) cannot: a chaos run
 # that killed and restarted the driver left one directory per kill. Each is named after the
-# process that made it (pid and start time), so the next driver on the machine removes those
-# whose maker is dead.
+# process that made it (pid, start time and pid namespace), so the next driver on the machine
+# removes those whose maker is dead. A pid means nothing in another pid namespace (a container
+# sharing the machine's temporary directory): there it names another process or none, and a
+# live driver's directory was removed as its maker's; those are left to their own namespace.
 
 SHIP_DIR_PREFIX = "squall-ship-"
-_SHIP_DIR = re.compile(re.escape(SHIP_DIR_PREFIX) + r"(\d+)-(\d+)-[^-]+")
+_SHIP_DIR = re.compile(re.escape(SHIP_DIR_PREFIX) + r"(\d+)-(\d+)-(\d+)-[^-]+")
+
+
+def _pid_namespace() -> str | None:
+    """The inode of this process's pid namespace (``/proc/self/ns/pid`` reads ``pid:[N]``), or
+    None without one."""
+    try:
+        link = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    named = re.fullmatch(r"pid:\[(\d+)\]", link)
+    return named[1] if named else None
 
 
 def make_ship_dir(parent: str | None = None) -> tempfile.TemporaryDirectory[str]:
     """A new directory for this driver's zipped packages, in ``parent`` (the temporary
     directory), named after this process for `remove_orphaned_ship_dirs` (a plain name without
     ``/proc``, which nothing sweeps)."""
-    started = process_start(os.getpid())
-    mark = f"{os.getpid()}-{started}-" if started is not None else ""
+    started, namespace = process_start(os.getpid()), _pid_namespace()
+    mark = f"{os.getpid()}-{started}-{namespace}-" if started is not None and namespace is not None else ""
     return tempfile.TemporaryDirectory(prefix=SHIP_DIR_PREFIX + mark, dir=parent)
 
 
 def remove_orphaned_ship_dirs(parent: str | None = None) -> list[str]:
     """Remove the directories `make_ship_dir` made under ``parent`` for processes of this user
     now dead; one whose maker lives (another driver on this machine), one of another user, or
-    anything not named so is left alone. The paths removed."""
+    anything not named so is left alone, and one made in another pid namespace, where its
+    maker's pid names another process. The paths removed."""
     removed: list[str] = []
+    namespace = _pid_namespace()
     try:
         entries = list(os.scandir(parent or tempfile.gettempdir()))
     except OSError:
         return removed
     for entry in entries:
         named = _SHIP_DIR.fullmatch(entry.name)
-        if named is None:
+        if named is None or named[3] != namespace:
             continue
         try:
             if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():

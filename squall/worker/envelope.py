@@ -201,7 +201,7 @@ class Opener:
     `set_floor` takes the master's launch id per slot. `open` is called by one thread at a time,
     in the order the messages came (`ZmqTransport.poll`, under its lock); `set_floor` swaps a
     whole pair (the dict and the floor of the others), which `open` picks up whole; any thread
-    may call `count`, `newest_launch` and `heard_from` (which read one entry, replaced whole).
+    may call `count` and `heard_from` (which reads one entry, replaced whole).
     """
 
     def __init__(self, secret: bytes, storm_id: str, address: str, now: Callable[[], float] = monotonic) -> None:
@@ -234,12 +234,6 @@ class Opener:
         except Refused as e:
             self.count(e.reason)
             raise
-
-    def newest_launch(self, slot: str) -> int | None:
-        """The launch of ``slot`` whose messages this worker takes now: the latest it accepted
-        one from (None: none yet). From any thread."""
-        last = self._last.get(slot)
-        return None if last is None else last[0]
 
     def heard_from(self, slot: str) -> tuple[int, float] | None:
         """``(launch, when)``: the launch of ``slot`` whose messages this worker takes now, and

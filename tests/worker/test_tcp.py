@@ -488,7 +488,7 @@ def test_a_dead_peers_connection_not_yet_seen_to_hang_up_bounds_nothing():
             b.flush()
             assert wait_until(lambda: a.poll() >= 0 and got_a.got)
         assert a._outbound[address].sock is not None
-        assert a._opener.newest_launch("h:2") == 2
+        assert a._opener.heard_from("h:2")[0] == 2
         assert a.loss_age([7], "h:2", 1) is None
         a.poll()  # the hang-up seen now: what is sent next waits for launch 2
         assert wait_until(lambda: a.loss_age([7], "h:2", 1) is not None)

@@ -221,27 +221,38 @@ def make_watched_shell_home(parent: str | None = None) -> str:
     return tempfile.mkdtemp(prefix=_SPARK_SHELL_HOME_PREFIX + mark, dir=parent)
 
 
-def end_orphaned_shell_homes(parent: str | None = None) -> list[int]:
-    """End the shell homes under ``parent`` (the temporary directory) that `make_watched_shell_home`
-    made for processes of this user now dead: the process groups their shell tasks recorded
-    (`end_shell_tasks`) and the directories. A home whose maker lives, one of another user, or
-    anything not named as those homes are is left alone. The pids killed."""
-    killed: list[int] = []
+def orphaned_dirs(pattern: re.Pattern[str], parent: str | None = None, namespace: str | None = None) -> list[str]:
+    """The directories under ``parent`` (the temporary directory) named by ``pattern`` for a
+    process of this user now dead: its groups 1 and 2 are the maker's pid and start time
+    (`process_start`); with a ``namespace``, group 3 is the maker's pid namespace, and only
+    those of that one are judged (elsewhere its pid names another process). One whose maker
+    lives, one of another user, a symlink or anything else is left out."""
     try:
         entries = list(os.scandir(parent or tempfile.gettempdir()))
     except OSError:
-        return killed
+        return []
+    dead = []
     for entry in entries:
-        named = _SPARK_SHELL_HOME.fullmatch(entry.name)
-        if named is None:
+        named = pattern.fullmatch(entry.name)
+        if named is None or (namespace is not None and named[3] != namespace):
             continue
         try:
             if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
                 continue
         except OSError:
             continue
-        if process_start(int(named[1])) == int(named[2]):
-            continue  # its maker lives: the home is in use
-        killed += end_shell_tasks(entry.path)
-        shutil.rmtree(entry.path, ignore_errors=True)
+        if process_start(int(named[1])) != int(named[2]):
+            dead.append(entry.path)
+    return dead
+
+
+def end_orphaned_shell_homes(parent: str | None = None) -> list[int]:
+    """End the shell homes under ``parent`` (the temporary directory) that `make_watched_shell_home`
+    made for processes of this user now dead: the process groups their shell tasks recorded
+    (`end_shell_tasks`) and the directories. A home whose maker lives, one of another user, or
+    anything not named as those homes are is left alone. The pids killed."""
+    killed: list[int] = []
+    for path in orphaned_dirs(_SPARK_SHELL_HOME, parent):
+        killed += end_shell_tasks(path)
+        shutil.rmtree(path, ignore_errors=True)
     return killed

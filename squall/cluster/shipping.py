@@ -43,7 +43,7 @@ from typing import Any
 
 import cloudpickle
 
-from .._children import process_start
+from .._children import orphaned_dirs, process_start
 from .._errors import InvalidTopologyException
 from .._topology import StormTopology
 from ..engine import code_pickler
@@ -373,23 +373,10 @@ def remove_orphaned_ship_dirs(parent: str | None = None) -> list[str]:
     now dead; one whose maker lives (another driver on this machine), one of another user, or
     anything not named so is left alone, and one made in another pid namespace, where its
     maker's pid names another process. The paths removed."""
-    removed: list[str] = []
     namespace = _pid_namespace()
-    try:
-        entries = list(os.scandir(parent or tempfile.gettempdir()))
-    except OSError:
-        return removed
-    for entry in entries:
-        named = _SHIP_DIR.fullmatch(entry.name)
-        if named is None or named[3] != namespace:
-            continue
-        try:
-            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
-                continue
-        except OSError:
-            continue
-        if process_start(int(named[1])) == int(named[2]):
-            continue  # its driver lives
-        shutil.rmtree(entry.path, ignore_errors=True)
-        removed.append(entry.path)
+    if namespace is None:  # none to compare a maker's with: none is judged
+        return []
+    removed = orphaned_dirs(_SHIP_DIR, parent, namespace)
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
     return removed

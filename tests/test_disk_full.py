@@ -8,6 +8,7 @@ The disk is a 256 KiB tmpfs the test mounts (root only) and fills; it is unmount
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import subprocess
 from pathlib import Path
@@ -45,26 +46,42 @@ def disk(tmp_path):
     try:
         yield where
     finally:
+        # a file closed only when its object is freed, and that object in a reference cycle (an
+        # exception's traceback holding a reader) stays open until the collector runs, which the
+        # machine's load decides: "target is busy", and no holder left to name a moment later
+        gc.collect()
         unmounted = subprocess.run(["umount", str(where)], capture_output=True, text=True)
         assert unmounted.returncode == 0, f"{unmounted.stderr.strip()}; held by: {_holders(where)}"
 
 
 def _holders(where: Path) -> list[str]:
-    """Each process with a file, its working directory or its root under ``where``, and what it
-    holds there: what keeps the test's file system busy (a file a component left open)."""
+    """Each process with a file, its working directory, its root or a memory map under ``where``,
+    and what it holds there: what keeps the test's file system busy (a file a component left
+    open, or mapped)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            links = [proc / "cwd", proc / "root", *(proc / "fd").iterdir()]
-            held = [os.readlink(link) for link in links if os.readlink(link).startswith(str(where))]
+            held = [target for link in [proc / "cwd", proc / "root", *(proc / "fd").iterdir()]
+                    if (target := _target(link)).startswith(str(where))]
+            held += sorted({line.split(maxsplit=5)[-1] for line in (proc / "maps").read_text().splitlines()
+                            if str(where) in line})
             if held:
                 command = (proc / "cmdline").read_bytes().replace(b"\0", b" ")[:120].decode(errors="replace")
                 found.append(f"{proc.name} {command}: {held}")
         except OSError:
             continue  # ended meanwhile, or not ours to look at
     return found
+
+
+def _target(link: Path) -> str:
+    """Where ``link`` points; "" once it is gone (a descriptor closed meanwhile: the one listing
+    a process's own descriptors is, and made the whole process, the test's own, unlisted)."""
+    try:
+        return os.readlink(link)
+    except OSError:
+        return ""
 
 
 class Filler:

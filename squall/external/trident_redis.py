@@ -480,7 +480,7 @@ class RedisMapState(IBackingMap):
     def _decoded(self, name: str, data: bytes) -> Any:
         try:
             return self.serializer.deserialize(data)
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: "[[[[..." nested too deep
             place = f"field {name!r} of hash {self.options.hash_key!r}" if self.options.data_type == "hash" \
                 else f"key {name!r}"
             raise RedisMapStateError(f"Redis map state at {self.where}: the value at {place} ({len(data)} bytes) "

@@ -106,6 +106,8 @@ def test_default_key_factory_is_one_to_one():
 @pytest.mark.parametrize("kind,raw", [
     ("transactional", b"not json"), ("transactional", b"[1]"), ("transactional", b'["x", 1]'),
     ("opaque", b"[1, 2]"), ("opaque", b"\xff\xfe"), ("non_transactional", b"{oops"),
+    # another client's value nested deeper than json's parser recurses
+    pytest.param("non_transactional", b"[" * 100_000, id="non_transactional-nested-too-deep"),
 ])
 def test_redis_value_that_is_not_the_state_type_is_refused_naming_the_key(redis_server, kind, raw):
     redis.Redis.from_url(redis_server.url).set("bad-key", raw)

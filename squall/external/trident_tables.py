@@ -232,6 +232,46 @@ class _AddedFile:
     partition_values: Mapping[str, str | None]
 
 
+# The actions `_DeltaLog.added` reads, and what each must be: its fields are read without a check
+_ACTION_SHAPES: dict[str, tuple[tuple[str, type], ...]] = {
+    "commitInfo": (), "remove": (), "metaData": (("schemaString", str),),
+    "add": (("path", str), ("partitionValues", dict)),
+}
+
+
+def _commit_actions(data: bytes, where: str) -> list[dict[str, Any]]:
+    """The actions of a Delta commit file's bytes ``data``; ``where`` names the table and file.
+
+    The log is read as hostile input (another writer's, a file put there by hand): a line that is
+    not a JSON object, or an action `added` reads that is not of its shape, is a
+    `TableSourceError` naming the file and line, where the bare ``JSONDecodeError``,
+    ``AttributeError`` or ``KeyError`` named neither. An empty file is a commit of no action, as
+    deltalake reads it.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TableSourceError(f"{where} is not UTF-8 text ({e})") from None
+    actions = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            action = json.loads(line)
+        except (ValueError, RecursionError) as e:  # RecursionError: "[[[[..." nested too deep
+            raise TableSourceError(f"{where}: line {n} is not JSON ({type(e).__name__}: {str(e)[:200]})") from None
+        if not isinstance(action, dict):
+            raise TableSourceError(f"{where}: line {n} is not a Delta action (a JSON object)")
+        for kind, fields in _ACTION_SHAPES.items():
+            body = action.get(kind)
+            if kind in action and not (isinstance(body, dict) and all(
+                    isinstance(body.get(k), t) or (k == "partitionValues" and body.get(k) is None) for k, t in fields)):
+                wanted = "".join(f", {k} a {t.__name__}" for k, t in fields)
+                raise TableSourceError(f"{where}: line {n}: its {kind!r} action is not a JSON object{wanted}")
+        actions.append(action)
+    return actions
+
+
 class _DeltaLog:
     """The commits of a Delta table's ``_delta_log``, read as the spout needs them."""
 
@@ -282,11 +322,11 @@ class _DeltaLog:
         name = f"_delta_log/{version:020d}.json"
         try:
             with self.location.fs.open_input_stream(self.location.path(name)) as f:
-                lines = f.read().decode("utf-8").splitlines()
+                data = f.read()
         except FileNotFoundError:
             raise TableSourceError(f"DeltaTridentSpout: table {uri}: the commit of version {version} is no longer in "
                                    "_delta_log (log retention removed it?)") from None
-        actions = [json.loads(line) for line in lines if line.strip()]
+        actions = _commit_actions(data, f"DeltaTridentSpout: table {uri}: {name}")
         operation = next((a["commitInfo"].get("operation", "?") for a in actions if "commitInfo" in a), "?")
         files = []
         for action in actions:
@@ -310,7 +350,12 @@ class _DeltaLog:
         return files
 
     def _check_schema(self, version: int, schema_string: str) -> None:
-        names = [f.get("name") for f in json.loads(schema_string).get("fields", [])]
+        try:
+            fields = json.loads(schema_string).get("fields", [])
+            names = [f.get("name") for f in fields]
+        except (ValueError, AttributeError, TypeError, RecursionError) as e:
+            raise TableSourceError(f"DeltaTridentSpout: table {self.spout.table_uri} version {version}: its metaData's "
+                                   f"schemaString is not a Delta schema ({type(e).__name__}: {str(e)[:200]})") from None
         missing = [f for f in self.spout.fields if f not in names]
         if missing:
             raise TableSourceError(f"DeltaTridentSpout: table {self.spout.table_uri} version {version} changes the "

@@ -89,6 +89,30 @@ def test_delta_spout_refuses_what_it_cannot_read_naming_it(tmp_path):
         d.emit(2)
 
 
+_COMMIT_FILE = f"_delta_log/{1:020d}.json"
+
+
+@pytest.mark.parametrize("commit,says", [
+    (b"not json\n", rf"{_COMMIT_FILE}: line 1 is not JSON \(JSONDecodeError"),
+    (b"[" * 100_000 + b"\n", rf"{_COMMIT_FILE}: line 1 is not JSON \(RecursionError"),  # deeper than json recurses
+    (b"\xff\xfe\n", rf"{_COMMIT_FILE} is not UTF-8 text"),
+    (b'{"commitInfo": {}}\n[1]\n', rf"{_COMMIT_FILE}: line 2 is not a Delta action"),
+    (b'{"commitInfo": 5}\n', rf"{_COMMIT_FILE}: line 1: its 'commitInfo' action is not a JSON object"),
+    (b'{"remove": 1}\n', rf"{_COMMIT_FILE}: line 1: its 'remove' action is not a JSON object"),
+    (b'{"add": {"partitionValues": {}}}\n', rf"{_COMMIT_FILE}: line 1: its 'add' action is not a JSON object, path a str"),
+    (b'{"metaData": {"schemaString": "{"}}\n', r"version 1: its metaData's schemaString is not a Delta schema"),
+], ids=["garbage", "nested", "not-utf8", "not-an-object", "commitInfo", "remove", "add", "schema"])
+def test_delta_spout_names_the_commit_file_it_cannot_read(tmp_path, commit, says):
+    """A commit of the log that is not what Delta writes (garbage, another tool's) is an error
+    naming the table and the file: it was a bare JSONDecodeError, AttributeError or KeyError."""
+    append_delta(tmp_path / "t", ["a"])
+    d = Driver(PartitionedTridentSpoutExecutor(DeltaTridentSpout(tmp_path / "t", ["text"])))
+    assert d.emit(1) == [["a"]]
+    (tmp_path / "t" / _COMMIT_FILE).write_bytes(commit)
+    with pytest.raises(TableSourceError, match=rf"^DeltaTridentSpout: table {tmp_path / 't'}\b.*{says}"):
+        d.emit(2)
+
+
 def test_parquet_spout_reads_each_complete_file_once_and_replays_it(tmp_path):
     write_parquet(tmp_path / "f1.parquet", ["a", "b"])
     write_parquet(tmp_path / "f2.parquet", ["c"])

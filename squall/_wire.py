@@ -458,6 +458,7 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                          "(%d connections open: %s, lowered below the open files limit)",
                          admission.evict.get_extra_info("peername"), peer, len(table), settings.max_connections_key)
             admission.evict.close()
+    codec: FrameCodec | None = None
     try:
         codec = await _handshake(reader, writer, secret, settings.encryption, settings.handshake_timeout,
                                  peer, warn)
@@ -482,7 +483,17 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                 reply = {"ok": False, "error": str(e), "type": type(e).__name__}
             writer.write(codec.seal(reply))
             await writer.drain()
-    except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+    except TimeoutError as e:
+        # the handshake's wait (no errno), not a peer's machine gone quiet, whose connection
+        # keepalive ended (ETIMEDOUT, a TimeoutError too)
+        if codec is None and e.errno is None:
+            warn.warning("closed connection from %s: it did not authenticate within %g s (%s)", peer,
+                         settings.handshake_timeout, HANDSHAKE_TIMEOUT_KEY)
+    except asyncio.IncompleteReadError as e:
+        if e.partial:  # a frame cut short, not a peer that hung up between two frames
+            warn.warning("closed connection from %s: it closed in the middle of a frame (%d of %s bytes%s)", peer,
+                         len(e.partial), e.expected, "" if codec is not None else ", before authenticating")
+    except ConnectionError:
         pass
     except RpcError as e:
         warn.warning("closed connection from %s: %s", peer, e)

@@ -343,6 +343,13 @@ class TcpTransport(BatchingTransport):
             if chunk is None:  # nothing more now
                 break
             if not chunk:  # the peer closed: a frame it was in the middle of is lost with it
+                if buffer and not inbound.trusted:
+                    # a stranger's truncated frame: said and counted as its oversized or trickled
+                    # frames are, not dropped with no trace (a worker's dying peer is seen otherwise)
+                    self._opener.count("malformed")
+                    self._warn.warning("dropped a frame cut short (%s) by the close of the connection from %s to %s, "
+                                       "which had sent nothing authentic", _frame_state(buffer), inbound.peer,
+                                       self.address)
                 self._drop_inbound(fd)
                 break
             got += len(chunk)
@@ -668,6 +675,14 @@ class TcpTransport(BatchingTransport):
             event.set()  # a loop asleep on the epoll wakes and sees its worker stopping
         self._watchman.join(2)
         self._epoll.close()
+
+
+def _frame_state(buffer: bytes | bytearray) -> str:
+    """How far the unfinished frame in ``buffer`` got, for a warning: its length prefix, or
+    the bytes of its body received against the length it announced."""
+    if len(buffer) < _LENGTH:
+        return f"{len(buffer)} of its {_LENGTH} length bytes"
+    return f"{len(buffer) - _LENGTH} of {int.from_bytes(buffer[:_LENGTH], 'big')} bytes"
 
 
 def _peer_name(remote: Any) -> str:

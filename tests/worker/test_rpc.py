@@ -537,6 +537,36 @@ def test_an_idle_unauthenticated_connection_is_closed_after_the_handshake_timeou
         s.stop()
 
 
+def test_a_stranger_that_cuts_a_frame_short_or_never_authenticates_is_logged_with_its_address(caplog):
+    """A peer that closed in the middle of a frame, or said nothing in time, was closed with no
+    line at all, where garbage, oversized and forged frames each got one naming the peer."""
+    quiet = logging.getLogger("test-rpc-cut")
+    s = _Server(RpcSettings(handshake_timeout=0.5), logger=quiet)
+    try:
+        with caplog.at_level(logging.WARNING, logger="test-rpc-cut"):
+            cut = socket.create_connection(("127.0.0.1", s.port), timeout=5)
+            _read_frame(cut)
+            cut.sendall(struct.pack(">I", 100) + b"x" * 10)
+            cut_port = cut.getsockname()[1]
+            cut.close()
+            hung_up = socket.create_connection(("127.0.0.1", s.port), timeout=5)  # between frames: nothing to say
+            _read_frame(hung_up)
+            hung_up.close()
+            idle = _half_handshake(s.port)
+            assert _closed_by_server(idle)
+            idle_port = idle.getsockname()[1]
+            idle.close()
+            assert wait_until(lambda: len([r for r in caplog.records if r.name == "test-rpc-cut"]) >= 2)
+        lines = [r.getMessage() for r in caplog.records if r.name == "test-rpc-cut"]
+        assert sorted(lines) == sorted([  # the event loop may take them in either order on a loaded machine
+            f"closed connection from ('127.0.0.1', {cut_port}): it closed in the middle of a frame "
+            f"(10 of 100 bytes, before authenticating)",
+            f"closed connection from ('127.0.0.1', {idle_port}): it did not authenticate within 0.5 s "
+            f"(nimbus.thrift.handshake.timeout.secs)"]), lines
+    finally:
+        s.stop()
+
+
 def test_at_the_connection_cap_the_longest_waiting_stranger_makes_room_for_a_client():
     table = ConnectionTable(5)
     s = _Server(table=table)  # the default handshake timeout (10 s): only the cap closes them here

@@ -904,3 +904,27 @@ def test_a_strangers_refused_message_and_oversized_frame_are_logged_with_its_add
                     f"frame of {1 << 20} bytes, over the {1 << 16} of squall.transport.max.message.bytes") in warnings
     finally:
         b.close()
+
+
+def test_a_strangers_frame_cut_short_by_its_close_is_logged_with_its_address_and_counted(caplog):
+    """A stranger that sent part of a frame (its length, or some of its body) and closed left no
+    trace: nothing counted, nothing logged. It is now refused as its oversized or trickled frames
+    are: counted as malformed, one warning naming it and how far the frame got."""
+    b = tcp(receive=Collect(), slot="h:2", max_message_bytes=1 << 16)
+    host, port = split_address(b.address)
+    try:
+        with caplog.at_level(logging.WARNING):
+            sent = {}
+            for what, data in (("body", (100).to_bytes(4, "big") + b"x" * 10), ("length", b"\0\0")):
+                with socket.create_connection((host, port)) as s:
+                    sent[what] = s.getsockname()[1]
+                    s.sendall(data)
+            assert wait_until(lambda: b.poll() >= 0 and b.statistics()["dropped"]["malformed"] == 2)
+            warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert (f"dropped a frame cut short (10 of 100 bytes) by the close of the connection from "
+                f"127.0.0.1:{sent['body']} to {b.address}, which had sent nothing authentic") in warnings, warnings
+        assert (f"dropped a frame cut short (2 of its 4 length bytes) by the close of the connection from "
+                f"127.0.0.1:{sent['length']} to {b.address}, which had sent nothing authentic") in warnings, warnings
+        assert not b._inbound
+    finally:
+        b.close()

@@ -51,6 +51,7 @@ of the master), and a worker that knows another epoch is told every death this m
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -345,6 +346,33 @@ def _rebalanced(plan: TopologyPlan, t: Mapping[str, Any]) -> TopologyPlan | None
         return None
 
 
+class _KeptPlan(NamedTuple):
+    """A plan the store kept, and how (its sealed bytes, where they were)."""
+
+    plan: TopologyPlan
+    kept: StoredPlan
+
+
+def _running_plan(name: str, code: Any, kept: list[_KeptPlan]) -> TopologyPlan | None:
+    """Which of the plans of topology ``name`` the store kept is the one it runs: the one whose
+    sealed bytes have the digest its record names (``code``). Another plan of the same name, one
+    of an earlier submission of it (a backup of the directory restored over it, a file put back),
+    is sealed by this cluster too: taken by name, the last storm id in sorted order won (t-9-...
+    over t-10-...), and the master ran the old code in place of the topology, or dropped the
+    topology as malformed when the executors differed. A record without a code (a store in
+    memory, a state.json of an older squall) takes the plan of its name, as before."""
+    if not code:
+        return kept[-1].plan if kept else None
+    chosen = None
+    for k in kept:
+        if k.kept.sealed and hashlib.sha256(k.kept.sealed).hexdigest() == code:
+            chosen = k.plan
+        else:
+            log.warning("skipped %s: a plan of topology %s (%s) that is not the one it runs (an earlier "
+                        "submission's?); it was not loaded", k.kept.where, name, k.plan.storm_id)
+    return chosen
+
+
 class _Persisted(NamedTuple):
     """What a master last handed its store (`Master._outcome`): the counter, each topology's
     record as JSON (and storm id), the supervisors as JSON."""
@@ -587,8 +615,6 @@ class Master:
         if self.store.directory is None:
             self._note(PutPlan(plan.storm_id, b"", None, plan))
             return None
-        import hashlib
-
         from .._sealed import seal  # with OpenSSL's hmac: loaded by a master that writes files only
         sealed = seal(self.secret, _PLAN, pickle_topology(plan.topology, plan))
         digest = hashlib.sha256(sealed).hexdigest()
@@ -601,13 +627,14 @@ class Master:
         """Resume what the store holds (a lone master, at its start)."""
         stored = self.store.load()
         self.counter = stored.counter
-        plans = {}
+        plans: dict[str, list[_KeptPlan]] = {}
         for storm_id in sorted(stored.plans):
-            plan = self._stored_plan(stored.plans[storm_id])
+            kept = stored.plans[storm_id]
+            plan = self._stored_plan(kept)
             if plan is not None:
-                plans[plan.name] = plan
+                plans.setdefault(plan.name, []).append(_KeptPlan(plan, kept))
         for name, t in stored.topologies.items():
-            plan = plans.get(name)
+            plan = _running_plan(name, t.get("code"), plans.get(name, []))
             if plan is None:
                 log.error("state names topology %s but its plan is missing; dropped", name)
                 continue

@@ -23,10 +23,10 @@ from ..acceptance.components import AckBolt
 from .served import served
 
 
-def _topology():
+def _topology(sinks=2):
     b = TopologyBuilder()
     b.set_spout("feed", FeederSpout(["x"]), 1)
-    b.set_bolt("sink", AckBolt(), 2).shuffle_grouping("feed")
+    b.set_bolt("sink", AckBolt(), sinks).shuffle_grouping("feed")
     return cloudpickle.dumps(b.create_topology())
 
 

@@ -205,6 +205,28 @@ def test_a_state_json_cut_short_or_not_the_masters_stops_it_naming_the_file_and_
         LocalDirStore(d, b"s" * 40)
 
 
+@pytest.mark.parametrize("sinks", [1, 2])
+def test_a_plan_of_an_earlier_submission_of_a_topology_does_not_replace_the_one_it_runs(tmp_path, caplog, sinks):
+    """An earlier t's plan back in the directory (a backup restored over it) is sealed by this
+    cluster too. Plans were taken by topology name, the last storm id in sorted order winning:
+    t-9-... over t-10-..., so the restarted master ran the old code in t's place (same
+    executors) or dropped t as malformed (not). The record names its plan's digest: that one runs."""
+    conf = {**CONF, "storm.local.dir": str(tmp_path)}
+    d = tmp_path / "nimbus"
+    m = served(conf, clock=SimulatedClock(5.0))
+    _register(m)
+    m.counter = 8
+    old = m.op_submit(name="t", conf={}, topology=_topology())
+    old_plan = (d / f"{old}.plan").read_bytes()
+    m.op_kill(name="t", wait_secs=0)
+    new = m.op_submit(name="t", conf={}, topology=_topology(sinks=sinks))
+    assert (old, new) == ("t-9-5", "t-10-5")
+    (d / f"{old}.plan").write_bytes(old_plan)
+    again = served(conf, clock=SimulatedClock(6.0))
+    assert [t["id"] for t in again.op_list()] == [new]
+    assert f"skipped {d / (old + '.plan')}: a plan of topology t (t-9-5) that is not the one it runs" in caplog.text
+
+
 # state.json is not sealed: each of these stopped the master at start (AttributeError), left it
 # answering every list or info with a bare TypeError or IndexError, or crashed it when the wait
 # of a pending action it could not do was over

@@ -125,6 +125,8 @@ def why_dead(owner: Owner, me: Owner) -> str | None:
         return "its owner's process is gone"
     except PermissionError:
         return None  # another user's process: alive
+    except OverflowError:
+        return None  # past any pid (garbage, another tool's line): not known dead, the timeout decides
     return None
 
 

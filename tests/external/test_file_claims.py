@@ -297,6 +297,7 @@ def test_a_lock_of_an_earlier_run_of_the_same_task_is_taken_over_at_once(dirs, c
     "not a lock line\n",
     "",
     "0,lines[0]@{host}:-1:r1,claimed,0\n",  # not a pid (for kill, -1 is every process): never dead
+    "0,lines[0]@{host}:4294967296:r1,claimed,0\n",  # past any pid: kill's OverflowError crashed the spout
 ])
 def test_a_lock_whose_owner_cannot_be_known_dead_waits_for_the_timeout(dirs, line):
     src, local = dirs

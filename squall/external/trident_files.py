@@ -33,9 +33,11 @@ otherwise be read from the old one's end offset.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, NamedTuple
@@ -76,6 +78,34 @@ class FilePartition:
         return self.name
 
 
+class _NotRegular(OSError):
+    """What was listed as a file of the directory is a symbolic link, a FIFO or a directory now."""
+
+
+def _open_regular(path: str) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file itself. A symbolic link is not
+    followed, so that whoever writes the directory cannot make the spout emit a file they could
+    not read themselves (``ln -s ~squall/storm-local/secret x``: its lines went out as tuples), as
+    `squall.external.files.FileSpout` does not; nor does a FIFO put in a file's place block the
+    open until a writer comes.
+
+    Raises:
+        _NotRegular: it is not a regular file (named).
+        OSError: it cannot be opened (`FileNotFoundError`: gone).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise _NotRegular(errno.ELOOP, "a symbolic link, which the spout does not follow", path) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _NotRegular(errno.EINVAL, "not a regular file", path)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
 class _FirstRead(NamedTuple):
     """A txid's first read of a file's range: its dead letters from byte ``since`` on are logged
     (before it, an earlier plan of the same txid logged them)."""
@@ -100,11 +130,12 @@ class _Coordinator(IPartitionedTridentSpout.Coordinator):
     def get_partitions_for_batch(self) -> list[str]:
         """The names of the directory's readable files, sorted."""
         try:
-            names = os.listdir(self.directory)
+            with os.scandir(self.directory) as entries:
+                # regular files only: not a symbolic link (`_open_regular` says why), nor a FIFO
+                names = [e.name for e in entries if e.is_file(follow_symlinks=False)]
         except OSError as e:
             raise FileConnectorError(f"FileTridentSpout: cannot list {self.directory}: {e}") from None
-        return sorted(n for n in names if not n.startswith(".") and not n.endswith(IN_PROGRESS)
-                      and os.path.isfile(os.path.join(self.directory, n)))
+        return sorted(n for n in names if not n.startswith(".") and not n.endswith(IN_PROGRESS))
 
 
 class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
@@ -247,9 +278,12 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
             last = last_partition_meta.get(p)
             path = self._path(p)
             try:
-                f = open(path, "rb")  # noqa: SIM115 (closed below; one handle for identity and lines)
+                f = _open_regular(path)  # closed below; one handle for identity and lines
             except FileNotFoundError:
                 continue  # gone since the listing: it has no range in this batch
+            except _NotRegular as e:  # put in the file's place since the listing, which skips it from now on
+                log.warning("FileTridentSpout: skipped %s: %s", path, e.strerror)
+                continue
             with f:
                 start = int(last["end"]) if last else 0
                 why = changed_since(last, f.fileno()) if last else None
@@ -277,8 +311,8 @@ class _Emitter(IPartitionedTridentSpout.Emitter, CountsDeadLetters):
             return
         path = self._path(partition)
         try:
-            f = open(path, "rb")  # noqa: SIM115 (closed below)
-        except OSError as e:
+            f = _open_regular(path)  # closed below
+        except OSError as e:  # _NotRegular among them
             raise FileConnectorError(f"FileTridentSpout: replaying txid {tx.txid}: {path} cannot be read ({e}); the "
                                      f"batch read bytes {start}..{end} of it") from None
         with f:

@@ -5,6 +5,8 @@ it."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from squall import FailedException
@@ -17,7 +19,7 @@ from ..trident.partition_fakes import Driver, Recorder
 
 redis = pytest.importorskip("redis")
 
-from squall.external.trident_files import FileTridentSpout  # noqa: E402
+from squall.external.trident_files import FilePartition, FileTridentSpout  # noqa: E402
 from squall.external.trident_redis_streams import RedisStreamTridentError, RedisStreamTridentSpout  # noqa: E402
 
 
@@ -31,6 +33,36 @@ def words(batch):
 
 
 # -- files ----------------------------------------------------------------------------------------
+
+def test_file_spout_reads_no_symbolic_link_nor_fifo_put_in_the_directory(tmp_path):
+    """Whoever writes the directory could link a file in that only the spout's user may read
+    (its storm-local/secret): the spout emitted the target's lines as tuples. As FileSpout, it
+    lists and opens regular files only, also when one is swapped in after the listing."""
+    src = tmp_path / "in"
+    src.mkdir()
+    secret = tmp_path / "secret"
+    secret.write_text("s3cr3t-cluster-secret\n")
+    append(src / "a.txt", ["a0"])
+    append(src / "b.txt", ["b0"])
+    (src / "planted.txt").symlink_to(secret)
+    spout = FileTridentSpout(src)
+    d = Driver(PartitionedTridentSpoutExecutor(spout), num_tasks=1)
+    assert sorted(words(d.emit(1))) == ["a0", "b0"]
+    append(src / "a.txt", ["a1"])
+    append(src / "b.txt", ["b1"])
+    (src / "b.txt").unlink()
+    (src / "b.txt").symlink_to(secret)  # in a listed file's place: the batch's read is refused it
+    emitter = spout.get_emitter({}, None)
+    metas = emitter.emit_batch_new(TransactionAttempt(2, 0), Recorder(), {FilePartition("a.txt"), FilePartition("b.txt")}, {})
+    assert [p.name for p in metas] == ["a.txt"]
+    with pytest.raises(FileConnectorError, match=r"b\.txt cannot be read .*symbolic link"):
+        emitter.re_emit_partition_batch(TransactionAttempt(1, 1), Recorder(), FilePartition("b.txt"),
+                                        {"start": 0, "end": 3})
+    (src / "b.txt").unlink()
+    os.mkfifo(src / "b.txt")  # nor does a FIFO block the read until a writer comes
+    assert [p.name for p in emitter.emit_batch_new(TransactionAttempt(3, 0), Recorder(), {FilePartition("b.txt")}, {})] == []
+    assert "s3cr3t" not in repr(d.emit(2))
+
 
 def test_file_spout_replays_the_same_byte_ranges_and_reads_every_line_once(tmp_path):
     append(tmp_path / "a.txt", [f"a{i}" for i in range(5)])

@@ -687,6 +687,13 @@ def give_up_reason(given_up: GiveUp) -> str:
     return f"failed {given_up.tries} times{given_up.cause.reason_suffix()}"
 
 
+def _file_type(mode: int) -> str:
+    """What a file that is not a regular one is, for a warning."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    return next((what for test, what in kinds if test(mode)), f"mode {mode:o}")
+
+
 def owner_of(name: str, tasks: int) -> int:
     """The index of the spout task that reads file ``name`` among ``tasks`` tasks."""
     return stable_hash_one(name) % tasks
@@ -1020,17 +1027,28 @@ class FileSpout(Spout, CountsDeadLetters):
     def _open(self, name: str) -> bool:
         """Opens ``name`` at its committed offset as the current file; False if it is gone or is
         not a regular file."""
-        try:  # O_NOFOLLOW: a symlink put in the file's place since the listing is not read
-            fd = os.open(os.path.join(self.directory, name), os.O_RDONLY | os.O_NOFOLLOW)
+        path = os.path.join(self.directory, name)
+        try:  # O_NOFOLLOW: a symlink put in the file's place since the listing is not read;
+            # O_NONBLOCK: nor does a FIFO put there block the open until a writer comes (for ever)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             return False  # taken away since the listing
         except OSError as e:
             if e.errno != errno.ELOOP and name not in self.unreadable:  # ELOOP: a symlink, never read
                 self.unreadable.add(name)  # tried again at every listing, reported once
-                message = (f"FileSpout {self.spout_id!r}: cannot open {os.path.join(self.directory, name)}: "
+                message = (f"FileSpout {self.spout_id!r}: cannot open {path}: "
                            f"{e.strerror or e}; skipping it until it can be read")
                 self.collector.report_error(message)  # which logs it
             return False
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            # a FIFO, directory or device put in the listed file's place: its read hung the spout
+            # or raised out of next_tuple naming only a descriptor. The listing skips it from now on
+            os.close(fd)
+            log.warning("FileSpout %r: skipped %s: not a regular file (%s), put in place of the one listed",
+                        self.spout_id, path, _file_type(mode))
+            return False
+        os.set_blocking(fd, True)
         self.unreadable.discard(name)
         handle = os.fdopen(fd, "rb")  # kept open across calls
         marks = self._claimed_marks(name) if self.locks is not None else self.marks.get(name, ())

@@ -338,3 +338,57 @@ def test_a_file_finished_by_another_task_and_archived_is_not_reported_by_its_ear
     assert load_progress(progress / "task-1.json", "lines", str(src)) == {}
     zero.spout.close()  # its commit forgets f2.txt, which no task holds a record of any more
     assert "finished" not in json.loads((progress / "task-0.json").read_text())
+
+
+class _Reported(Collector):
+    """A `Collector` that keeps the errors a spout reports."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list[str] = []
+
+    def report_error(self, message):
+        self.errors.append(message)
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "directory"])
+def test_a_fifo_or_directory_put_in_a_listed_files_place_is_skipped(tmp_path, caplog, kind):
+    """A name listed as a file and opened later (the listing lasts ``poll_secs``) may be a FIFO
+    by then, whose open blocked the spout until a writer came (for ever, silently), or a
+    directory, whose read raised IsADirectoryError naming only a descriptor out of next_tuple.
+    Either is skipped now, with a warning naming it, and the files after it are read."""
+    import threading
+
+    from squall.engine.clock import SimulatedClock
+
+    src, local = tmp_path / "in", tmp_path / "local"
+    src.mkdir()
+    for name in "abc":
+        write_lines(src / f"{name}.txt", [f"{name}0"])
+    spout = FileSpout(src, poll_secs=60, progress_dir=local, commit_every=1, clock=SimulatedClock())
+    out = _Reported()
+    spout.open({}, Context(0, 1), out)
+    spout.next_tuple()  # lists a, b and c; opens a
+    (src / "b.txt").unlink()
+    os.mkfifo(src / "b.txt") if kind == "FIFO" else (src / "b.txt").mkdir()
+    raised = []
+
+    def read_on():
+        try:
+            for _ in range(2):
+                for _ in range(5):
+                    spout.next_tuple()
+                for _, msg_id in list(out.emitted):
+                    spout.ack(msg_id)
+        except Exception as e:  # noqa: BLE001 - asserted below
+            raised.append(e)
+
+    with caplog.at_level(logging.WARNING, "squall.external.files"):
+        reader = threading.Thread(target=read_on, daemon=True)
+        reader.start()
+        reader.join(10)  # a bound, not a wait: it returns at once unless the open hangs
+        if reader.is_alive():  # let the hung open go, for the thread to end
+            os.close(os.open(src / "b.txt", os.O_WRONLY | os.O_NONBLOCK))
+        assert not reader.is_alive() and raised == [], raised
+    assert lines(out.emitted) == ["a0", "c0"] and out.errors == []
+    assert f"skipped {src / 'b.txt'}: not a regular file (a {kind}), put in place of the one listed" in caplog.text

@@ -346,6 +346,11 @@ class _DeltaLog:
                 if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path):
                     raise TableSourceError(f"DeltaTridentSpout: table {uri} version {version} adds {path}, a file "
                                            "outside the table (a shallow clone?), which the spout does not read")
+                if path.startswith("/") or ".." in path.split("/"):
+                    # a path Delta never writes: "../x.parquet" read any Parquet file the workers'
+                    # user may read, for whoever may write the table's log
+                    raise TableSourceError(f"DeltaTridentSpout: table {uri} version {version} adds {path}, a path "
+                                           "out of the table's directory, which the spout does not read")
                 files.append(_AddedFile(path, dict(add.get("partitionValues") or {})))
         return files
 

@@ -113,6 +113,22 @@ def test_delta_spout_names_the_commit_file_it_cannot_read(tmp_path, commit, says
         d.emit(2)
 
 
+@pytest.mark.parametrize("path", ["../private.parquet", "part/../../private.parquet", "/private.parquet"])
+def test_delta_spout_reads_no_file_out_of_the_tables_directory(tmp_path, path):
+    """An add whose path leads out of the table (a log written by hand, or by whoever may write
+    it) was read: "../private.parquet" emitted the rows of a Parquet file beside the table."""
+    import json
+
+    append_delta(tmp_path / "t", ["a"])
+    pq.write_table(pa.table({"text": ["private-row"]}), tmp_path / "private.parquet")
+    d = Driver(PartitionedTridentSpoutExecutor(DeltaTridentSpout(tmp_path / "t", ["text"])))
+    assert d.emit(1) == [["a"]]
+    add = {"path": path, "partitionValues": {}, "size": 1, "modificationTime": 0, "dataChange": True}
+    (tmp_path / "t" / _COMMIT_FILE).write_text(json.dumps({"add": add}) + "\n")
+    with pytest.raises(TableSourceError, match=rf"version 1 adds {path}, a path out of the table's directory"):
+        d.emit(2)
+
+
 def test_parquet_spout_reads_each_complete_file_once_and_replays_it(tmp_path):
     write_parquet(tmp_path / "f1.parquet", ["a", "b"])
     write_parquet(tmp_path / "f2.parquet", ["c"])

@@ -86,6 +86,11 @@ class _Location:
     def listing(self, name: str = "") -> list[pafs.FileInfo]:
         return self.fs.get_file_info(pafs.FileSelector(self.path(name) if name else self.root))
 
+    def is_link(self, path: str) -> bool:
+        """Whether ``path`` is a symbolic link on a local file system (which pyarrow follows):
+        whoever writes the directory could link in a file only the workers' user may read."""
+        return isinstance(self.fs, pafs.LocalFileSystem) and os.path.islink(path)
+
 
 def _read_columns(location: _Location, name: str, fields: Sequence[str], constants: Mapping[str, Any],
                   where: str) -> list[list]:
@@ -93,6 +98,8 @@ def _read_columns(location: _Location, name: str, fields: Sequence[str], constan
     are not in the file: a Delta partition column's value)."""
     path = location.path(name)
     in_file = [f for f in fields if f not in constants]
+    if location.is_link(path):
+        raise TableSourceError(f"{where}: {path} is a symbolic link, which the spout does not follow")
     try:
         with location.fs.open_input_file(path) as f:
             parquet = pq.ParquetFile(f)
@@ -124,7 +131,8 @@ class _ParquetCoordinator(IPartitionedTridentSpout.Coordinator):
             raise TableSourceError(f"ParquetTridentSpout: cannot list {self.spout.directory}: {e}") from None
         return sorted(info.base_name for info in infos
                       if info.type == pafs.FileType.File and not info.base_name.startswith((".", "_"))
-                      and not info.base_name.endswith((".crc", ".inprogress", ".tmp")))
+                      and not info.base_name.endswith((".crc", ".inprogress", ".tmp"))
+                      and not self.location.is_link(info.path))  # as FileSpout: no symbolic link is read
 
 
 class _ParquetEmitter(IPartitionedTridentSpout.Emitter):

@@ -159,6 +159,22 @@ def test_parquet_spout_errors_name_the_file(tmp_path):
         Driver(PartitionedTridentSpoutExecutor(ParquetTridentSpout(tmp_path / "missing", ["text"])))
 
 
+def test_parquet_spout_reads_no_symbolic_link(tmp_path):
+    """A link in the directory to a Parquet file only the workers' user may read was listed and
+    read (pyarrow follows links): its rows went out as tuples. As FileSpout, no link is read."""
+    src = tmp_path / "in"
+    src.mkdir()
+    write_parquet(src / "f1.parquet", ["a"])
+    write_parquet(tmp_path / "private.parquet", ["private-row"])
+    (src / "f2.parquet").symlink_to(tmp_path / "private.parquet")
+    d = Driver(PartitionedTridentSpoutExecutor(ParquetTridentSpout(src, ["text"])))
+    assert d.emit(1) == [["a"]]
+    (src / "f1.parquet").unlink()
+    (src / "f1.parquet").symlink_to(tmp_path / "private.parquet")  # in a read file's place: its replay is refused
+    with pytest.raises(TableSourceError, match=rf"{src / 'f1.parquet'} is a symbolic link, which the spout does not"):
+        d.emit(1)
+
+
 @pytest.mark.parametrize("source", ["delta", "parquet"])
 def test_a_word_count_over_a_table_on_local_cluster_is_exact_under_failed_batches(tmp_path, source):
     data, counts = tmp_path / "in", tmp_path / "counts"

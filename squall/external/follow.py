@@ -419,7 +419,9 @@ class ParquetDirectorySpout(_FollowingSpout):
         for here, dirs, names in os.walk(root, onerror=failed.append):
             dirs[:] = sorted(d for d in dirs if d[0] not in "._")  # _temporary, .spark-staging
             for name in names:
-                if name[0] in "._" or not name.endswith(self.suffix):
+                # no symbolic link (os.walk lists a link to a file among the names): whoever writes
+                # the directory could link in a Parquet file only the workers' user may read
+                if name[0] in "._" or not name.endswith(self.suffix) or os.path.islink(os.path.join(here, name)):
                     continue
                 key = os.path.relpath(os.path.join(here, name), root)
                 present.add(key)
@@ -534,6 +536,11 @@ class DeltaTableSpout(_FollowingSpout):
                 log.warning("DeltaTableSpout %r: skipping version %d of %s (%s): it changes data",
                             self.spout_id, version, self.source, commit.operation)
             else:  # an OPTIMIZE's adds and removes carry dataChange=false and add nothing here
+                out = next((p for p in commit.added if _out_of_table(unquote(p))), None)
+                if out is not None:  # never written by Delta: "../x.parquet" read a file beside the table
+                    self._stop(f"DeltaTableSpout {self.spout_id!r}: version {version} of {self.source} adds {out}, "
+                               f"a path out of the table's directory, which the spout does not read")
+                    break
                 found += [FollowedFile(p, os.path.join(self.source, unquote(p)), version) for p in commit.added]
             self.listed = version
         return found
@@ -590,6 +597,12 @@ class DeltaCommit(NamedTuple):
     operation: str | None
     added: list[str]  # files of new data (dataChange=true), in the log's order
     changes: bool  # it removes data (a remove with dataChange=true): a delete, update or overwrite
+
+
+def _out_of_table(path: str) -> bool:
+    """Whether an add's (unquoted) ``path`` leads out of its table's directory: absolute (a URI
+    too: a shallow clone's), or through ``..``."""
+    return os.path.isabs(path) or "://" in path or ".." in path.split("/")
 
 
 def read_commit(table: str, version: int) -> DeltaCommit:

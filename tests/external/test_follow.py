@@ -211,3 +211,42 @@ def test_a_directory_with_finished_files_and_no_success_marker_is_said_once(tmp_
         assert log.items() == []  # still waiting, as asked
         (out / "_SUCCESS").touch()
         assert wait_until(lambda: len(log.items()) == 10)
+
+
+def test_neither_spout_reads_a_parquet_file_out_of_its_source_through_a_link_or_a_log_path(tmp_path):
+    """Whoever writes the followed directory, or the table's log, could make the spout read a
+    Parquet file only the workers' user may read: a link in the directory was listed and read (its
+    rows went out as tuples), and so was an add of "../private.parquet" in a Delta commit. A link
+    is left out; such an add stops the Delta spout with an error naming it."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    from .test_file_progress import Collector, Context
+
+    class Reported(Collector):
+        def __init__(self):
+            super().__init__()
+            self.errors = []
+
+        def report_error(self, message):
+            self.errors.append(message)
+
+    pq.write_table(rows(100, 101), tmp_path / "private.parquet")
+    out = tmp_path / "out"
+    out.mkdir()
+    pq.write_table(rows(0, 2), out / "part-0.parquet")
+    os.symlink(tmp_path / "private.parquet", out / "part-1.parquet")
+    directory = ParquetDirectorySpout(out, ["event", "n"], require_success=False, progress_dir=tmp_path / "local")
+    directory.open({}, Context(0, 1), Reported())
+    assert [f.key for f in directory._new_files()] == ["part-0.parquet"]
+
+    table = tmp_path / "events"
+    deltalake.write_deltalake(str(table), rows(0, 2))
+    add = {"path": "../private.parquet", "partitionValues": {}, "size": 1, "modificationTime": 0, "dataChange": True}
+    (table / "_delta_log" / f"{1:020d}.json").write_text(json.dumps({"add": add}) + "\n")
+    spout, reported = DeltaTableSpout(str(table), ["event", "n"], progress_dir=tmp_path / "local"), Reported()
+    spout.open({}, Context(0, 1), reported)
+    assert [f.version for f in spout._new_files()] == [0]
+    assert reported.errors == [f"DeltaTableSpout 'lines': version 1 of {table} adds ../private.parquet, a path out "
+                               f"of the table's directory, which the spout does not read"]

@@ -74,9 +74,10 @@ class ShellGroup:
     @classmethod
     def parse(cls, text: str) -> ShellGroup | None:
         """A group from `text`'s output; None for anything else (a file cut short by the death,
-        a record that does not say its boot)."""
+        a record that does not say its boot, a group no shell subprocess leads: 0, which to
+        ``killpg`` is the caller's own, or init's 1)."""
         parts = text.split()
-        if len(parts) != 3 or not all(p.isdigit() for p in parts[:2]):
+        if len(parts) != 3 or not all(p.isdigit() for p in parts[:2]) or int(parts[0]) <= 1:
             return None
         return cls(int(parts[0]), int(parts[1]), parts[2])
 
@@ -160,8 +161,8 @@ def kill_group(group: ShellGroup) -> list[int]:
     (such a group is left alone). Every member must also have started after the leader. A group
     recorded in another boot (or where the boot is unknown) is left alone too: its start time
     counted from that boot, and says nothing of the process that has its pid now."""
-    if not group.boot or group.boot != boot_id():
-        return []
+    if not group.boot or group.boot != boot_id() or group.pgid <= 1:
+        return []  # killpg(0) would be this process's own group; kernel threads have group 0
     members = _members(group.pgid)
     leader = next((m for m in members if m.pid == group.pgid), None) or _proc_stat(group.pgid)
     if leader is not None and leader.start != group.leader_start:

@@ -186,6 +186,26 @@ HELPER_THEN_CRASH = textwrap.dedent("""
 """)
 
 
+def test_a_record_naming_group_0_or_1_is_never_killed(tmp_path, monkeypatch):
+    """A record under ``storm.local.dir`` is not to be trusted to name a shell's group: group 0
+    is, to ``killpg``, the supervisor's own (and the kernel threads' group, whose start times
+    match any leader's), and 1 is init's. Such a record is removed, and nothing is signalled."""
+    from squall._children import GROUP_FILE, ShellGroup, boot_id, end_shell_tasks, kill_group
+
+    def never(pgid, sig):
+        raise AssertionError(f"killpg({pgid}) on a forged record")
+
+    monkeypatch.setattr(os, "killpg", never)
+    for pgid in (0, 1):
+        assert ShellGroup.parse(f"{pgid} 0 {boot_id()}\n") is None
+        assert kill_group(ShellGroup(pgid, 0, boot_id())) == []
+        task = tmp_path / "home" / f"squall-multilang-forged-{pgid}"
+        task.mkdir(parents=True)
+        (task / GROUP_FILE).write_text(f"{pgid} 0 {boot_id()}\n")
+        assert end_shell_tasks(tmp_path / "home") == []
+        assert list((tmp_path / "home").iterdir()) == []
+
+
 def test_a_crashed_subprocess_s_helpers_are_killed_with_its_group(monkeypatch):
     """A subprocess that started helpers (a pool, a server it talks to) and crashed: its
     status was read (the error that says how it ended reaps it), after which its kill no

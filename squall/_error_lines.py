@@ -16,6 +16,19 @@ last lines the subprocess wrote to stderr, indented: its own traceback, whose la
 what went wrong."""
 
 
+def exception_message(error: BaseException) -> str:
+    """``str(error)``, which user code may break: an exception class of the user's whose
+    ``__str__`` raises (or returns no str) gives ``<str() of ValueError raised RuntimeError>``
+    instead. Every report of a user's exception goes through this: raised there, the report of a
+    bolt's exception on one input crashed the worker instead of failing that input, and the
+    topology's errors named the ``__str__``'s exception instead of the user's."""
+    try:
+        text = str(error)
+    except Exception as e:  # noqa: BLE001 (any exception of the user's __str__)
+        return f"<str() of {type(error).__name__} raised {type(e).__name__}>"
+    return text
+
+
 def telling_lines(text: str) -> list[str]:
     """The non-blank lines of ``text``, stripped, but `NO_EXCEPTION`'s."""
     return [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() != NO_EXCEPTION]

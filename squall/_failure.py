@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+from ._error_lines import exception_message
 from ._redact import MASK, is_secret_key, shown_text
 
 EXPLICIT = "fail"
@@ -129,7 +130,7 @@ class FailureCause(NamedTuple):
         An error with a ``failure_message`` (a subprocess's failure, whose message holds the last
         lines of its stderr) gives that one line instead of its whole message."""
         return cls(kind, component, task, type(error).__name__,
-                   shown_message(getattr(error, "failure_message", None) or str(error)))
+                   shown_message(getattr(error, "failure_message", None) or exception_message(error)))
 
     @classmethod
     def lost_in(cls, component: str, task: int, error: BaseException | str) -> FailureCause:
@@ -140,7 +141,7 @@ class FailureCause(NamedTuple):
         `of_exception` tells it (an exception) or `of_reason` (a reason)."""
         if isinstance(error, BaseException):
             return cls(WORKER_LOST, component, task, type(error).__name__,
-                       shown_message(getattr(error, "failure_message", None) or str(error)))
+                       shown_message(getattr(error, "failure_message", None) or exception_message(error)))
         return cls(WORKER_LOST, component, task, "", shown_message(error))
 
     @classmethod

@@ -355,6 +355,25 @@ class AlwaysCrashingBolt(Bolt):
         raise ValueError("cannot handle this value")
 
 
+class UnprintableError(Exception):
+    """A user's exception whose ``__str__`` itself raises."""
+
+    def __str__(self):
+        raise RuntimeError("__str__ of the user's exception raised")
+
+
+class UnprintableErrorBolt(BasicBolt):
+    """Raises `UnprintableError` on input "bad"; passes anything else through."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("x"))
+
+    def execute(self, tup, collector):
+        if tup.get_value(0) == "bad":
+            raise UnprintableError()
+        collector.emit([tup.get_value(0)])
+
+
 class FailingBasicBolt(BasicBolt):
     """Raises ``FailedException`` (or ``ReportedFailedException`` when ``reported``) on "fail"."""
 

@@ -13,7 +13,7 @@ from squall.testing import AckFailMapTracker, FeederSpout, TupleCaptureBolt
 from ..conftest import wait_until
 from .components import (
     AckBolt, AlwaysCrashingBolt, BasicMisuseBolt, BranchingBolt, CrashingBolt, FloodSpout, CrashOnceSpout, FailingBasicBolt, Gate, PrepareCrashBolt, Recorder,
-    NOT_VALUES, NotValuesBasicBolt, NotValuesBolt, NotValuesSpout, ReportingBolt, WrongSizeBolt,
+    NOT_VALUES, NotValuesBasicBolt, NotValuesBolt, NotValuesSpout, ReportingBolt, UnprintableErrorBolt, WrongSizeBolt,
 )
 from .conftest import wait_idle
 
@@ -267,3 +267,27 @@ def test_a_basic_bolt_emits_by_keyword_to_another_stream_anchored_to_its_input(c
 
     assert wait_until(lambda: tracker.is_acked(1))
     assert capture.results() == {"basic": [("side", ["hello"])]}
+
+
+def test_an_exception_whose_str_raises_fails_its_input_without_crashing_the_worker(cluster):
+    """A user's exception class whose ``__str__`` raises, raised on one record: squall's own
+    report of it raised that second exception, which crashed the worker at every replay of the
+    record (every good record in flight lost with it) and showed as the error instead of the
+    user's. The input fails, the others pass, and the error names the user's exception."""
+    feeder, tracker = feeder_with_tracker(("x",))
+    capture = TupleCaptureBolt()
+    builder = TopologyBuilder()
+    builder.set_spout("spout", feeder)
+    builder.set_bolt("picky", UnprintableErrorBolt()).shuffle_grouping("spout")
+    builder.set_bolt("sink", capture).shuffle_grouping("picky")
+    cluster.submit_topology("unprintable", {}, builder.create_topology())
+
+    for i, x in enumerate(["a", "bad", "b"]):
+        feeder.feed([x], i)
+
+    assert wait_until(lambda: tracker.is_acked(0) and tracker.is_failed(1) and tracker.is_acked(2))
+    assert sorted(v for _, v in capture.results()["picky"]) == [["a"], ["b"]]
+    info = cluster.get_topology_info("unprintable")
+    assert [(e["component"], e["error"], e["fatal"]) for e in info["errors"]] == \
+        [("picky", "UnprintableError: <str() of UnprintableError raised RuntimeError>", False)]
+    assert all(w["restarts"] == 0 for w in info["workers"])

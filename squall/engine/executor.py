@@ -32,6 +32,22 @@ log = logging.getLogger("squall.engine")
 debug_log = logging.getLogger("squall.debug")
 
 
+MAX_ERROR_CHARS = 10_000
+"""The longest `ErrorRecord.error` kept (its exception's type and message): longer is cut."""
+
+MAX_TRACEBACK_CHARS = 100_000
+"""The longest `ErrorRecord.traceback` kept: longer keeps its head (the frames) and its tail."""
+
+
+def cut_text(text: str, limit: int) -> str:
+    """``text``, or when it is longer than ``limit`` its head and tail, about ``limit``
+    characters together, around a note of how long it was."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]} ... ({len(text)} characters, cut) ... {text[-half:]}"
+
+
 @dataclass
 class ErrorRecord:
     """An error reported by, or escaping from, a task's user code.
@@ -55,8 +71,12 @@ class ErrorRecord:
 
     def __post_init__(self) -> None:
         # every record is shown (UI, REST, squall info) and saved: a user's exception naming a
-        # URL with its password is masked here, once, whichever way the record was made
-        self.error, self.traceback = shown_text(self.error), shown_text(self.traceback)
+        # URL with its password is masked here, once, whichever way the record was made; cut
+        # first, so that a record costs the same whatever its exception quotes (a bolt raising
+        # ValueError(f"bad record {record!r}") on a 20 MB record: its worker, on the process
+        # host, missed its heartbeats sending and masking the 40 MB record, and was restarted)
+        self.error = shown_text(cut_text(self.error, MAX_ERROR_CHARS))
+        self.traceback = shown_text(cut_text(self.traceback, MAX_TRACEBACK_CHARS))
         self.last_time = max(self.last_time, self.time)
 
     def as_dict(self) -> dict[str, Any]:

@@ -1,7 +1,10 @@
-"""An `ErrorRecord` made of whatever a user's exception is: one whose ``__str__`` raises."""
+"""An `ErrorRecord` made of whatever a user's exception is: one whose message is huge, one whose
+``__str__`` raises."""
 
 from squall import FailureCause
-from squall.engine.executor import error_record
+from squall.engine.executor import ErrorRecord, error_record
+
+ERROR_CHARS, TRACEBACK_CHARS = 10_100, 100_100  # what a record keeps at most, with its note
 
 
 def raised(error: BaseException) -> BaseException:
@@ -9,6 +12,26 @@ def raised(error: BaseException) -> BaseException:
         raise error
     except BaseException as e:  # noqa: BLE001 (the test's own)
         return e
+
+
+def test_a_huge_exception_message_is_cut_in_the_record_and_in_a_reported_one():
+    """A bolt's ValueError quoting a 20 MB record made a 40 MB error record (its text and its
+    traceback), which its worker masked and sent to the master with its heartbeat: on the
+    process host it missed its heartbeats and was restarted, every good record in flight lost."""
+    big = "x" * 20_000_000
+    record = error_record("parse", 3, raised(ValueError(f"bad record {big}")), 6700)
+
+    sizes = len(record.error), len(record.traceback)  # ints: a failure here prints no 40 MB
+    assert sizes[0] < ERROR_CHARS and sizes[1] < TRACEBACK_CHARS, sizes
+    assert record.error.startswith("ValueError: bad record xxx") and "(20000023 characters, cut)" in record.error
+    assert record.traceback.startswith("Traceback (most recent call last):\n")
+    assert 'in raised\n    raise error' in record.traceback  # the frames are kept
+    # a worker's report, as the master reads it: cut there too, whatever sent it
+    reported = ErrorRecord.from_dict({"component": "parse", "task": 3, "time": 1.0, "error": big, "traceback": big})
+    sizes = len(reported.error), len(reported.traceback)
+    assert sizes[0] < ERROR_CHARS and sizes[1] < TRACEBACK_CHARS, sizes
+    # what fits is kept whole
+    assert error_record("parse", 3, "ValueError: short").error == "ValueError: short"
 
 
 class Unprintable(Exception):

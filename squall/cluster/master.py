@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import cloudpickle
 
 from .._config import Config, conf_value, submit_warnings, topology_conf, visible_to_topology
+from .._error_lines import exception_message
 from .._errors import (
     AlreadyAliveException,
     BadParameterError,
@@ -818,6 +819,13 @@ class Master:
                 f"not one installed in site-packages, imported inside a function or named in a string): make "
                 f"it importable where the master and the workers run (install it, or put its directory on "
                 f"their PYTHONPATH)") from None
+        except Exception as e:  # noqa: BLE001 (a component's own __reduce__ or __setstate__, run by cloudpickle)
+            # raised bare, the client read a RemoteError with the user's message alone, which
+            # said neither that the topology could not be loaded nor where
+            raise InvalidTopologyException(
+                f"the master cannot load topology {name!r}: unpickling one of its components raised "
+                f"{type(e).__name__}: {exception_message(e)} (squall copies each component per task, so it "
+                f"must unpickle as well as pickle: see its __setstate__ or __reduce__)") from None
         return loaded
 
     def plan_submission(self, name: str, conf: dict[str, Any], topology: bytes,

@@ -28,6 +28,7 @@ import cloudpickle
 
 from .._config import Config, conf_value
 from .._context import TopologyContext
+from .._error_lines import exception_message
 from .._errors import InvalidTopologyException, WorkerStoppingError
 from .._failure import WORKER_DIED, FailureCause
 from .._native import deliver_items
@@ -288,7 +289,16 @@ class Worker:
         conf = dict(plan.component_confs[e.component])
         if e.component == ACKER_COMPONENT:
             return AckerExecutor(e, wiring, conf)
-        objs = {t: unshare_dict(cloudpickle.loads(blobs[e.component])) for t in e.tasks}
+        try:
+            objs = {t: unshare_dict(cloudpickle.loads(blobs[e.component])) for t in e.tasks}
+        except Exception as err:
+            # the user's __setstate__ or __reduce__ (pickling worked at submit: unpickling runs
+            # first here); raised bare, the worker died as "exited with status 1 before it
+            # started: no output" on LocalCluster, naming neither the component nor the error
+            raise InvalidTopologyException(
+                f"Component [{e.component}] cannot be rebuilt for its tasks from its pickle "
+                f"({type(err).__name__}: {exception_message(err)}); squall copies each component "
+                f"per task, so it must unpickle as well as pickle") from err
         contexts = {t: TopologyContext(plan.topology, plan.storm_id, plan.task_to_component, t, self.port,
                                        self.tasks, conf, self.state_home, self.transactional_home, self.resources)
                     for t in e.tasks}

@@ -35,7 +35,7 @@ from typing import Any, Protocol, TypeVar
 import cloudpickle
 
 from .._config import Config, conf_value
-from .._errors import NotAliveException, RemoteError, RpcError, SquallError, transient
+from .._errors import InvalidTopologyException, NotAliveException, RemoteError, RpcError, SquallError, transient
 from .._nimbus import Assignment, Heartbeat
 from .._transactional import KeptAnswers, MasterBackend, StoredKey, WorkerLaunch
 from .._worker_resources import LAUNCH, LaunchView
@@ -247,15 +247,8 @@ class WorkerAgent:
                     self._memory_cap = MemoryCap.of(self.conf, plan.conf)
                 blobs = component_blobs(plan)
                 self.transport = self.make_transport(plan, self._origin(), early)
-            except Exception as e:  # the user's plan, unpickled, or the transport: logged and reported as this worker's error
-                rec = error_record("__worker", -1, e, self.port, fatal=True)
-                rec.error = f"worker on {self.slot} cannot start: {rec.error}"
-                # in its own log too, as Storm's worker logs what ended it: its supervisor's log
-                # has only the exit status (a slot port another process bound read "exited with
-                # status 3" there, and nothing in worker.log)
-                log.exception("%s", rec.error)
-                self._report([rec.as_dict()])
-                return EXIT_CANNOT_START
+            except Exception as e:  # noqa: BLE001 (reported by _cannot_start) the user's plan, unpickled, or the transport: logged and reported as this worker's error
+                return self._cannot_start(e)
             # report our address, and wait for every peer's (on Spark they bind as their tasks start)
             while True:
                 a = self._call_until(deadline, self.nimbus.get_assignment, self.storm_id, self.slot,
@@ -282,6 +275,18 @@ class WorkerAgent:
         finally:
             if self.transport is not None:
                 self.transport.close()
+
+    def _cannot_start(self, e: Exception) -> int:
+        """Report ``e``, which keeps this launch from starting, as this worker's error (fatal),
+        and log it; returns the exit status of a worker that could not start."""
+        rec = error_record("__worker", -1, e, self.port, fatal=True)
+        rec.error = f"worker on {self.slot} cannot start: {rec.error}"
+        # in its own log too, as Storm's worker logs what ended it: its supervisor's log
+        # has only the exit status (a slot port another process bound read "exited with
+        # status 3" there, and nothing in worker.log)
+        log.exception("%s", rec.error, exc_info=e)
+        self._report([rec.as_dict()])
+        return EXIT_CANNOT_START
 
     def _origin(self) -> Origin:
         return Origin(self.storm_id, self.slot, self.launch_id, self.first_seq)
@@ -402,11 +407,14 @@ class WorkerAgent:
         def crashed(w: Any, rec: Any) -> None:
             self._crashed.set()
             self._wake.set()
-        worker = Worker(plan, self.port, executors, blobs, transport, self.clock, self.state, bp,
-                        lambda rec: self._errors.append(rec.as_dict()), crashed, self.seed, self.state_home,
-                        self.transactional_home,
-                        lambda lines: ExecutingBoard(self.storm_id, self.launch_id, lines, self.board_memory),
-                        on_opened=self._wake.set, start_wait_secs=START_RECORD_SECS)
+        try:
+            worker = Worker(plan, self.port, executors, blobs, transport, self.clock, self.state, bp,
+                            lambda rec: self._errors.append(rec.as_dict()), crashed, self.seed, self.state_home,
+                            self.transactional_home,
+                            lambda lines: ExecutingBoard(self.storm_id, self.launch_id, lines, self.board_memory),
+                            on_opened=self._wake.set, start_wait_secs=START_RECORD_SECS)
+        except InvalidTopologyException as e:  # a component that cannot be unpickled: this launch cannot start
+            return self._cannot_start(e)
         early.hand_over(worker.receive)
         transport.set_receiver(worker.receive, worker.receive_batch, worker.receive_into)
         transport.on_arrival = worker.wake_loops

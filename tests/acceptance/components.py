@@ -984,6 +984,17 @@ class UnpicklableBolt(Bolt):
         self.lock = threading.Lock()
 
 
+def _cannot_rebuild():
+    raise RuntimeError("needs the database this process never opened")
+
+
+class UnrebuildableBolt(Bolt):
+    """Pickles, but its unpickling raises (a ``__reduce__`` that reconnects to something)."""
+
+    def __reduce__(self):
+        return (_cannot_rebuild, ())
+
+
 class DirectOnRegularStreamBolt(Bolt):
     """``emit_direct`` on its regular default stream, to task index ``index`` of ``target``."""
 

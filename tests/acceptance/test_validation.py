@@ -8,9 +8,11 @@ import pytest
 from squall import Config, Fields, InvalidTopologyException, TopologyBuilder
 from squall.testing import complete_topology, read_tuples
 
+from ..conftest import wait_until
+
 from .components import (
     BrokenConfBolt, BrokenDeclareBolt, DirectStreamBolt, IdentityBolt, SystemStreamBolt, TestPlannerBolt,
-    TestPlannerSpout, TestWordCounter, TestWordSpout, TwiceDeclaringBolt, UnpicklableBolt,
+    TestPlannerSpout, TestWordCounter, TestWordSpout, TwiceDeclaringBolt, UnpicklableBolt, UnrebuildableBolt,
 )
 
 
@@ -211,6 +213,23 @@ def test_a_component_that_cannot_be_copied_to_its_tasks_is_named_at_submit(clust
     with pytest.raises(InvalidTopologyException, match=r"Component \[locked\] cannot be serialized"):
         cluster.submit_topology("unpicklable", {}, builder.create_topology())
     assert cluster.get_cluster_info()["topologies"] == []
+
+
+def test_a_component_that_cannot_be_unpickled_in_its_worker_is_named_in_the_topologys_errors(cluster):
+    """Its worker cannot start: the error says which component and why. Before, LocalCluster
+    showed only "worker on localhost:1024 exited with status 1 before it started: no output"."""
+    builder = TopologyBuilder()
+    builder.set_spout("1", TestWordSpout())
+    builder.set_bolt("reconnecting", UnrebuildableBolt()).shuffle_grouping("1")
+    cluster.submit_topology("unrebuildable", {}, builder.create_topology())
+
+    def errors():
+        return [e["error"] for e in cluster.get_topology_info("unrebuildable")["errors"]]
+    assert wait_until(errors, 10)
+    assert errors()[0] == (
+        "worker on localhost:1024 cannot start: InvalidTopologyException: Component [reconnecting] cannot be "
+        "rebuilt for its tasks from its pickle (RuntimeError: needs the database this process never opened); "
+        "squall copies each component per task, so it must unpickle as well as pickle")
 
 
 def test_subscribing_to_a_components_system_stream_is_legal_and_receives_nothing(cluster):

@@ -19,7 +19,7 @@ from squall.cluster.server import MasterServer
 from squall.engine.clock import SimulatedClock
 from squall.testing import FeederSpout
 
-from ..acceptance.components import AckBolt
+from ..acceptance.components import AckBolt, UnrebuildableBolt
 from .served import served
 
 
@@ -176,6 +176,22 @@ def test_topology_conf_may_not_set_daemon_keys(conf):
     m = served(conf)
     with pytest.raises(Exception, match="nimbus.task.timeout.secs"):
         m.op_submit(name="t", conf=Config({"nimbus.task.timeout.secs": 3}), topology=_topology())
+
+
+def test_a_topology_whose_component_cannot_be_unpickled_is_refused_saying_so(conf):
+    """The user's own message alone came back as a RemoteError, saying neither that the master
+    could not load the topology nor what to look at."""
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["x"]), 1)
+    b.set_bolt("reconnecting", UnrebuildableBolt()).shuffle_grouping("feed")
+    m = served(conf)
+    with pytest.raises(InvalidTopologyException) as raised:
+        m.op_submit(name="t", conf={}, topology=cloudpickle.dumps(b.create_topology()))
+    assert str(raised.value) == (
+        "the master cannot load topology 't': unpickling one of its components raised RuntimeError: needs the "
+        "database this process never opened (squall copies each component per task, so it must unpickle as well "
+        "as pickle: see its __setstate__ or __reduce__)")
+    assert m.op_list() == []
 
 
 def test_spouts_run_only_once_every_worker_has_reported_in(conf):

@@ -315,10 +315,25 @@ def pickle_topology(topology: StormTopology, obj: Any = None) -> bytes:
     try:
         blob = _dumps_by_value(target, kept)
     except Exception as e:
-        raise InvalidTopologyException(f"the topology cannot be serialized: {e}") from e
+        raise InvalidTopologyException(_unpicklable_component(topology, kept)
+                                       or f"the topology cannot be serialized: {e}") from e
     log.warning("could not ship %s by value (%s); workers must be able to import them",
                 ", ".join(m.__name__ for m in modules if m not in kept), by_value_error)
     return blob
+
+
+def _unpicklable_component(topology: StormTopology, modules: list[Any]) -> str | None:
+    """What `LocalCluster` says of the first component of ``topology`` that cannot be pickled
+    (`squall.engine.worker.component_blobs`), or None if each pickles on its own: a submission
+    to the process or Spark host said only "the topology cannot be serialized: cannot pickle
+    '_thread.lock' object", not which of its components holds the lock."""
+    for cid, spec in getattr(topology, "components", {}).items():
+        try:
+            _dumps_by_value(spec.obj, modules)
+        except Exception as e:  # noqa: BLE001 (the user's object: named below)
+            return (f"Component [{cid}] cannot be serialized ({type(e).__name__}: {e}); squall copies each "
+                    f"component per task, so it must be picklable by cloudpickle")
+    return None
 
 
 def _dumps_by_value(target: Any, modules: list[Any]) -> bytes:

@@ -703,3 +703,23 @@ def test_a_class_that_cannot_be_pickled_is_named_with_its_module(user_package, t
         ship(bolts, tmp_path)
     assert [r.getMessage() for r in caplog.records] == \
         [f"could not ship sk_guarded by value ({message}); workers must be able to import them"]
+
+
+def test_a_component_that_cannot_be_pickled_is_named_when_its_topology_is_shipped():
+    """As LocalCluster names it (tests/acceptance/test_validation.py): the process and Spark
+    hosts' submission said only "the topology cannot be serialized: cannot pickle
+    '_thread.lock' object", not which component holds the lock."""
+    from squall import InvalidTopologyException
+    from squall.testing import FeederSpout
+
+    from ..acceptance.components import AckBolt, UnpicklableBolt
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["x"]))
+    b.set_bolt("fine", AckBolt()).shuffle_grouping("feed")
+    b.set_bolt("locked", UnpicklableBolt()).shuffle_grouping("feed")
+
+    with pytest.raises(InvalidTopologyException) as raised:
+        pickle_topology(b.create_topology())
+    assert str(raised.value) == ("Component [locked] cannot be serialized (TypeError: cannot pickle '_thread.lock' "
+                                 "object); squall copies each component per task, so it must be picklable by "
+                                 "cloudpickle")

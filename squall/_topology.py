@@ -7,6 +7,7 @@ up where the topology is written, not later on a worker.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -324,6 +325,7 @@ class TopologyBuilder:
         for cid, spec in self._components.items():
             built = spec.copy()
             built.conf = _own_conf(spec) | spec.conf  # declarer settings override the component's
+            _check_methods_run(cid, spec.obj)
             declarer = OutputFieldsDeclarer(cid)
             try:
                 spec.obj.declare_output_fields(declarer)
@@ -339,6 +341,29 @@ class TopologyBuilder:
         topology = StormTopology(components)
         validate_topology(topology)
         return topology
+
+
+_CALLED_METHODS = ("open", "prepare", "execute", "next_tuple", "ack", "fail", "fail_with", "activate",
+                   "deactivate", "close", "cleanup")
+"""The methods of a component squall calls for their effect, never looking at what they return."""
+
+
+def _check_methods_run(cid: str, obj: Any) -> None:
+    """Raise `InvalidTopologyException` if one of ``obj``'s `_CALLED_METHODS` is a generator or
+    coroutine function: called, it returns a generator or a coroutine that nothing iterates or
+    awaits, so its body never runs. A bolt whose ``execute`` held a ``yield`` acked nothing and
+    reported nothing: every tuple timed out and was replayed, for ever, with no error shown."""
+    for name in _CALLED_METHODS:
+        fn = getattr(type(obj), name, None)
+        if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+            what = "a generator function (it contains yield)"
+        elif inspect.iscoroutinefunction(fn):
+            what = "a coroutine function (async def)"
+        else:
+            continue
+        raise InvalidTopologyException(
+            f"Component [{cid}]: {type(obj).__name__}.{name} is {what}: squall calls it and never iterates or "
+            f"awaits what it returns, so its body would never run")
 
 
 def _own_conf(spec: ComponentSpec) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from squall import Config, Fields, InvalidTopologyException, TopologyBuilder
+from squall import Bolt, Config, Fields, InvalidTopologyException, Spout, TopologyBuilder
 from squall.testing import complete_topology, read_tuples
 
 from ..conftest import wait_until
@@ -230,6 +230,41 @@ def test_a_component_that_cannot_be_unpickled_in_its_worker_is_named_in_the_topo
         "worker on localhost:1024 cannot start: InvalidTopologyException: Component [reconnecting] cannot be "
         "rebuilt for its tasks from its pickle (RuntimeError: needs the database this process never opened); "
         "squall copies each component per task, so it must unpickle as well as pickle")
+
+
+class YieldingBolt(Bolt):
+    def execute(self, tup):
+        yield self.collector.emit([tup[0]], anchors=tup)
+
+
+class AsyncBolt(Bolt):
+    async def execute(self, tup):
+        self.collector.ack(tup)
+
+
+class YieldingSpout(Spout):
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word"))
+
+    def next_tuple(self):
+        yield self.collector.emit(["w"], msg_id=1)
+
+
+@pytest.mark.parametrize("spout, bolt, message", [
+    (TestWordSpout(), YieldingBolt(), (r"Component \[b\]: YieldingBolt.execute is a generator function \(it contains "
+                                       r"yield\): squall calls it and never iterates or awaits what it returns")),
+    (TestWordSpout(), AsyncBolt(), r"Component \[b\]: AsyncBolt.execute is a coroutine function \(async def\)"),
+    (YieldingSpout(), IdentityBolt(Fields("word")), r"Component \[s\]: YieldingSpout.next_tuple is a generator"),
+])
+def test_a_method_whose_body_would_never_run_is_refused_naming_it(spout, bolt, message):
+    """Called, a generator or coroutine function returns an object nothing iterates or awaits:
+    such a bolt acked and reported nothing, and every tuple timed out and was replayed for ever."""
+    builder = TopologyBuilder()
+    builder.set_spout("s", spout)
+    builder.set_bolt("b", bolt).shuffle_grouping("s")
+
+    with pytest.raises(InvalidTopologyException, match=message):
+        builder.create_topology()
 
 
 def test_subscribing_to_a_components_system_stream_is_legal_and_receives_nothing(cluster):

@@ -14,7 +14,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from .._errors import EmitError
+from .._error_lines import exception_message
+from .._errors import EmitError, InvalidTopologyException
 from .._fields import GlobalStreamId
 from .._grouping import CUSTOM, DIRECT, LoadAwareShuffleGrouping, chooser_of
 from .._native import RouterBase
@@ -128,7 +129,17 @@ def build_routers(plan: TopologyPlan, component: str, task_id: int, context, rng
             g = grouping.make(info.fields, rng)
             if loads is not None and isinstance(g, LoadAwareShuffleGrouping):
                 g.use_load(loads.get, loads.fill)
-            g.prepare(context, gsid, targets)
+            try:
+                g.prepare(context, gsid, targets)
+            except Exception as e:
+                if grouping.kind != CUSTOM:
+                    raise
+                # raised bare, it ended the worker's start: on LocalCluster "exited with status 1
+                # before it started: no output", naming neither the grouping nor where it was
+                raise InvalidTopologyException(
+                    f"custom grouping {type(g).__qualname__} of [{sub_id}] on stream [{stream}] of component "
+                    f"[{component}]: its prepare raised {type(e).__name__}: {exception_message(e)} (for task "
+                    f"{task_id} of [{component}])") from e
             choose = chooser_of(g, task_id)
             choosers.append(_checked(choose, g, src, sub_id, targets) if grouping.kind == CUSTOM else choose)
         routers[stream] = Router(stream, src, _combine(choosers), info.direct, direct_targets)

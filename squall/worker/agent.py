@@ -35,7 +35,7 @@ from typing import Any, Protocol, TypeVar
 import cloudpickle
 
 from .._config import Config, conf_value
-from .._errors import InvalidTopologyException, NotAliveException, RemoteError, RpcError, SquallError, transient
+from .._errors import NotAliveException, RemoteError, RpcError, SquallError, transient
 from .._nimbus import Assignment, Heartbeat
 from .._transactional import KeptAnswers, MasterBackend, StoredKey, WorkerLaunch
 from .._worker_resources import LAUNCH, LaunchView
@@ -413,7 +413,7 @@ class WorkerAgent:
                             self.transactional_home,
                             lambda lines: ExecutingBoard(self.storm_id, self.launch_id, lines, self.board_memory),
                             on_opened=self._wake.set, start_wait_secs=START_RECORD_SECS)
-        except InvalidTopologyException as e:  # a component that cannot be unpickled: this launch cannot start
+        except Exception as e:  # noqa: BLE001 (user code run here: a component's unpickling, a custom grouping's prepare)
             return self._cannot_start(e)
         early.hand_over(worker.receive)
         transport.set_receiver(worker.receive, worker.receive_batch, worker.receive_into)

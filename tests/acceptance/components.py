@@ -995,6 +995,16 @@ class UnrebuildableBolt(Bolt):
         return (_cannot_rebuild, ())
 
 
+class PrepareRaisingGrouping(CustomStreamGrouping):
+    """A custom grouping whose ``prepare`` raises."""
+
+    def prepare(self, context, stream, target_tasks):
+        raise KeyError("routes")
+
+    def choose_tasks(self, task_id, values):
+        return []
+
+
 class DirectOnRegularStreamBolt(Bolt):
     """``emit_direct`` on its regular default stream, to task index ``index`` of ``target``."""
 

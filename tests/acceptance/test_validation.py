@@ -13,6 +13,7 @@ from ..conftest import wait_until
 from .components import (
     BrokenConfBolt, BrokenDeclareBolt, DirectStreamBolt, IdentityBolt, SystemStreamBolt, TestPlannerBolt,
     TestPlannerSpout, TestWordCounter, TestWordSpout, TwiceDeclaringBolt, UnpicklableBolt, UnrebuildableBolt,
+    PrepareRaisingGrouping,
 )
 
 
@@ -230,6 +231,23 @@ def test_a_component_that_cannot_be_unpickled_in_its_worker_is_named_in_the_topo
         "worker on localhost:1024 cannot start: InvalidTopologyException: Component [reconnecting] cannot be "
         "rebuilt for its tasks from its pickle (RuntimeError: needs the database this process never opened); "
         "squall copies each component per task, so it must unpickle as well as pickle")
+
+
+def test_a_custom_grouping_whose_prepare_raises_is_named_in_the_topologys_errors(cluster):
+    """Its worker cannot start, and says which grouping, where, and what it raised. Before,
+    LocalCluster showed only "worker on localhost:1024 exited with status 1 before it started:
+    no output"."""
+    builder = TopologyBuilder()
+    builder.set_spout("1", TestWordSpout())
+    builder.set_bolt("routed", IdentityBolt(Fields("word"))).custom_grouping("1", PrepareRaisingGrouping())
+    cluster.submit_topology("bad-grouping", {}, builder.create_topology())
+
+    def errors():
+        return [e["error"] for e in cluster.get_topology_info("bad-grouping")["errors"]]
+    assert wait_until(errors, 10)
+    assert errors()[0] == (
+        "worker on localhost:1024 cannot start: InvalidTopologyException: custom grouping PrepareRaisingGrouping of "
+        "[routed] on stream [default] of component [1]: its prepare raised KeyError: 'routes' (for task 1 of [1])")
 
 
 class YieldingBolt(Bolt):

@@ -766,6 +766,18 @@ def _strings(v: Any) -> bool:
     return isinstance(v, list) and all(_string(x) for x in v)
 
 
+def _registrations(v: Any) -> bool:
+    """``topology.kryo.register``'s shape: squall's map of class name to serializer name (or
+    null), or Storm's list of class names and one-entry ``{class: serializer}`` maps. Whether the
+    names resolve is the worker's to say (the classes may be in modules only it imports)."""
+    def pair(name: Any, serializer: Any) -> bool:
+        return _string(name) and (serializer is None or _string(serializer))
+    if isinstance(v, Mapping):
+        return all(pair(k, x) for k, x in v.items())
+    return isinstance(v, (list, tuple)) and all(
+        _string(e) or (isinstance(e, Mapping) and len(e) == 1 and all(pair(k, x) for k, x in e.items())) for e in v)
+
+
 def _port(v: Any) -> bool:
     return type(v) is int and 0 <= v <= 65535
 
@@ -849,6 +861,9 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.TOPOLOGY_METRICS_CONSUMER_REGISTER: (lambda v: isinstance(v, (list, tuple)),
                                                 "a list of maps with a \"class\" each (docs/metrics.md)", True),
     Config.TOPOLOGY_BUILTIN_METRICS_BUCKET_SIZE_SECS: (_positive_int, "a positive whole number of seconds", False),
+    Config.TOPOLOGY_KRYO_REGISTER: (_registrations, ("a map of class names to serializer names (or null), or a list "
+                                    "of class names and {class: serializer} maps (Config.register_serialization)"),
+                                    True),
     Config.TOPOLOGY_SKIP_MISSING_KRYO_REGISTRATIONS: _BOOL,
     Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: _BOOL,
     Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: (_unit_interval, "a number from 0 to 1", False),

@@ -51,7 +51,7 @@ class OutputFieldsDeclarer:
             raise InvalidTopologyException(
                 f"Component [{self._component_id}] declares stream [{stream_id}] twice")
         if not isinstance(fields, Fields):
-            fields = Fields(list(fields))
+            fields = Fields(fields)  # a str is one field, as Fields("word") is (list("word") made four)
         self.streams[stream_id] = StreamInfo(fields, bool(direct))
 
 

@@ -250,6 +250,25 @@ def test_a_custom_grouping_whose_prepare_raises_is_named_in_the_topologys_errors
         "[routed] on stream [default] of component [1]: its prepare raised KeyError: 'routes' (for task 1 of [1])")
 
 
+class StrDeclaringBolt(Bolt):
+    def declare_output_fields(self, declarer):
+        declarer.declare("word")
+        declarer.declare_stream("counts", "count")
+
+
+def test_a_field_name_given_as_a_str_declares_one_field_as_fields_of_it_does():
+    """``declarer.declare("word")`` declared four fields, 'w', 'o', 'r' and 'd': an emit of
+    one value raised "Expected 4 fields", and a fields grouping on "word" was refused as a
+    subscription to a non-existent field."""
+    builder = TopologyBuilder()
+    builder.set_spout("1", TestWordSpout())
+    builder.set_bolt("b", StrDeclaringBolt()).shuffle_grouping("1")
+    builder.set_bolt("c", IdentityBolt(Fields("word"))).fields_grouping("b", Fields("word"))
+
+    streams = builder.create_topology().components["b"].streams
+    assert (streams["default"].fields, streams["counts"].fields) == (Fields("word"), Fields("count"))
+
+
 class YieldingBolt(Bolt):
     def execute(self, tup):
         yield self.collector.emit([tup[0]], anchors=tup)

@@ -136,9 +136,12 @@ def test_reach_on_the_process_host_survives_a_sigkilled_worker(tmp_path, victim_
         errors = [e for _, _, _, e in made if e is not None]
         assert all(e.type is DRPCExceptionType.FAILED_REQUEST for e in errors), errors
         lost = [e for e in errors if "lost with the DRPC spout that took it (DRPC spout [spout]" in str(e)]
-        if victim_runs_the_spout:
-            assert lost, errors  # the calls blocked on the dead spout's requests (4 callers: some)
-        else:
+        # The spout's worker: the calls its spout had taken and nothing finished failed its grace
+        # later, as "lost" (none timed out: checked above, and none hung). How many is a race with
+        # the kill, 0 included (1 run in 6 under load): at that moment the calls may all be in the
+        # server's queue, or past the spout in the live worker, which answers them. That a taken
+        # call fails its grace later is shown without the race in tests/drpc/test_drpc_server.py.
+        if not victim_runs_the_spout:
             assert lost == [], errors
         after = [(url, result, error) for started, url, result, error in made if started >= back]
         assert [a for a in after if a[2] is not None] == []  # once answered again, every call answered right

@@ -39,13 +39,32 @@ MAX_TRACEBACK_CHARS = 100_000
 """The longest `ErrorRecord.traceback` kept: longer keeps its head (the frames) and its tail."""
 
 
-def cut_text(text: str, limit: int) -> str:
-    """``text``, or when it is longer than ``limit`` its head and tail, about ``limit``
-    characters together, around a note of how long it was."""
+CUT_MARGIN = 1_000
+"""How far past each side of a cut `shown_cut` masks before it cuts."""
+
+
+def shown_cut(text: str, limit: int) -> str:
+    """``text`` as a record shows it (`shown_text`: credentials masked) in at most ``limit``
+    characters: longer, its head and its tail around a note of how long it was.
+
+    Masked before it is cut, as `squall._failure.shown_values` is, but only around what it keeps,
+    so that a 20 MB text costs what a short one does: cut first, a cut between ``password=`` and
+    its value left the whole value in the tail, and one through ``redis://u:hunter2@db`` left
+    ``redis://u:hunte`` in the head, neither of which masking recognised any more. And at most
+    ``limit`` characters, note included, so that cutting it again changes nothing: the master
+    makes each worker's record again (`ErrorRecord.from_dict`), and a restarted master each
+    saved one, whose note then said the length of the first cut instead of the text's."""
     if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]} ... ({len(text)} characters, cut) ... {text[-half:]}"
+        shown = shown_text(text)
+        if len(shown) <= limit:
+            return shown
+        text = shown  # grown by its masks (a short secret gets all of MASK)
+    note = f" ... ({len(text)} characters, cut) ... "
+    # a few characters spare: masking the result again may complete a mask the cut went through
+    half = max(0, (limit - len(note) - 8) // 2)
+    head = shown_text(text[:half + CUT_MARGIN])[:half]
+    tail = shown_text(text[-(half + CUT_MARGIN):])[-half:] if half else ""
+    return f"{head}{note}{tail}"
 
 
 @dataclass
@@ -72,11 +91,11 @@ class ErrorRecord:
     def __post_init__(self) -> None:
         # every record is shown (UI, REST, squall info) and saved: a user's exception naming a
         # URL with its password is masked here, once, whichever way the record was made; cut
-        # first, so that a record costs the same whatever its exception quotes (a bolt raising
+        # too (`shown_cut`), so that a record costs the same whatever its exception quotes (a bolt raising
         # ValueError(f"bad record {record!r}") on a 20 MB record: its worker, on the process
         # host, missed its heartbeats sending and masking the 40 MB record, and was restarted)
-        self.error = shown_text(cut_text(self.error, MAX_ERROR_CHARS))
-        self.traceback = shown_text(cut_text(self.traceback, MAX_TRACEBACK_CHARS))
+        self.error = shown_cut(self.error, MAX_ERROR_CHARS)
+        self.traceback = shown_cut(self.traceback, MAX_TRACEBACK_CHARS)
         self.last_time = max(self.last_time, self.time)
 
     def as_dict(self) -> dict[str, Any]:

@@ -49,3 +49,19 @@ def test_an_exception_whose_str_raises_makes_a_record_and_a_cause_naming_it():
     assert "Unprintable" in record.traceback
     assert (cause.error, cause.message) == ("Unprintable", "<str() of Unprintable raised RuntimeError>")
     assert FailureCause.lost_in("picky", 4, error).message == "<str() of Unprintable raised RuntimeError>"
+
+
+def test_a_cut_leaves_no_part_of_a_credential_and_cutting_again_changes_nothing():
+    """Cut before it was masked, a record showed a credential the cut went through: the value of
+    a ``password=`` whose key fell in the cut middle, the head of a URL's password. And cut to
+    a little more than its limit, a worker's record was cut again where the master made it
+    again, its note then giving the first cut's length instead of the text's."""
+    pad = "x" * 20_000
+    tail_value = f"ValueError: {pad} password=hunter2secret {'y' * 4_990}"
+    # the head's cut goes through the URL's password at one of these offsets, whatever the note's length
+    head_urls = [f"ValueError: {'x' * n}redis://app:hunter2secret@db:6379 {pad}" for n in range(4_930, 4_990, 5)]
+    for text in [tail_value, *head_urls]:
+        record = error_record("parse", 3, text)
+        assert "hunter" not in record.error and "secret" not in record.error
+        assert len(record.error) <= 10_000 and f"({len(text)} characters, cut)" in record.error
+        assert ErrorRecord.from_dict(record.as_dict()).error == record.error  # the master's copy

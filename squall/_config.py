@@ -768,14 +768,16 @@ def _strings(v: Any) -> bool:
 
 def _registrations(v: Any) -> bool:
     """``topology.kryo.register``'s shape: squall's map of class name to serializer name (or
-    null), or Storm's list of class names and one-entry ``{class: serializer}`` maps. Whether the
-    names resolve is the worker's to say (the classes may be in modules only it imports)."""
+    null), or Storm's list of class names and ``{class: serializer}`` maps (of any number of
+    entries, as Storm's KryoRegValidator and the worker's `squall.engine.serialize` take them).
+    Whether the names resolve is the worker's to say (the classes may be in modules only it
+    imports)."""
     def pair(name: Any, serializer: Any) -> bool:
         return _string(name) and (serializer is None or _string(serializer))
     if isinstance(v, Mapping):
         return all(pair(k, x) for k, x in v.items())
     return isinstance(v, (list, tuple)) and all(
-        _string(e) or (isinstance(e, Mapping) and len(e) == 1 and all(pair(k, x) for k, x in e.items())) for e in v)
+        _string(e) or (isinstance(e, Mapping) and all(pair(k, x) for k, x in e.items())) for e in v)
 
 
 def _port(v: Any) -> bool:

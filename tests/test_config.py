@@ -225,6 +225,8 @@ def test_every_default_key_squall_reads_has_a_validator_and_the_defaults_pass():
 @pytest.mark.parametrize("value", [
     None, {"app:Point": None, "app:Line": "app:LineSerializer"},  # squall's, Config.register_serialization's
     ["app:Point", {"app:Line": "app:LineSerializer"}],  # Storm's list
+    # a map of several in Storm's list: Storm and the worker take it (refused at submit before)
+    [{"app:Line": "app:LineSerializer", "app:Area": "app:AreaSerializer"}],
 ])
 def test_the_shapes_of_kryo_registrations_are_accepted(value):
     """Whether the names resolve is for the worker to say (the classes may be in the user's modules)."""

@@ -231,7 +231,8 @@ def resolve(name: str) -> Any:
 def _registrations(value: Any) -> list[tuple[str, str | None]]:
     """``topology.kryo.register`` as (class name, serializer name or None) pairs.
 
-    Accepts squall's dict and Storm's list of class names and one-entry ``{class: serializer}``.
+    Accepts squall's dict and Storm's list of class names and ``{class: serializer}`` maps (of
+    any number of entries each).
     """
     if not value:
         return []

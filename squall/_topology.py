@@ -325,7 +325,7 @@ class TopologyBuilder:
         for cid, spec in self._components.items():
             built = spec.copy()
             built.conf = _own_conf(spec) | spec.conf  # declarer settings override the component's
-            _check_methods_run(cid, spec.obj)
+            _check_methods_run(cid, spec.kind, spec.obj)
             declarer = OutputFieldsDeclarer(cid)
             try:
                 spec.obj.declare_output_fields(declarer)
@@ -343,17 +343,22 @@ class TopologyBuilder:
         return topology
 
 
-_CALLED_METHODS = ("open", "prepare", "execute", "next_tuple", "ack", "fail", "fail_with", "activate",
-                   "deactivate", "close", "cleanup")
-"""The methods of a component squall calls for their effect, never looking at what they return."""
+_CALLED_METHODS = {
+    "spout": ("open", "next_tuple", "ack", "fail", "fail_with", "activate", "deactivate", "close"),
+    "bolt": ("prepare", "execute", "cleanup"),
+}
+"""The methods of a component of each kind that squall calls for their effect, never looking at
+what they return. Only those of its kind: a spout's own ``execute`` (a helper yielding a
+query's rows, say) or a bolt's ``open`` is the user's, and squall never calls it."""
 
 
-def _check_methods_run(cid: str, obj: Any) -> None:
-    """Raise `InvalidTopologyException` if one of ``obj``'s `_CALLED_METHODS` is a generator or
-    coroutine function: called, it returns a generator or a coroutine that nothing iterates or
-    awaits, so its body never runs. A bolt whose ``execute`` held a ``yield`` acked nothing and
-    reported nothing: every tuple timed out and was replayed, for ever, with no error shown."""
-    for name in _CALLED_METHODS:
+def _check_methods_run(cid: str, kind: str, obj: Any) -> None:
+    """Raise `InvalidTopologyException` if one of ``obj``'s `_CALLED_METHODS` (of its ``kind``)
+    is a generator or coroutine function: called, it returns a generator or a coroutine that
+    nothing iterates or awaits, so its body never runs. A bolt whose ``execute`` held a
+    ``yield`` acked nothing and reported nothing: every tuple timed out and was replayed, for
+    ever, with no error shown."""
+    for name in _CALLED_METHODS.get(kind, ()):
         fn = getattr(type(obj), name, None)
         if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
             what = "a generator function (it contains yield)"

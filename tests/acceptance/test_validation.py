@@ -304,6 +304,38 @@ def test_a_method_whose_body_would_never_run_is_refused_naming_it(spout, bolt, m
         builder.create_topology()
 
 
+class RowsSpout(Spout):
+    """A spout with generator helpers of names squall calls on bolts only."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word"))
+
+    def execute(self, query):
+        yield from query.split()
+
+    def next_tuple(self):
+        for word in self.execute("a b"):
+            self.collector.emit([word])
+
+
+class OpeningBolt(IdentityBolt):
+    async def open(self, path):  # the user's own, never called by squall on a bolt
+        return path
+
+    def close(self):
+        yield "never a bolt's method"
+
+
+def test_a_generator_of_a_name_squall_calls_on_the_other_kind_is_the_users_own():
+    """squall calls a spout's open/next_tuple/ack/fail/close... and a bolt's prepare/execute/
+    cleanup: a spout's helper ``execute`` yielding a query's rows was refused at create_topology."""
+    builder = TopologyBuilder()
+    builder.set_spout("s", RowsSpout())
+    builder.set_bolt("b", OpeningBolt(Fields("word"))).shuffle_grouping("s")
+
+    assert set(builder.create_topology().components) == {"s", "b"}
+
+
 def test_subscribing_to_a_components_system_stream_is_legal_and_receives_nothing(cluster):
     """Storm gives every component an implicit ``__system`` stream; subscribing to it is
     valid, and nothing is ever emitted on it."""

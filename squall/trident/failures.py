@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
+from .._error_lines import exception_message
 from .._errors import FailedException
 from .._failure import cut_text, shown_values
 from .._redact import MASK, is_secret_key, shown_text
@@ -72,8 +73,9 @@ class TridentOperationError(Exception):
         self.where = where
         self.txid = txid
         # the error's message as shown: masked, then cut (`operation_failed` masks the values of
-        # the tuple's credential fields in it too)
-        self.message = message if message is not None else cut_text(shown_text(str(error)), ERROR_CHARS)
+        # the tuple's credential fields in it too); `exception_message`: a user's exception whose
+        # __str__ raises is named, not replaced by what its __str__ raised
+        self.message = message if message is not None else cut_text(shown_text(exception_message(error)), ERROR_CHARS)
 
     def __reduce__(self) -> tuple:
         # what `at_batch` set travels too (Exception's own pickling keeps only the arguments)
@@ -119,7 +121,7 @@ def operation_failed(operation: str, error: Exception, fields: Iterable[str] | N
     # the exception's own message may quote a credential field's value (int()'s "invalid literal
     # ... 'ghp_...'"): masked in the error's text, and in the exception's arguments, which its
     # traceback prints (the worker's log, the error's traceback, a Spark task's failure)
-    message = cut_text(_masked(shown_text(str(error)), secrets), ERROR_CHARS)
+    message = cut_text(_masked(shown_text(exception_message(error)), secrets), ERROR_CHARS)
     try:
         error.args = tuple(_masked(a, secrets) if isinstance(a, str) else a for a in error.args)
     except Exception:  # noqa: BLE001,S110 (an exception whose args cannot be set: its chain is left out below)

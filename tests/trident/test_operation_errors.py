@@ -120,6 +120,26 @@ def test_an_operation_that_raises_is_named_with_the_tuple_it_was_given(stream_of
     assert error.__cause__ is error.error
 
 
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("__str__ raised")
+
+
+class RaisesUnprintable(BaseFunction):
+    def execute(self, tuple, collector) -> None:
+        raise Unprintable()
+
+
+@pytest.mark.parametrize("values", [[7, "pw", "x"], [7, "hunter2secret", "x"]])  # with a credential: masked
+def test_an_operation_raising_an_exception_whose_str_raises_is_named_with_it(values):
+    """The error's text read str() of the user's exception: its __str__'s RuntimeError replaced
+    the TridentOperationError, naming neither the operation nor the user's exception."""
+    error = run_one(lambda s: s.each(Fields("text"), RaisesUnprintable(), Fields("n")), values)
+    assert str(error).startswith(
+        "each(RaisesUnprintable) raised Unprintable: <str() of Unprintable raised RuntimeError>; its input: ")
+    assert isinstance(error.error, Unprintable)
+
+
 class _CommitFails:
     """A map state whose ``commit`` raises after the inner state's (a store that went away)."""
 

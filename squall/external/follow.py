@@ -30,11 +30,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -536,12 +537,13 @@ class DeltaTableSpout(_FollowingSpout):
                 log.warning("DeltaTableSpout %r: skipping version %d of %s (%s): it changes data",
                             self.spout_id, version, self.source, commit.operation)
             else:  # an OPTIMIZE's adds and removes carry dataChange=false and add nothing here
-                out = next((p for p in commit.added if _out_of_table(unquote(p))), None)
-                if out is not None:  # never written by Delta: "../x.parquet" read a file beside the table
+                paths = {p: table_file(self.source, p) for p in commit.added}
+                out = next((p for p, path in paths.items() if path is None), None)
+                if out is not None:  # "../x.parquet" read a file beside the table
                     self._stop(f"DeltaTableSpout {self.spout_id!r}: version {version} of {self.source} adds {out}, "
                                f"a path out of the table's directory, which the spout does not read")
                     break
-                found += [FollowedFile(p, os.path.join(self.source, unquote(p)), version) for p in commit.added]
+                found += [FollowedFile(p, path, version) for p, path in paths.items() if path is not None]
             self.listed = version
         return found
 
@@ -599,10 +601,31 @@ class DeltaCommit(NamedTuple):
     changes: bool  # it removes data (a remove with dataChange=true): a delete, update or overwrite
 
 
-def _out_of_table(path: str) -> bool:
-    """Whether an add's (unquoted) ``path`` leads out of its table's directory: absolute (a URI
-    too: a shallow clone's), or through ``..``."""
-    return os.path.isabs(path) or "://" in path or ".." in path.split("/")
+def table_file(table: str, path: str) -> str | None:
+    """The local file an add's ``path`` names in the Delta table at ``table``, or None if it
+    leads out of the table's directory.
+
+    The Delta protocol's path is a URI: relative to the table's root (what Spark and deltalake
+    write), or absolute, which some writers write for a file in the table (``/data/t/part-0...``,
+    ``file:/data/t/part-0...``) and a shallow clone for its source's files. Relative through
+    ``..``, or absolute elsewhere, is out: whoever writes the log must not make the spout read
+    any Parquet file the workers' user may read."""
+    if _SCHEME.match(path):
+        uri = urlsplit(path)
+        if uri.scheme.lower() != "file" or uri.netloc not in ("", "localhost"):
+            return None  # another file system's (a shallow clone's), never this table's directory
+        local = unquote(uri.path)
+    else:
+        local = unquote(path)
+    if not os.path.isabs(local):
+        return None if ".." in local.split("/") else os.path.join(table, local)
+    file = os.path.normpath(local)
+    # the table as the writer may have named it: the path given, or through its links
+    roots = {os.path.normpath(os.path.abspath(table)), os.path.realpath(table)}
+    return file if any(file.startswith(root.rstrip(os.sep) + os.sep) for root in roots) else None
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 def read_commit(table: str, version: int) -> DeltaCommit:

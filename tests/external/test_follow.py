@@ -250,3 +250,30 @@ def test_neither_spout_reads_a_parquet_file_out_of_its_source_through_a_link_or_
     assert [f.version for f in spout._new_files()] == [0]
     assert reported.errors == [f"DeltaTableSpout 'lines': version 1 of {table} adds ../private.parquet, a path out "
                                f"of the table's directory, which the spout does not read"]
+
+
+def test_a_delta_add_naming_a_file_of_the_table_by_absolute_path_or_file_uri_is_read(tmp_path):
+    """The Delta protocol allows an add's path to be absolute, and some writers write one for a
+    file in the table (``/data/t/part-0.parquet``, ``file:/data/t/part-0.parquet``): the spout
+    stopped at such a version as if it led out of the table. Out of the table stays refused."""
+    import pyarrow.parquet as pq
+
+    from .test_file_progress import Collector, Context
+
+    table = tmp_path / "events"
+    deltalake.write_deltalake(str(table), rows(0, 2))
+    pq.write_table(rows(2, 3), table / "by path.parquet")
+    pq.write_table(rows(3, 4), table / "by-uri.parquet")
+    log = table / "_delta_log"
+    for version, path in [(1, str(table / "by path.parquet")), (2, (table / "by-uri.parquet").as_uri())]:
+        add = {"path": path, "partitionValues": {}, "size": 1, "modificationTime": 0, "dataChange": True}
+        (log / f"{version:020d}.json").write_text(json.dumps({"add": add}) + "\n")
+    spout = DeltaTableSpout(str(table), ["event", "n"], progress_dir=tmp_path / "local")
+    spout.open({}, Context(0, 1), Collector())
+    found = spout._new_files()
+    assert [(f.version, Path(f.path).name) for f in found[1:]] == [(1, "by path.parquet"), (2, "by-uri.parquet")]
+    assert spout.stopped is None
+    from squall.external.follow import table_file
+    for out in [str(tmp_path / "private.parquet"), (tmp_path / "x.parquet").as_uri(), "s3://b/t/x.parquet",
+                f"{table}/../x.parquet", "../x.parquet", "%2E%2E/x.parquet", "file://otherhost/t/x.parquet"]:
+        assert table_file(str(table), out) is None, out

@@ -116,7 +116,7 @@ class ShellBolt(ShellComponent, Bolt):
     Args:
         command: the program and its arguments (a list of strings), started once per task in
             ``prepare``.
-        output_fields: the fields of the default stream (a list or `Fields`); None declares
+        output_fields: the fields of the default stream (a list, `Fields`, or one name as a str); None declares
             nothing: subclass and override ``declare_output_fields`` for other streams.
         cwd: the subprocess's working directory (None: the worker's, or its resources'; relative:
             inside its resources).

@@ -45,7 +45,7 @@ class ShellComponent:
         self.command = checked_command(command, type(self).__name__)
         self.resources = None if resources is None else pack(resources, f"{type(self).__name__} {self.command}")
         self.output_fields = None if output_fields is None else (
-            output_fields if isinstance(output_fields, Fields) else Fields(list(output_fields)))
+            output_fields if isinstance(output_fields, Fields) else Fields(output_fields))  # a str: one field
         self.cwd = cwd
         self.env = dict(env or {})
         self._process: ShellProcess | None = None

@@ -69,7 +69,7 @@ class FeederSpout(Spout):
     """
 
     def __init__(self, fields: Fields | list[str]) -> None:
-        self._fields = fields if isinstance(fields, Fields) else Fields(list(fields))
+        self._fields = fields if isinstance(fields, Fields) else Fields(fields)  # a str: one field
         self._queue = SharedQueue()
         self._delegate: Any = None
         self._read = SharedFlag()  # raised by the first next_tuple of any of its tasks
@@ -208,7 +208,7 @@ class FixedTupleSpout(Spout):
     def __init__(self, tuples: Iterable[FixedTuple | list | tuple],
                  fields: Fields | Iterable[str] | None = None) -> None:
         self.tuples = [fixed_tuple(t, "FixedTupleSpout: the tuples") for t in tuples]
-        self.fields = fields if fields is None or isinstance(fields, Fields) else Fields(list(fields))
+        self.fields = fields if fields is None or isinstance(fields, Fields) else Fields(fields)  # a str: one field
         self._completed = SharedCounter()
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:

@@ -269,6 +269,21 @@ def test_a_field_name_given_as_a_str_declares_one_field_as_fields_of_it_does():
     assert (streams["default"].fields, streams["counts"].fields) == (Fields("word"), Fields("count"))
 
 
+def test_a_field_name_given_as_a_str_to_a_shell_bolt_or_a_feeder_spout_is_one_field():
+    """As ``declarer.declare("word")``: ``ShellBolt(cmd, "word")`` and ``FeederSpout("word")``
+    declared the four fields 'w', 'o', 'r' and 'd'."""
+    from squall.multilang import ShellBolt
+    from squall.testing import FeederSpout, FixedTupleSpout
+
+    builder = TopologyBuilder()
+    builder.set_spout("s", FeederSpout("word"))
+    builder.set_spout("t", FixedTupleSpout([["a"]], "word"))
+    builder.set_bolt("b", ShellBolt(["cat"], "word")).shuffle_grouping("s")
+
+    components = builder.create_topology().components
+    assert [components[c].streams["default"].fields for c in "stb"] == [Fields("word")] * 3
+
+
 class YieldingBolt(Bolt):
     def execute(self, tup):
         yield self.collector.emit([tup[0]], anchors=tup)

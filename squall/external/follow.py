@@ -48,6 +48,7 @@ from .._fields import Fields
 from .._private import private_dir
 from .._system import DEFAULT_STREAM
 from ..engine.clock import Clock
+from ._regular import open_regular
 from .files import (
     ProgressDoc,
     RetryBook,
@@ -91,9 +92,12 @@ class FollowedFile(NamedTuple):
 class _Reading:
     """The file a task is reading: its rows from a start row on, a batch at a time."""
 
-    def __init__(self, file: FollowedFile, fields: list[str], start: int, batch_rows: int) -> None:
+    def __init__(self, file: FollowedFile, fields: list[str], start: int, batch_rows: int,
+                 follow_links: bool = True) -> None:
         self.file = file
-        pf = pq.ParquetFile(file.path)
+        # not following links: the open itself refuses one (`open_regular`), which a check of
+        # the name at the listing left the time to put in the listed file's place
+        pf = pq.ParquetFile(file.path if follow_links else open_regular(file.path))
         self.num_rows = pf.metadata.num_rows
         self.missing = [f for f in fields if f not in pf.schema_arrow.names]
         self.next_row = start
@@ -124,6 +128,7 @@ class _FollowingSpout(Spout, CountsDeadLetters):
     """The shell both spouts share; a subclass lists the new files of its source (`_new_files`)."""
 
     kind = "follow"
+    follow_links = True  # whether a file of the source may be a symbolic link
 
     def __init__(self, source: str, fields: Sequence[str], *, stream: str, max_retries: int | None,
                  dead_letter_dir: str | os.PathLike | None, commit_every: int, commit_secs: float,
@@ -212,7 +217,7 @@ class _FollowingSpout(Spout, CountsDeadLetters):
             f = self.queue.popleft()
             start = self.committed_rows.get(f.key, 0)
             try:
-                reading = _Reading(f, self.fields, start, self.batch_rows)
+                reading = _Reading(f, self.fields, start, self.batch_rows, self.follow_links)
             except (OSError, pa.ArrowException) as e:
                 # vacuumed or unreadable: say so durably, the rows cannot be emitted
                 self._dead_letter(f, None, f"cannot read the file: {type(e).__name__}: {e}", None)
@@ -389,6 +394,7 @@ class ParquetDirectorySpout(_FollowingSpout):
     """
 
     kind = "parquetspout"
+    follow_links = False  # whoever writes the directory could link in a file only the workers' user may read
 
     def __init__(self, directory: str | os.PathLike, fields: Sequence[str], *, suffix: str = ".parquet",
                  require_success: bool = True, stream: str = DEFAULT_STREAM, max_retries: int | None = 3,

@@ -33,11 +33,9 @@ otherwise be read from the old one's end offset.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import logging
 import os
-import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, NamedTuple
@@ -49,6 +47,8 @@ from .._stable_hash import stable_hash_one
 from ..trident.coordinator import max_active_batches
 from ..trident.partitioned import IPartitionedTridentSpout
 from ._arity import arity_error
+from ._regular import NotRegular as _NotRegular
+from ._regular import open_regular as _open_regular
 from .files import (
     HEAD_BYTES,
     IN_PROGRESS,
@@ -76,34 +76,6 @@ class FilePartition:
     def get_id(self) -> str:
         """The file's name."""
         return self.name
-
-
-class _NotRegular(OSError):
-    """What was listed as a file of the directory is a symbolic link, a FIFO or a directory now."""
-
-
-def _open_regular(path: str) -> BinaryIO:
-    """``path`` opened for reading if it is a regular file itself. A symbolic link is not
-    followed, so that whoever writes the directory cannot make the spout emit a file they could
-    not read themselves (``ln -s ~squall/storm-local/secret x``: its lines went out as tuples), as
-    `squall.external.files.FileSpout` does not; nor does a FIFO put in a file's place block the
-    open until a writer comes.
-
-    Raises:
-        _NotRegular: it is not a regular file (named).
-        OSError: it cannot be opened (`FileNotFoundError`: gone).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise _NotRegular(errno.ELOOP, "a symbolic link, which the spout does not follow", path) from None
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise _NotRegular(errno.EINVAL, "not a regular file", path)
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
 
 
 class _FirstRead(NamedTuple):

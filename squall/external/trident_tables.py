@@ -43,6 +43,7 @@ from .._errors import SquallError
 from .._fields import Fields
 from .._stable_hash import stable_hash_one
 from ..trident.partitioned import IPartitionedTridentSpout
+from ._regular import NotRegular, open_regular
 
 __all__ = ["DeltaTridentSpout", "ParquetTridentSpout", "TableSourceError"]
 
@@ -86,6 +87,9 @@ class _Location:
     def listing(self, name: str = "") -> list[pafs.FileInfo]:
         return self.fs.get_file_info(pafs.FileSelector(self.path(name) if name else self.root))
 
+    def is_local(self) -> bool:
+        return isinstance(self.fs, pafs.LocalFileSystem)
+
     def is_link(self, path: str) -> bool:
         """Whether ``path`` is a symbolic link on a local file system (which pyarrow follows):
         whoever writes the directory could link in a file only the workers' user may read."""
@@ -98,10 +102,11 @@ def _read_columns(location: _Location, name: str, fields: Sequence[str], constan
     are not in the file: a Delta partition column's value)."""
     path = location.path(name)
     in_file = [f for f in fields if f not in constants]
-    if location.is_link(path):
-        raise TableSourceError(f"{where}: {path} is a symbolic link, which the spout does not follow")
     try:
-        with location.fs.open_input_file(path) as f:
+        # on a local directory the open itself refuses a link (a check before it left the time
+        # between the two to put one in the listed file's place)
+        opened = open_regular(path) if location.is_local() else location.fs.open_input_file(path)
+        with opened as f:
             parquet = pq.ParquetFile(f)
             missing = [n for n in in_file if n not in parquet.schema_arrow.names]
             if missing:
@@ -110,6 +115,8 @@ def _read_columns(location: _Location, name: str, fields: Sequence[str], constan
             table = parquet.read(columns=in_file)
     except FileNotFoundError:
         raise TableSourceError(f"{where}: {path} is gone (deleted, or removed by Delta's VACUUM)") from None
+    except NotRegular as e:
+        raise TableSourceError(f"{where}: {path} is {e.strerror}") from None
     except (OSError, pa.ArrowException) as e:
         raise TableSourceError(f"{where}: {path} cannot be read as Parquet ({e})") from None
     columns = [table.column(f).to_pylist() if f in in_file else [constants[f]] * table.num_rows for f in fields]

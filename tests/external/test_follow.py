@@ -277,3 +277,31 @@ def test_a_delta_add_naming_a_file_of_the_table_by_absolute_path_or_file_uri_is_
     for out in [str(tmp_path / "private.parquet"), (tmp_path / "x.parquet").as_uri(), "s3://b/t/x.parquet",
                 f"{table}/../x.parquet", "../x.parquet", "%2E%2E/x.parquet", "file://otherhost/t/x.parquet"]:
         assert table_file(str(table), out) is None, out
+
+
+def test_the_directory_spout_refuses_a_link_put_in_a_files_place_after_its_listing(tmp_path, monkeypatch):
+    """The listing left links out by name (``os.path.islink``) and pyarrow then opened the file,
+    following one: a link put in place between the two had its rows emitted. The open refuses it."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    from .test_file_progress import Collector, Context
+
+    class Reported(Collector):
+        def report_error(self, message):
+            self.errors = [*getattr(self, "errors", []), message]
+
+    pq.write_table(rows(100, 101), tmp_path / "private.parquet")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink(tmp_path / "private.parquet", out / "part-0.parquet")
+    monkeypatch.setattr(os.path, "islink", lambda path: False)  # the listing saw the regular file it replaced
+    spout = ParquetDirectorySpout(out, ["event", "n"], require_success=False, poll_secs=0,
+                                  progress_dir=tmp_path / "local")
+    reported = Reported()
+    spout.open({}, Context(0, 1), reported)
+    for _ in range(5):
+        spout.next_tuple()
+    assert reported.emitted == []
+    assert len(reported.errors) == 1 and "a symbolic link, which the spout does not follow" in reported.errors[0]

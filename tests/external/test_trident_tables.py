@@ -6,6 +6,8 @@ the path and what is wrong."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from squall import LocalCluster
@@ -171,6 +173,19 @@ def test_parquet_spout_reads_no_symbolic_link(tmp_path):
     assert d.emit(1) == [["a"]]
     (src / "f1.parquet").unlink()
     (src / "f1.parquet").symlink_to(tmp_path / "private.parquet")  # in a read file's place: its replay is refused
+    with pytest.raises(TableSourceError, match=rf"{src / 'f1.parquet'} is a symbolic link, which the spout does not"):
+        d.emit(1)
+
+
+def test_parquet_spout_refuses_a_link_put_in_a_files_place_after_it_was_checked(tmp_path, monkeypatch):
+    """The link was looked for by name (``os.path.islink``) and the file then opened by pyarrow,
+    which follows one: a link put in place between the two was read. The open refuses it now."""
+    src = tmp_path / "in"
+    src.mkdir()
+    write_parquet(tmp_path / "private.parquet", ["private-row"])
+    (src / "f1.parquet").symlink_to(tmp_path / "private.parquet")
+    monkeypatch.setattr(os.path, "islink", lambda path: False)  # every check saw the regular file it replaced
+    d = Driver(PartitionedTridentSpoutExecutor(ParquetTridentSpout(src, ["text"])))
     with pytest.raises(TableSourceError, match=rf"{src / 'f1.parquet'} is a symbolic link, which the spout does not"):
         d.emit(1)
 

@@ -44,6 +44,7 @@ from typing import Any
 import cloudpickle
 
 from .._children import orphaned_dirs, process_start
+from .._error_lines import cannot_serialize, exception_message
 from .._errors import InvalidTopologyException
 from .._topology import StormTopology
 from ..engine import code_pickler
@@ -316,7 +317,7 @@ def pickle_topology(topology: StormTopology, obj: Any = None) -> bytes:
         blob = _dumps_by_value(target, kept)
     except Exception as e:
         raise InvalidTopologyException(_unpicklable_component(topology, kept)
-                                       or f"the topology cannot be serialized: {e}") from e
+                                       or f"the topology cannot be serialized: {exception_message(e)}") from e
     log.warning("could not ship %s by value (%s); workers must be able to import them",
                 ", ".join(m.__name__ for m in modules if m not in kept), by_value_error)
     return blob
@@ -331,8 +332,7 @@ def _unpicklable_component(topology: StormTopology, modules: list[Any]) -> str |
         try:
             _dumps_by_value(spec.obj, modules)
         except Exception as e:  # noqa: BLE001 (the user's object: named below)
-            return (f"Component [{cid}] cannot be serialized ({type(e).__name__}: {e}); squall copies each "
-                    f"component per task, so it must be picklable by cloudpickle")
+            return cannot_serialize(cid, e)
     return None
 
 

@@ -28,7 +28,7 @@ import cloudpickle
 
 from .._config import Config, conf_value
 from .._context import TopologyContext
-from .._error_lines import exception_message
+from .._error_lines import cannot_serialize, exception_message
 from .._errors import InvalidTopologyException, WorkerStoppingError
 from .._failure import WORKER_DIED, FailureCause
 from .._native import deliver_items
@@ -108,9 +108,7 @@ def component_blobs(plan: TopologyPlan) -> dict[str, bytes]:
         try:
             blobs[cid] = code_pickler.dumps(spec.obj)  # the user's modules may refer to each other
         except Exception as e:
-            raise InvalidTopologyException(
-                f"Component [{cid}] cannot be serialized ({type(e).__name__}: {e}); squall copies each "
-                f"component per task, so it must be picklable by cloudpickle") from e
+            raise InvalidTopologyException(cannot_serialize(cid, e)) from e
     return blobs
 
 

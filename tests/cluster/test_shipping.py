@@ -723,3 +723,43 @@ def test_a_component_that_cannot_be_pickled_is_named_when_its_topology_is_shippe
     assert str(raised.value) == ("Component [locked] cannot be serialized (TypeError: cannot pickle '_thread.lock' "
                                  "object); squall copies each component per task, so it must be picklable by "
                                  "cloudpickle")
+
+
+class _Unsayable(Exception):
+    def __str__(self):
+        raise RuntimeError("no words")
+
+
+class _RefusesPickling:
+    """A component whose pickling raises an exception whose own str() raises."""
+
+    def __reduce__(self):
+        raise _Unsayable()
+
+
+def test_a_component_whose_pickling_raises_an_unsayable_exception_is_named_on_every_host():
+    """The name of the component and of its exception, not the RuntimeError of its __str__,
+    whether the topology is shipped (process and Spark hosts) or run on LocalCluster."""
+    from squall import InvalidTopologyException
+    from squall._config import Config, topology_conf
+    from squall.engine.plan import make_plan
+    from squall.engine.worker import component_blobs
+    from squall.testing import FeederSpout
+
+    from ..acceptance.components import AckBolt
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["x"]))
+    bolt = AckBolt()
+    bolt.hold = _RefusesPickling()
+    b.set_bolt("odd", bolt).shuffle_grouping("feed")
+    topology = b.create_topology()
+    said = ("Component [odd] cannot be serialized (_Unsayable: <str() of _Unsayable raised RuntimeError>); squall "
+            "copies each component per task, so it must be picklable by cloudpickle")
+    with pytest.raises(InvalidTopologyException) as shipped:
+        pickle_topology(topology)
+    assert str(shipped.value) == said
+    with pytest.raises(InvalidTopologyException) as local:
+        conf = Config()
+        conf.set_num_workers(1)
+        component_blobs(make_plan("t", "t-1", topology, topology_conf({}, conf), dict(conf)))
+    assert str(local.value) == said

@@ -34,6 +34,7 @@ from .._config import Config, conf_value
 from .._failure import FailureCause
 from .._fields import Fields
 from .._system import CHECKPOINT_STREAM
+from .._transactional import LaunchRefusedError
 from ..engine.loop import register_executor_timers
 from ._api import StateError
 from ._background import LatestWrites
@@ -252,6 +253,11 @@ class CheckpointSpout(Spout):
     def _record(self, mark: list[Any]) -> None:
         try:
             self._marks.put(self._mark_key, mark)
+        except LaunchRefusedError:
+            # the topology killed (every kill of one with stateful bolts said so at WARNING), or
+            # this worker moved or relaunched: an operator's own act, and the next launch records
+            log.info("%s: the master no longer runs this worker; committed txid %s is not recorded",
+                     self._where, mark[1])
         except Exception as e:  # noqa: BLE001 (the record only guards against a store that lost its data)
             log.warning("%s: cannot record committed txid %s in the topology's transactional state: %s",
                         self._where, mark[1], e)

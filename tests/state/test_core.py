@@ -2,6 +2,7 @@
 protocol, the stateful bolt executor and the builder's wiring, each on its own."""
 
 import json
+import logging
 import threading
 
 import pytest
@@ -752,3 +753,34 @@ def test_a_store_that_lost_the_checkpoint_state_is_not_taken_for_a_first_start()
     assert not out3.errors
     for s in (spout, again, fresh):
         s.close()
+
+
+def test_a_committed_txid_the_master_refuses_for_a_killed_workers_launch_is_said_at_info(caplog):
+    """The checkpoint spout records each committed txid with the master, on a thread of its own.
+    Once its topology is killed (or the worker moved or relaunched), the master refuses the launch
+    (`LaunchRefusedError`): every kill of a topology with stateful bolts logged a WARNING. It is an
+    operator's own act: INFO, as Trident's coordinators and the file state say it. Any other
+    failure to record stays a warning."""
+    from squall._transactional import LaunchRefusedError
+    from squall.state.checkpoint import CheckpointSpout
+
+    class Refusing:
+        def __init__(self, error):
+            self.error = error
+
+        def put(self, key, value):
+            raise self.error
+
+    spout = CheckpointSpout()
+    spout._where, spout._mark_key = "component [$checkpointspout] task 1", "mark"
+    caplog.set_level(logging.INFO, logger="squall")
+    spout._marks = Refusing(LaunchRefusedError("worker 'h:1' launch 3 of 't-1' is not running now"))
+    spout._record(["t-1", 7])
+    spout._marks = Refusing(ConnectionError("master away"))
+    spout._record(["t-1", 8])
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if "txid" in r.getMessage()]
+    assert said == [
+        (logging.INFO, "component [$checkpointspout] task 1: the master no longer runs this worker; committed "
+                       "txid 7 is not recorded"),
+        (logging.WARNING, "component [$checkpointspout] task 1: cannot record committed txid 8 in the topology's "
+                          "transactional state: master away")]

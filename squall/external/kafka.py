@@ -10,6 +10,9 @@ The pure core, each usable and tested alone:
   initial delay, delay period doubling per failure, max delay, max retries; squall counts
   against max retries only the failures a record caused, `squall.FailureCause.record_caused`,
   not a lost worker or a timeout);
+- `EventTimeMerge`: a task emits, of its partitions, the waiting head with the smallest event
+  time, polling a partition run dry for a bounded time before it emits past it (Kafka Streams'
+  ``PartitionGroup``), so a backlog comes out in event time;
 - `round_robin_assignment`, `first_poll_offset` (the four first-poll strategies and the
   "committed by this topology" rule), `is_pollable` (max uncommitted offsets), and the
   `ProcessingGuarantee` enum.
@@ -245,6 +248,29 @@ def default_translator(record: Record) -> list:
 DEFAULT_FIELDS = ("topic", "partition", "offset", "key", "value")
 
 
+def record_timestamp(record: Record) -> int | None:
+    """The default event time of a record: its Kafka timestamp (ms), as Kafka Streams'
+    ``FailOnInvalidTimestamp`` extractor reads it; None if the record has none."""
+    return record.timestamp
+
+
+@dataclass(frozen=True)
+class EventTimeMerge:
+    """How a `KafkaSpout` task merges its partitions in event time (Kafka Streams'
+    ``PartitionGroup``): it emits, among its partitions with records waiting, the head with the
+    smallest ``timestamp_extractor(record)`` (Storm's windowing names such a function a
+    ``TimestampExtractor``; Kafka Streams' ``default.timestamp.extractor``). A record whose
+    extractor returns None or raises goes first (the translator then decides what it is).
+    Before it emits past an assigned partition with nothing waiting that is not known to be at
+    its end (the consumer's position below the high watermark it last heard of), the task polls
+    that partition, for at most ``max_wait_ms`` (Kafka Streams' ``max.task.idle.ms``; 0: polled
+    without waiting) each time it runs dry, and emits nothing meanwhile: so a backlog comes out
+    in event time, not partition by partition. A partition at its end holds nothing back."""
+
+    timestamp_extractor: Callable[[Record], Any] = record_timestamp
+    max_wait_ms: int = 300
+
+
 @dataclass
 class KafkaSpoutConfig:
     """The spout's configuration (``KafkaSpoutConfig.Builder``; times in ms as Storm's).
@@ -257,7 +283,9 @@ class KafkaSpoutConfig:
     ``dead_letter`` (default: logged as an error naming topic, partition and offset) and acked;
     any other exception it raises is treated the same way (the reason names the exception),
     so a poison record never kills the worker.
-    ``consumer_factory(props)`` builds the `Consumer` (default `ConfluentConsumer`)."""
+    ``consumer_factory(props)`` builds the `Consumer` (default `ConfluentConsumer`).
+    ``event_time`` (`EventTimeMerge`, on by default) merges a task's partitions in event time;
+    None emits them as storm-kafka-client does, one partition's waiting run after another."""
 
     bootstrap_servers: str
     topics: Sequence[str]
@@ -276,6 +304,9 @@ class KafkaSpoutConfig:
     consumer_factory: Callable[[Mapping[str, Any]], Consumer] | None = None
     dead_letter: Callable[[Record, str], None] | None = None
     down_retry_secs: float = 1.0
+    # None: each partition's waiting run goes out before the next partition's, as
+    # storm-kafka-client's spout emits (a backlog runs the partitions apart in event time)
+    event_time: EventTimeMerge | None = field(default_factory=EventTimeMerge)
 
     def consumer_props(self) -> dict[str, Any]:
         """The consumer's properties (auto commit off: the spout commits)."""
@@ -302,6 +333,12 @@ def log_dead_letter(record: Record, reason: str) -> None:
 # consumer fetched meanwhile, seldom enough to cost nothing while the group's trees run.
 _TOP_UP_SECS = 0.01
 
+# The longest poll of a partition the event-time merge waits for (`KafkaSpout._wait_for_dry`),
+# ``max_wait_ms`` taken in slices of it: librdkafka's consume of up to 500 records returns once it
+# has them all or at its timeout, so one poll of the whole wait would take all of it whenever the
+# partition had fewer than 500 to give.
+_DRY_POLL_SECS = 0.05
+
 
 class _Outcome(enum.Enum):
     """What became of a record the spout took from its waiting list."""
@@ -317,6 +354,9 @@ class KafkaSpout(Spout, CountsDeadLetters):
     def __init__(self, config: KafkaSpoutConfig, clock: Clock | None = None) -> None:
         if not config.topics:
             raise ValueError("KafkaSpoutConfig.topics: at least one topic is needed")
+        if config.event_time is not None and config.event_time.max_wait_ms < 0:
+            raise ValueError(f"KafkaSpoutConfig.event_time.max_wait_ms: {config.event_time.max_wait_ms} "
+                             "is below 0 (0: a partition with nothing waiting is polled without waiting)")
         self.config = config
         self.clock = clock or Clock()
 
@@ -354,6 +394,10 @@ class KafkaSpout(Spout, CountsDeadLetters):
         self._must_write = False   # and they must be committed before anything else goes out
         self._too_big_warned: set[TopicPartition] = set()
         self._top_up_at = 0.0      # the next poll that may top a group of suspects up (next_tuple)
+        # event-time merge: per partition run dry (nothing waiting, not at its end), until when
+        # the task waits for it before emitting past it (`_wait_for_dry`)
+        self._dry_until: dict[TopicPartition, float] = {}
+        self._dry_poll_at = 0.0    # the next poll, without waiting, of partitions waited for already
         self.managers: dict[TopicPartition, OffsetManager] = {}
         self.emitted: dict[MessageId, int] = {}  # in flight -> number of failures so far
         self.fails: dict[MessageId, int] = {}    # scheduled for retry -> failures so far
@@ -452,6 +496,8 @@ class KafkaSpout(Spout, CountsDeadLetters):
             if ran_out:
                 self._guarded(lambda: self._poll(0.0, ran_out))
         try:
+            if self.config.event_time is not None and self._wait_for_dry(now):
+                return   # a partition behind its end may hold an older record: nothing goes out past it yet
             self._emit_one()
         finally:
             self.gate.turn_ended()   # a record let go and not emitted after all, a claim not needed
@@ -646,20 +692,102 @@ class KafkaSpout(Spout, CountsDeadLetters):
                 self.managers[tp].add_to_emitted(m.offset)
                 self.managers[tp].add_to_acked(m.offset)
 
+    def _wait_for_dry(self, now: float) -> bool:
+        """The event-time merge's wait (`EventTimeMerge`): while records wait, polls the
+        assigned partitions run dry (nothing waiting, not known to be at their end, not paused
+        by ``max_uncommitted_offsets``), each for at most ``max_wait_ms`` from when it ran dry;
+        True while one is still waited for (nothing goes out past it). After its wait, a dry
+        partition is polled without waiting at most every `_TOP_UP_SECS`, so what reaches it
+        joins the merge. Without waiting records, `next_tuple`'s poll reads them all anyway."""
+        if not any(self.waiting.values()):
+            return False
+        dry = [tp for tp in self.managers if not self.waiting.get(tp) and not self._at_end(tp)]
+        if dry and self._alo:
+            retriable = self.retry.earliest_retriable_offsets()
+            dry = [tp for tp in dry
+                   if is_pollable(self.managers[tp], self.config.max_uncommitted_offsets, retriable.get(tp))]
+        self._dry_until = {tp: t for tp, t in self._dry_until.items() if tp in dry}
+        if not dry:
+            return False
+        wait = self.config.event_time.max_wait_ms / 1000 if self.config.event_time else 0.0
+        for tp in dry:
+            self._dry_until.setdefault(tp, now + wait)
+        until = min((t for t in self._dry_until.values() if t > now), default=None)
+        if until is not None:
+            self._guarded(lambda: self._poll(min(until - now, _DRY_POLL_SECS), dry))
+        elif now >= self._dry_poll_at:
+            self._dry_poll_at = now + _TOP_UP_SECS
+            self._guarded(lambda: self._poll(0.0, dry))
+        else:
+            return False
+        # still waiting for one that is dry (its deadline not passed) and not at its end
+        return any(not self.waiting.get(tp) and self._dry_until[tp] > self.clock.now() and not self._at_end(tp)
+                   for tp in dry if tp in self.managers)
+
+    def _at_end(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is known to be read to its end: the consumer's position (else where the
+        task started it) at or past the high watermark the consumer last heard of. Not heard of
+        yet (``tp`` not fetched yet): not at its end. A consumer with no ``end_offset`` cannot
+        say: taken as at its end, so the merge orders what waits without waiting."""
+        end_offset = getattr(self.consumer, "end_offset", None)
+        if end_offset is None:
+            return True   # nothing to go by: the merge takes what waits, without waiting
+        try:
+            end = end_offset(tp)
+            pos = self.consumer.position(tp)
+        except KafkaUnavailable:
+            return True
+        if end is None:
+            return False
+        if pos is None:
+            pos = self.managers[tp].committed_offset
+        return pos >= end
+
+    def _event_time(self, r: Record) -> Any:
+        """``r``'s event time for the merge: smaller first, None (the extractor found none, or
+        raised: the translator decides what the record is) before any."""
+        merge = self.config.event_time
+        assert merge is not None
+        try:
+            return merge.timestamp_extractor(r)
+        except Exception:  # noqa: BLE001 (a user extractor: the record goes to the translator)
+            return None
+
+    def _next_waiting(self, passed: Container[TopicPartition]) -> deque[Record] | None:
+        """The waiting queue whose head goes out next, of partitions not in ``passed``: with
+        the event-time merge, the head with the smallest event time (ties: the first partition
+        assigned); else the first partition's, as storm-kafka-client emits."""
+        queues = [(tp, q) for tp, q in self.waiting.items() if q and tp not in passed]
+        if not queues:
+            return None
+        if self.config.event_time is None or len(queues) == 1:
+            return queues[0][1]
+        best, best_key = queues[0][1], None
+        for _, q in queues:
+            t = self._event_time(q[0])
+            key = (0, 0) if t is None else (1, t)
+            try:
+                if best_key is None or key < best_key:
+                    best, best_key = q, key
+            except TypeError:   # event times that do not compare (an extractor's mixed types)
+                pass
+        return best
+
     def _emit_one(self) -> None:
         if self._must_write and not self._guarded(self._write_budgets):
             return   # a suspect's charge is settled in Kafka before anything else goes out
-        for q in self.waiting.values():
-            while q:
-                r = q.popleft()
-                outcome = self._emit(r)
-                if outcome is _Outcome.HELD:
-                    q.appendleft(r)
-                    if self.gate.group:
-                        break   # its group of suspects is out: another partition's next one may join it
-                    return
-                if outcome is not _Outcome.SKIPPED or self._must_write:
-                    return
+        passed: set[TopicPartition] = set()   # partitions whose head is held beside a group out
+        while (q := self._next_waiting(passed)) is not None:
+            r = q.popleft()
+            outcome = self._emit(r)
+            if outcome is _Outcome.HELD:
+                q.appendleft(r)
+                if self.gate.group:
+                    passed.add(r.tp)   # its group of suspects is out: another partition's next one may join it
+                    continue
+                return
+            if outcome is not _Outcome.SKIPPED or self._must_write:
+                return
 
     def _emit(self, r: Record) -> _Outcome:
         """Emits ``r`` unless it is acked, in flight or waiting for a retry not yet due; with a

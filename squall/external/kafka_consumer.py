@@ -21,13 +21,15 @@ class TopicPartition(NamedTuple):
 
 
 class Record(NamedTuple):
-    """One consumed record."""
+    """One consumed record. ``timestamp``: the record's Kafka timestamp in ms (its producer's
+    create time, or the broker's log append time, as the topic keeps it), None if it has none."""
 
     topic: str
     partition: int
     offset: int
     key: Any
     value: Any
+    timestamp: int | None = None
 
     @property
     def tp(self) -> TopicPartition:
@@ -78,6 +80,13 @@ class Consumer(Protocol):
 
     def poll(self, timeout: float, paused: Sequence[TopicPartition]) -> list[Record]:
         """Records of the assigned partitions except ``paused``, waiting up to ``timeout`` s."""
+
+    # Optional (the spout asks with getattr): a consumer without it never tells a partition at its
+    # end, so the spout merges the partitions' waiting records in event time without waiting for
+    # a partition that has none (`squall.external.kafka.EventTimeMerge`).
+    # def end_offset(self, tp: TopicPartition) -> int | None:
+    #     """``tp``'s end (high watermark) as the consumer last heard it, without a request; None
+    #     if it has not heard yet."""
 
     def commit(self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str]) -> None:
         """Commits ``offsets`` synchronously, each partition with its ``metadata`` text."""
@@ -157,6 +166,15 @@ class ConfluentConsumer:
         off = self._call("position", self._c.position, self._tps([tp]))[0].offset
         return off if off >= 0 else None
 
+    def end_offset(self, tp):
+        """``tp``'s high watermark as the last fetch response gave it (librdkafka's cached
+        watermarks: no request); None before the first fetch of ``tp``."""
+        try:
+            _, hi = self._c.get_watermark_offsets(self._tps([tp])[0], cached=True)
+        except self._ck.KafkaException:
+            return None
+        return hi if hi is not None and hi >= 0 else None
+
     def poll(self, timeout, paused):
         """See `Consumer`."""
         if paused:
@@ -173,7 +191,9 @@ class ConfluentConsumer:
                 if err.code() != self._ck.KafkaError._PARTITION_EOF:
                     errors.append(err)
                 continue
-            out.append(Record(m.topic(), m.partition(), m.offset(), m.key(), m.value()))
+            kind, ts = m.timestamp()
+            out.append(Record(m.topic(), m.partition(), m.offset(), m.key(), m.value(),
+                              ts if kind != self._ck.TIMESTAMP_NOT_AVAILABLE else None))
         if errors and not out:
             raise KafkaUnavailable(f"poll: {errors[0]}")
         if errors:

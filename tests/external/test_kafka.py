@@ -528,6 +528,9 @@ class _Message:
     def value(self):
         return f"v{self._offset}".encode()
 
+    def timestamp(self):
+        return 1, 1_000 + self._offset   # confluent_kafka.TIMESTAMP_CREATE_TIME
+
 
 class _Polled:
     """What confluent_kafka's ``Consumer.consume`` returns, one list a call."""

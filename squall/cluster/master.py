@@ -71,6 +71,7 @@ from .._errors import (
     InvalidTopologyException,
     NotAliveException,
     NotLeaderException,
+    SquallError,
     UnknownComponentError,
 )
 from .._nimbus import (
@@ -819,6 +820,8 @@ class Master:
                 f"not one installed in site-packages, imported inside a function or named in a string): make "
                 f"it importable where the master and the workers run (install it, or put its directory on "
                 f"their PYTHONPATH)") from None
+        except SquallError:
+            raise  # squall's own words already (a class shipped by value that cannot be rebuilt)
         except Exception as e:  # noqa: BLE001 (a component's own __reduce__ or __setstate__, run by cloudpickle)
             # raised bare, the client read a RemoteError with the user's message alone, which
             # said neither that the topology could not be loaded nor where

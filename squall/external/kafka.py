@@ -398,6 +398,10 @@ class KafkaSpout(Spout, CountsDeadLetters):
         # the task waits for it before emitting past it (`_wait_for_dry`)
         self._dry_until: dict[TopicPartition, float] = {}
         self._dry_poll_at = 0.0    # the next poll, without waiting, of partitions waited for already
+        # until when a partition with nothing waiting is taken as at its end without asking the
+        # consumer (`_ended`): asked at every next_tuple, its two calls a partition were most of
+        # what the merge cost a record
+        self._ends: dict[TopicPartition, float] = {}
         self.managers: dict[TopicPartition, OffsetManager] = {}
         self.emitted: dict[MessageId, int] = {}  # in flight -> number of failures so far
         self.fails: dict[MessageId, int] = {}    # scheduled for retry -> failures so far
@@ -701,7 +705,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         joins the merge. Without waiting records, `next_tuple`'s poll reads them all anyway."""
         if not any(self.waiting.values()):
             return False
-        dry = [tp for tp in self.managers if not self.waiting.get(tp) and not self._at_end(tp)]
+        dry = [tp for tp in self.managers if not self.waiting.get(tp) and not self._ended(tp, now)]
         if dry and self._alo:
             retriable = self.retry.earliest_retriable_offsets()
             dry = [tp for tp in dry
@@ -723,6 +727,19 @@ class KafkaSpout(Spout, CountsDeadLetters):
         # still waiting for one that is dry (its deadline not passed) and not at its end
         return any(not self.waiting.get(tp) and self._dry_until[tp] > self.clock.now() and not self._at_end(tp)
                    for tp in dry if tp in self.managers)
+
+    def _ended(self, tp: TopicPartition, now: float) -> bool:
+        """`_at_end`, a partition found at its end taken so for `_TOP_UP_SECS` without asking the
+        consumer again: one whose end moved meanwhile is emitted past for at most that long (the
+        consumer's high watermark is only as new as its last fetch anyway). One found behind its
+        end is asked again each time: taken so while it reached its end, the task would wait for
+        a partition that has nothing more to give."""
+        if now < self._ends.get(tp, float("-inf")):
+            return True
+        ended = self._at_end(tp)
+        if ended:
+            self._ends[tp] = now + _TOP_UP_SECS
+        return ended
 
     def _at_end(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` is known to be read to its end: the consumer's position (else where the

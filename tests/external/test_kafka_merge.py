@@ -178,3 +178,18 @@ def test_three_partitions_one_task_of_two_merges_its_own():
     spout, col, _ = open_spout(c, clock, context=Context(index=1, tasks=2))
     run(spout, 4)
     assert event_times(col) == [3, 2]
+
+
+def test_a_partition_at_its_end_is_asked_of_the_consumer_at_most_every_10_ms():
+    """Each next_tuple with records waiting looks at the partitions with none: one at its end
+    holds nothing back, and the consumer is asked so at most every 10 ms (two calls a partition
+    at each next_tuple were most of what the merge cost a record); one behind its end is asked
+    each time, so that a partition that just reached its end is never waited for."""
+    times = {P0: list(range(40)), P1: []}   # P1 read to its end
+    c, spout, col, clock = merged(times, run_=40)
+    asked = []
+    end_offset = c.end_offset
+    c.end_offset = lambda tp: asked.append(tp) or end_offset(tp)
+    run_until(spout, col, 40)
+    assert event_times(col) == list(range(40)) and clock.now() == 0
+    assert asked.count(P1) == 1   # 40 next_tuples within the same 10 ms

@@ -65,8 +65,13 @@ def first_and_last(text: str) -> tuple[str, str | None]:
     return lines[0], (None if last == lines[0] else last)
 
 
+def exception_text(error: BaseException) -> str:
+    """``Type: message`` of ``error``, its message read by `exception_message`."""
+    return f"{type(error).__name__}: {exception_message(error)}"
+
+
 def cannot_serialize(component: str, error: BaseException) -> str:
     """What squall says of a component that cannot be pickled, on every host (LocalCluster's
     `squall.engine.worker.component_blobs`, the process and Spark hosts' shipping)."""
-    return (f"Component [{component}] cannot be serialized ({type(error).__name__}: {exception_message(error)}); "
+    return (f"Component [{component}] cannot be serialized ({exception_text(error)}); "
             f"squall copies each component per task, so it must be picklable by cloudpickle")

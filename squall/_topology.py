@@ -14,7 +14,7 @@ from typing import Any
 from ._collectors import OutputFieldsDeclarer, StreamInfo
 from ._components import BasicBolt, Bolt, Spout
 from ._config import Config
-from ._error_lines import exception_message
+from ._error_lines import exception_text
 from ._errors import InvalidTopologyException
 from ._fields import Fields, GlobalStreamId
 from ._grouping import (
@@ -333,7 +333,7 @@ class TopologyBuilder:
                 raise
             except Exception as e:
                 raise InvalidTopologyException(
-                    f"Component [{cid}]: declare_output_fields raised {type(e).__name__}: {exception_message(e)}") from e
+                    f"Component [{cid}]: declare_output_fields raised {exception_text(e)}") from e
             built.streams = declarer.streams
             components[cid] = built
         for transform in _TOPOLOGY_TRANSFORMS:
@@ -376,7 +376,7 @@ def _own_conf(spec: ComponentSpec) -> dict[str, Any]:
         conf = spec.obj.get_component_configuration()
     except Exception as e:
         raise InvalidTopologyException(
-            f"Component [{spec.id}]: get_component_configuration raised {type(e).__name__}: {exception_message(e)}") from e
+            f"Component [{spec.id}]: get_component_configuration raised {exception_text(e)}") from e
     if conf is None:
         return {}
     if not isinstance(conf, dict):

@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import cloudpickle
 
 from .._config import Config, conf_value, submit_warnings, topology_conf, visible_to_topology
-from .._error_lines import exception_message
+from .._error_lines import exception_text
 from .._errors import (
     AlreadyAliveException,
     BadParameterError,
@@ -827,7 +827,7 @@ class Master:
             # said neither that the topology could not be loaded nor where
             raise InvalidTopologyException(
                 f"the master cannot load topology {name!r}: unpickling one of its components raised "
-                f"{type(e).__name__}: {exception_message(e)} (squall copies each component per task, so it "
+                f"{exception_text(e)} (squall copies each component per task, so it "
                 f"must unpickle as well as pickle: see its __setstate__ or __reduce__)") from None
         return loaded
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._config import Config, conf_value
-from .._error_lines import exception_message, first_and_last
+from .._error_lines import exception_text, first_and_last
 from .._native import TaskStatsBase
 from .._redact import shown_text
 from .plan import ExecutorSpec, TopologyPlan
@@ -166,7 +166,7 @@ def error_record(component: str, task: int, error: BaseException | str, worker: 
                  fatal: bool = False, now: float | None = None) -> ErrorRecord:
     """An `ErrorRecord` for ``error`` (an exception keeps its traceback)."""
     if isinstance(error, BaseException):
-        text = f"{type(error).__name__}: {exception_message(error)}"
+        text = exception_text(error)
         tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     else:
         text = str(error)

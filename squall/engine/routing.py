@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from .._error_lines import exception_message
+from .._error_lines import exception_text
 from .._errors import EmitError, InvalidTopologyException
 from .._fields import GlobalStreamId
 from .._grouping import CUSTOM, DIRECT, LoadAwareShuffleGrouping, chooser_of
@@ -138,7 +138,7 @@ def build_routers(plan: TopologyPlan, component: str, task_id: int, context, rng
                 # before it started: no output", naming neither the grouping nor where it was
                 raise InvalidTopologyException(
                     f"custom grouping {type(g).__qualname__} of [{sub_id}] on stream [{stream}] of component "
-                    f"[{component}]: its prepare raised {type(e).__name__}: {exception_message(e)} (for task "
+                    f"[{component}]: its prepare raised {exception_text(e)} (for task "
                     f"{task_id} of [{component}])") from e
             choose = chooser_of(g, task_id)
             choosers.append(_checked(choose, g, src, sub_id, targets) if grouping.kind == CUSTOM else choose)

@@ -28,7 +28,7 @@ import cloudpickle
 
 from .._config import Config, conf_value
 from .._context import TopologyContext
-from .._error_lines import cannot_serialize, exception_message
+from .._error_lines import cannot_serialize, exception_text
 from .._errors import InvalidTopologyException, WorkerStoppingError
 from .._failure import WORKER_DIED, FailureCause
 from .._native import deliver_items
@@ -295,7 +295,7 @@ class Worker:
             # started: no output" on LocalCluster, naming neither the component nor the error
             raise InvalidTopologyException(
                 f"Component [{e.component}] cannot be rebuilt for its tasks from its pickle "
-                f"({type(err).__name__}: {exception_message(err)}); squall copies each component "
+                f"({exception_text(err)}); squall copies each component "
                 f"per task, so it must unpickle as well as pickle") from err
         contexts = {t: TopologyContext(plan.topology, plan.storm_id, plan.task_to_component, t, self.port,
                                        self.tasks, conf, self.state_home, self.transactional_home, self.resources)

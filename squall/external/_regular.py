@@ -13,6 +13,13 @@ import stat
 from typing import BinaryIO
 
 
+def file_type(mode: int) -> str:
+    """What a file that is not a regular one is (``st_mode``), for a message."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    return next((what for test, what in kinds if test(mode)), f"mode {mode:o}")
+
+
 class NotRegular(OSError):
     """What was listed as a file of the directory is a symbolic link, a FIFO or a directory now."""
 
@@ -21,8 +28,8 @@ def open_regular(path: str) -> BinaryIO:
     """``path`` opened for reading if it is a regular file itself. A symbolic link is not
     followed, so that whoever writes the directory cannot make the spout emit a file they could
     not read themselves (``ln -s ~squall/storm-local/secret x``: its lines went out as tuples), as
-    `squall.external.files.FileSpout` does not; nor does a FIFO put in a file's place block the
-    open until a writer comes.
+    `squall.external.files.FileSpout` and the Trident file and Parquet spouts do not; nor does a
+    FIFO put in a file's place block the open until a writer comes.
 
     Raises:
         NotRegular: it is not a regular file (named).
@@ -34,8 +41,9 @@ def open_regular(path: str) -> BinaryIO:
         if e.errno == errno.ELOOP:
             raise NotRegular(errno.ELOOP, "a symbolic link, which the spout does not follow", path) from None
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
         os.close(fd)
-        raise NotRegular(errno.EINVAL, "not a regular file", path)
+        raise NotRegular(errno.EINVAL, f"not a regular file ({file_type(mode)})", path)
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")

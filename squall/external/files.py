@@ -51,6 +51,7 @@ from .._tuple import Tuple, is_tick_tuple
 from ..engine.clock import Clock
 from ._arity import arity_error
 from ._file_locks import FileLocks
+from ._regular import NotRegular, open_regular
 from .offsets import OffsetManager
 from .retry import (
     AloneGate,
@@ -687,13 +688,6 @@ def give_up_reason(given_up: GiveUp) -> str:
     return f"failed {given_up.tries} times{given_up.cause.reason_suffix()}"
 
 
-def _file_type(mode: int) -> str:
-    """What a file that is not a regular one is, for a warning."""
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-    return next((what for test, what in kinds if test(mode)), f"mode {mode:o}")
-
-
 def owner_of(name: str, tasks: int) -> int:
     """The index of the spout task that reads file ``name`` among ``tasks`` tasks."""
     return stable_hash_one(name) % tasks
@@ -1028,31 +1022,27 @@ class FileSpout(Spout, CountsDeadLetters):
         """Opens ``name`` at its committed offset as the current file; False if it is gone or is
         not a regular file."""
         path = os.path.join(self.directory, name)
-        try:  # O_NOFOLLOW: a symlink put in the file's place since the listing is not read;
-            # O_NONBLOCK: nor does a FIFO put there block the open until a writer comes (for ever)
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:  # a symlink put in the file's place since the listing is not read, nor a FIFO blocked on
+            handle = open_regular(path)  # kept open across calls
         except FileNotFoundError:
             return False  # taken away since the listing
+        except NotRegular as e:
+            if e.errno != errno.ELOOP:  # a symlink is never read, and not said either
+                # a FIFO, directory or device put in the listed file's place: its read hung the spout
+                # or raised out of next_tuple naming only a descriptor. The listing skips it from now on
+                log.warning("FileSpout %r: skipped %s: %s, put in place of the one listed", self.spout_id, path,
+                            e.strerror)
+            return False
         except OSError as e:
-            if e.errno != errno.ELOOP and name not in self.unreadable:  # ELOOP: a symlink, never read
+            if name not in self.unreadable:
                 self.unreadable.add(name)  # tried again at every listing, reported once
                 message = (f"FileSpout {self.spout_id!r}: cannot open {path}: "
                            f"{e.strerror or e}; skipping it until it can be read")
                 self.collector.report_error(message)  # which logs it
             return False
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            # a FIFO, directory or device put in the listed file's place: its read hung the spout
-            # or raised out of next_tuple naming only a descriptor. The listing skips it from now on
-            os.close(fd)
-            log.warning("FileSpout %r: skipped %s: not a regular file (%s), put in place of the one listed",
-                        self.spout_id, path, _file_type(mode))
-            return False
-        os.set_blocking(fd, True)
         self.unreadable.discard(name)
-        handle = os.fdopen(fd, "rb")  # kept open across calls
         marks = self._claimed_marks(name) if self.locks is not None else self.marks.get(name, ())
-        start, rejected = resume_offset(marks, fd)
+        start, rejected = resume_offset(marks, handle.fileno())
         if rejected and not start:
             log.warning("FileSpout %r: reading %s from its start, not at its recorded progress: %s",
                         self.spout_id, os.path.join(self.directory, name), "; ".join(rejected))
@@ -1060,7 +1050,7 @@ class FileSpout(Spout, CountsDeadLetters):
         self.file, self.handle, self.tracker = name, handle, OffsetManager(name, start)
         self.head = None
         self.own[name] = FileMark(start, self._identity(start))
-        self._load_file_charges(name, fd, start, bool(rejected) and not start)
+        self._load_file_charges(name, handle.fileno(), start, bool(rejected) and not start)
         return True
 
     def _reset_charges(self) -> None:

@@ -189,6 +189,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     the last of a run of ``spark`` tests (all of `SPARK_GROUP` in a worker), stop the standalone
     cluster they may have shared (tests/spark/standalone.py's `shared`)."""
     global _marked_spark_ran
+    _watch_for_a_hang(item)
     outcome = yield
     if item.get_closest_marker("spark") is not None:
         _marked_spark_ran = True
@@ -257,3 +258,87 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
     # stable: each file keeps its order; a group's place is where its first test is
     items.sort(key=_order)
+
+
+# --- a test that hangs past its timeout -------------------------------------------------------
+# pytest-timeout's alarm (``timeout`` in pyproject.toml, or a test's mark) fires once, in Python:
+# a teardown that hangs after it fired, or a call stuck in C code that never returns to the
+# interpreter, held a worker until CI's 90-minute limit with nothing printed (stop 77: the run
+# ended "[100%] ......Terminated"). faulthandler's own C thread needs no GIL: past twice the
+# test's timeout and a minute in one phase (setup, call, teardown), it writes every thread's
+# stack to the real stderr and ends the worker, which pytest-xdist reports as crashed while
+# running that test. Armed again at each phase: pytest cancels faulthandler's timer whenever a
+# phase fails (its pytest_exception_interact), the timeout's failure among them.
+#
+# xdist then hands the test's group, the crashed test first, to a new worker: a test that hangs
+# every time would end worker after worker. So each worker writes the test it is in to a file
+# of this run's; a test that a worker gone before us was in fails at once instead.
+_HANG_GRACE_SECS = 60.0
+_hang_stderr: int | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _hang_stderr
+    if _hang_stderr is None:
+        # fd 2 before any test's capture replaces it (pytest's own faulthandler plugin does so too)
+        _hang_stderr = os.dup(2)
+
+
+def _timeout_of(item: pytest.Item) -> float:
+    """The pytest-timeout limit of ``item``: its mark's, else ``--timeout``, else the ini's."""
+    mark = item.get_closest_marker("timeout")
+    if mark is not None and mark.args:
+        return float(mark.args[0])
+    if mark is not None and "timeout" in mark.kwargs:
+        return float(mark.kwargs["timeout"])
+    given = item.config.getoption("timeout", None)
+    return float(given if given is not None else (item.config.getini("timeout") or 0))
+
+
+def _in_test_files(config: pytest.Config) -> Path | None:
+    """This run's directory of the tests its xdist workers are in, a file per worker's pid (in
+    the base temporary directory the workers share, which pytest removes a few runs later)."""
+    basetemp = config.option.basetemp
+    if not hasattr(config, "workerinput") or not basetemp:
+        return None
+    directory = Path(basetemp).parent / "in-test"
+    directory.mkdir(exist_ok=True)
+    return directory
+
+
+def _watch_for_a_hang(item: pytest.Item) -> None:
+    """Arm faulthandler's timer for the phase of ``item`` about to run (see the note above)."""
+    import faulthandler
+    timeout = _timeout_of(item)
+    if timeout > 0 and _hang_stderr is not None:
+        faulthandler.dump_traceback_later(2 * timeout + _HANG_GRACE_SECS, exit=True, file=_hang_stderr)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    directory = _in_test_files(item.config)
+    if directory is not None:
+        for other in directory.iterdir():
+            if other.name != str(os.getpid()) and other.read_text() == item.nodeid:
+                pytest.fail(f"{item.nodeid} ended the pytest-xdist worker it ran in (pid {other.name}): it "
+                            "crashed it, or hung (then its threads' stacks are printed above); not run again",
+                            pytrace=False)
+        (directory / str(os.getpid())).write_text(item.nodeid)
+    _watch_for_a_hang(item)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    _watch_for_a_hang(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    try:
+        yield
+    finally:
+        import faulthandler
+        faulthandler.cancel_dump_traceback_later()
+        directory = _in_test_files(item.config)
+        if directory is not None:
+            (directory / str(os.getpid())).write_text("")

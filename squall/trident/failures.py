@@ -177,7 +177,12 @@ def operation_text(kind: str, operation: Any, name: str | None) -> str:
     (``operation``: what the processor runs, None when there is none) and the ``name`` given
     with ``Stream.name``, if any."""
     inner = user_operation(operation)
-    text = f"{kind}({type(inner).__name__})" if inner is not None else kind
+    if inner is None:
+        text = kind
+    elif type(inner).__name__ == "ChainedAggregator" and type(inner).__module__.startswith("squall.trident."):
+        text = f"{kind}({', '.join(inner.names)})"  # a chain's: the user's aggregators, in chain order
+    else:
+        text = f"{kind}({type(inner).__name__})"
     return f"{text} named {name!r}" if name else text
 
 

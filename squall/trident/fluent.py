@@ -1083,11 +1083,11 @@ def _aggregate(stream: Stream, operation: str, inputs: Fields | None, aggregator
                                                      P.CombinerInitFunction(aggregator))))
         combine = P.CombinerCombineAggregator(aggregator)
         if scope == "partition":
-            return _partition_agg(s, init_out, combine, out, group)
-        partial = _partition_agg(s, init_out, combine, init_out, group, partial=True)
+            return _partition_agg(s, init_out, combine, out, group, operation)
+        partial = _partition_agg(s, init_out, combine, init_out, group, operation, partial=True)
         # after the repartition the combiner runs in a bolt of its own, prepared there
         return _final_agg(partial, init_out, P.CombinerCombineAggregator(aggregator, owns_lifecycle=True),
-                          out, scope, group)
+                          out, scope, group, operation)
     if isinstance(aggregator, ReducerAggregator):
         if len(out) != 1:
             raise ValueError(f"{operation}: a ReducerAggregator gives one field, got {out.to_list()}")
@@ -1099,25 +1099,29 @@ def _aggregate(stream: Stream, operation: str, inputs: Fields | None, aggregator
                          "ReducerAggregator or BaseAggregator")
     ins = inputs if inputs is not None else fields
     if scope == "partition":
-        return _partition_agg(stream, ins, agg, out, group)
-    return _final_agg(stream, ins, agg, out, scope, group)
+        return _partition_agg(stream, ins, agg, out, group, operation)
+    return _final_agg(stream, ins, agg, out, scope, group, operation)
 
 
 def _partition_agg(stream: Stream, inputs: Fields, agg: Any, out: Fields, group: Fields | None,
-                   partial: bool = False) -> Stream:
+                   operation: str, partial: bool = False) -> Stream:
+    # ``operation``: what the user called (aggregate, persistent_aggregate, chained_agg...), which
+    # its errors name, not this step of it: a user who wrote group_by().aggregate(Merge()) looked
+    # for a partition_aggregate they never wrote
     if group is None:
-        return stream._next(stream._add("partition_aggregate", out, P.AggregateProcessor(inputs, agg, partial)))
+        return stream._next(stream._add(operation, out, P.AggregateProcessor(inputs, agg, partial)))
     grouped = P.GroupedAggregator(agg, group, inputs)
-    return stream._next(stream._add("partition_aggregate", _concat(group, out),
+    return stream._next(stream._add(operation, _concat(group, out),
                                     P.AggregateProcessor(_union(group, inputs), grouped, partial)))
 
 
-def _final_agg(stream: Stream, inputs: Fields, agg: Any, out: Fields, scope: str, group: Fields | None) -> Stream:
+def _final_agg(stream: Stream, inputs: Fields, agg: Any, out: Fields, scope: str, group: Fields | None,
+               operation: str) -> Stream:
     if group is not None:
-        return _partition_agg(stream.partition_by(group), inputs, agg, out, group)
+        return _partition_agg(stream.partition_by(group), inputs, agg, out, group, operation)
     moved = stream.batch_global() if scope == "batch" else stream.global_()
     single = P.SingleEmitAggregator(agg, "batch_global" if scope == "batch" else "global")
-    return moved._next(moved._add("aggregate", out, P.AggregateProcessor(inputs, single)))
+    return moved._next(moved._add(operation, out, P.AggregateProcessor(inputs, single)))
 
 
 class GroupedStream:
@@ -1315,12 +1319,12 @@ class ChainedAggregatorDeclarer:
                                        [type(s.aggregator).__name__ for s in self._specs])
 
         if partition:
-            return _partition_agg(stream, all_in, chained(False), out, group)
+            return _partition_agg(stream, all_in, chained(False), out, group, operation)
         if combiners_only:
             # each partition combines its part first; the partials (named as the init fields) move
-            partial = _partition_agg(stream, all_in, chained(False), all_in, group, partial=True)
-            return _final_agg(partial, all_in, chained(True), out, "batch", group)
-        return _final_agg(stream, all_in, chained(True), out, "batch", group)
+            partial = _partition_agg(stream, all_in, chained(False), all_in, group, operation, partial=True)
+            return _final_agg(partial, all_in, chained(True), out, "batch", group, operation)
+        return _final_agg(stream, all_in, chained(True), out, "batch", group, operation)
 
 
 class TridentState:

@@ -120,6 +120,30 @@ def test_an_operation_that_raises_is_named_with_the_tuple_it_was_given(stream_of
     assert error.__cause__ is error.error
 
 
+ADDED = "raised TypeError: unsupported operand type(s) for +: 'NoneType' and 'str'; its input:"
+
+
+@pytest.mark.parametrize("stream_of, bolt, values, expected", [
+    (lambda s: s.aggregate(Fields("text"), Concat(), Fields("all")), 0, [7, "pw", "x"],
+     f"aggregate(Concat) {ADDED} fields ['id', 'password', 'text', 'all'] values [7, '***', 'x', 'x']"),
+    (lambda s: s.group_by(Fields("id")).aggregate(Fields("text"), Concat(), Fields("all")), -1, [7, "x"],
+     f"aggregate(Concat) {ADDED} fields ['id', 'all'] values [7, 'x']"),
+    (lambda s: s.group_by(Fields("id")).persistent_aggregate(MemoryMapState.factory(), Fields("text"), Concat(),
+                                                             Fields("all")), -1, [7, "x"],
+     f"persistent_aggregate(Concat) {ADDED} fields ['id', 'all'] values [7, 'x']"),
+    (lambda s: s.chained_agg().aggregate(Count(), Fields("n")).aggregate(Fields("text"), Concat(), Fields("all"))
+     .chain_end(), 0, lambda n: [7, "pw", "x", 1, "x"][:n],
+     (f"chained_agg.aggregate(Count, Concat) {ADDED} fields ['id', 'password', 'text', 'n', 'all'] "
+      f"values [7, '***', 'x', 1, 'x']")),
+], ids=["aggregate-partial", "group_by-aggregate-combine", "group_by-persistent_aggregate-combine", "chained_agg"])
+def test_a_step_of_an_aggregation_that_raises_is_named_as_the_user_called_it(stream_of, bolt, values, expected):
+    """Each step squall splits an aggregation into (a combiner's partial combine before the
+    repartition, its combine after it, a chain's) is named by the call the user wrote. The
+    partial and grouped steps said partition_aggregate(Concat), a call not in the user's code,
+    and a chain's said partition_aggregate(ChainedAggregator), a class not in it either."""
+    assert str(run_one(stream_of, values, bolt=bolt)) == expected
+
+
 class Unprintable(Exception):
     def __str__(self):
         raise RuntimeError("__str__ raised")

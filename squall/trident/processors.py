@@ -29,7 +29,7 @@ from .._fields import Fields
 from .._native import CountingEmit, combine_rows, view_of
 from .builtin import Count
 from .executor import BatchBody, BatchInfo, BatchOutput
-from .failures import operation_failed
+from .failures import operation_failed, shown_record
 from .operation import (
     BaseAggregator,
     BaseFilter,
@@ -667,10 +667,19 @@ class StateQueryProcessor(_StateProcessor):
             return
         view = _viewer(self.input_fields, self._idx)
         args = [view(values) for values in tuples]
-        results = self.op.batch_retrieve(self.tctx.state, args)
-        if len(results) != len(args):
-            raise ValueError(f"state_query: {type(self.op).__name__}.batch_retrieve gave {len(results)} "
-                             f"results for {len(args)} tuples")
+        try:
+            results = self.op.batch_retrieve(self.tctx.state, args)
+            if len(results) != len(args):
+                raise ValueError(f"state_query: {type(self.op).__name__}.batch_retrieve gave {len(results)} "
+                                 f"results for {len(args)} tuples")
+        except Exception as e:  # noqa: BLE001 (raised again, naming the operation: Processor.failed)
+            # one call over the partition's tuples of the batch: which one it raised on is not
+            # known, so the first is quoted (a DRPC call's arguments, say); left to the bolt, the
+            # error said "the state's update and commit", which a query does not do
+            which = "one tuple" if len(tuples) == 1 else f"{len(tuples)} tuples"
+            self.failed(e, where=f"in batch_retrieve over the batch's {which} in this partition, "
+                                 f"{'' if len(tuples) == 1 else 'the first: '}"
+                                 f"{shown_record(self.tctx.parent_fields[0], tuples[0])}")
         coll = self._coll
         coll.batch = batch
         for values, arg, result in zip(tuples, args, results):

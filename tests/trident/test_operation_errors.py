@@ -17,6 +17,7 @@ from squall.trident import (
     BaseAggregator,
     BaseFilter,
     BaseFunction,
+    BaseQueryFunction,
     CombinerAggregator,
     FeederBatchSpout,
     MapFunction,
@@ -142,6 +143,28 @@ def test_a_step_of_an_aggregation_that_raises_is_named_as_the_user_called_it(str
     partial and grouped steps said partition_aggregate(Concat), a call not in the user's code,
     and a chain's said partition_aggregate(ChainedAggregator), a class not in it either."""
     assert str(run_one(stream_of, values, bolt=bolt)) == expected
+
+
+class Lookup(BaseQueryFunction):
+    def batch_retrieve(self, state, tuples):
+        raise KeyError(f"no such key {tuples[0][0]!r}")
+
+    def execute(self, tuple, result, collector) -> None:
+        collector.emit([result])
+
+
+def test_a_query_function_whose_batch_retrieve_raises_is_named_with_the_tuples_it_was_given():
+    """A state_query's batch_retrieve (one call for the partition's tuples of the batch: a DRPC
+    call's arguments) that raises names the query and its first tuple. The error said "at the
+    end of the batch (the state's update and commit, for a state)": no tuple, and a state
+    update the query never made."""
+    def query(s):
+        table = s._topology.new_static_state(MemoryMapState.factory())
+        return s.state_query(table, Fields("text"), Lookup(), Fields("found"))
+
+    assert str(run_one(query, [7, "pw", "x"])) == (
+        "state_query(Lookup) raised KeyError: \"no such key 'x'\"; in batch_retrieve over the batch's one tuple "
+        f"in this partition, {RECORD}")
 
 
 class Unprintable(Exception):

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import cloudpickle
 
@@ -798,8 +798,10 @@ class SpoutEmitterBody(BatchBody):
     def prepare(self, conf: dict, context: Any, output: BatchOutput) -> None:
         """Make the emitter."""
         self._output = output
-        key = self.txid_key if self.txid_key is not None else context.get_this_component_id()
+        self._component = context.get_this_component_id()
+        key = self.txid_key if self.txid_key is not None else self._component
         self.emitter = self.spout.get_emitter(key, conf, context)
+        self._refusal = _Refusal()
         # another width goes out through the output's emit, which emits it or raises its error
         self._width = len(self.spout.get_output_fields())
         self._dead_letters = BatchDeadLetters()
@@ -821,10 +823,22 @@ class SpoutEmitterBody(BatchBody):
         before = counts.by_cause() if counts is not None else {}
         try:
             self.emitter.emit_batch(batch.attempt, values[0], collector)
+        except LaunchRefusedError as e:
+            self._refused(e)
         finally:  # what was emitted before a failure goes out as it did (the batch fails anyway)
             collector.flush()
             if counts is not None:
                 self._dead_letters.attempted(batch.attempt.txid, given_up_since(before, counts.by_cause()))
+
+    def _refused(self, error: LaunchRefusedError) -> NoReturn:
+        """A partitioned spout's emitter reads and writes its partitions' metadata in the
+        transactional state, which the master refuses to a worker launch it no longer runs (the
+        topology killed or rebalanced while a batch was here): said once, at INFO, as the
+        coordinators say it, and the input fails quietly (its batch is replayed where the topology
+        runs, if it does). Raised as it was, every kill and rebalance of a topology over Kafka
+        logged "execute raised on an input, which fails" with the refusal's traceback."""
+        self._refusal.note(self._component, error)
+        raise FailedException(f"{self._component}: the master no longer runs this worker launch") from None
 
     def finish_batch(self, batch: BatchInfo) -> None:
         """Nothing left: the executor sends the counts."""
@@ -835,7 +849,10 @@ class SpoutEmitterBody(BatchBody):
 
     def success(self, attempt: TransactionAttempt) -> None:
         """The batch committed: tell the emitter, and count the records it gave up in it."""
-        self.emitter.success(attempt)
+        try:
+            self.emitter.success(attempt)
+        except LaunchRefusedError as e:
+            self._refused(e)
         self._dead_letters.committed(attempt.txid)
 
     def component_statistics(self) -> dict[tuple[str, str, str], float]:

@@ -26,8 +26,8 @@ from squall.trident.coordinator import (
     TridentSpoutCoordinator,
     max_active_batches,
 )
-from squall.trident.executor import BatchBody, BoltSpec, InputSpec, TridentBoltExecutor, wire
-from squall.trident.spout import BatchSpoutAdapter, FixedBatchSpout
+from squall.trident.executor import BatchBody, BatchInfo, BoltSpec, InputSpec, TridentBoltExecutor, wire
+from squall.trident.spout import BatchSpoutAdapter, Emitter, FixedBatchSpout, ITridentSpout
 from squall.trident.txstate import BackedTransactionalState, TransactionalStateError
 
 from ..conftest import wait_until
@@ -542,6 +542,53 @@ def test_a_spout_coordinator_whose_launch_the_master_refuses_fails_its_inputs_qu
     assert len(out.emitted) == 1
     assert len([r for r in caplog.records if "no longer runs this worker launch" in r.getMessage()]) == 1
     coordinator.cleanup()
+
+
+REFUSED = ("transactional state of topology 't': worker 'localhost:1024' launch 1 of 't-1-2' is not running "
+           "now (killed, moved or relaunched); refused")
+
+
+class _RefusedEmitter(Emitter):
+    """A partitioned spout's emitter (Kafka's), whose metadata reads and writes the master refuses."""
+
+    def emit_batch(self, tx, metadata, collector) -> None:
+        raise LaunchRefusedError(REFUSED)
+
+    def success(self, tx) -> None:
+        raise LaunchRefusedError(REFUSED)
+
+
+class _RefusedSpout(ITridentSpout):
+    def get_coordinator(self, txid_key, conf, context):
+        raise AssertionError("not asked")
+
+    def get_emitter(self, txid_key, conf, context):
+        return _RefusedEmitter()
+
+    def get_output_fields(self) -> Fields:
+        return Fields("w")
+
+
+def test_a_spout_emitter_whose_launch_the_master_refuses_fails_its_inputs_quietly(caplog) -> None:
+    """Killed or rebalanced while a batch is at a Kafka spout's emitter: the refusal fails the
+    input quietly (a FailedException, not reported) and is said once at INFO, as the coordinators
+    say it. It was raised as it was: "[spout-k] task 15 execute raised on an input, which fails"
+    with the refusal's traceback, at every kill and rebalance of a topology over Kafka."""
+    class Context:
+        def get_this_component_id(self) -> str:
+            return "spout-k"
+
+    body = SpoutEmitterBody(_RefusedSpout(), "s1", "k")
+    body.prepare({}, Context(), None)
+    with caplog.at_level("INFO", logger="squall.trident.coordinator"):
+        for attempt in (tx(2), tx(2, 1)):
+            with pytest.raises(FailedException) as e:
+                body.execute(BatchInfo(attempt), BATCH_STREAM, [None, None])
+            assert type(e.value) is FailedException, "refused: failed quietly, not reported"
+        with pytest.raises(FailedException):
+            body.success(tx(1))
+    refusals = [r.getMessage() for r in caplog.records if "no longer runs this worker launch" in r.getMessage()]
+    assert len(refusals) == 1 and "spout-k" in refusals[0], refusals
 
 
 def test_a_transaction_attempt_crosses_workers_without_pickle() -> None:

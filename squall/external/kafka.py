@@ -79,6 +79,7 @@ from .kafka_consumer import (  # noqa: F401 - re-exported: their home before kaf
     Record,
     TopicPartition,
 )
+from .kafka_merge import HeadOrder
 from .offsets import OffsetManager
 from .retry import (
     AloneGate,
@@ -402,6 +403,8 @@ class KafkaSpout(Spout, CountsDeadLetters):
         # consumer (`_ended`): asked at every next_tuple, its two calls a partition were most of
         # what the merge cost a record
         self._ends: dict[TopicPartition, float] = {}
+        # which waiting head goes out next under the event-time merge (`_next_waiting`)
+        self._order = HeadOrder(self._merge_key) if cfg.event_time is not None else None
         self.managers: dict[TopicPartition, OffsetManager] = {}
         self.emitted: dict[MessageId, int] = {}  # in flight -> number of failures so far
         self.fails: dict[MessageId, int] = {}    # scheduled for retry -> failures so far
@@ -580,6 +583,8 @@ class KafkaSpout(Spout, CountsDeadLetters):
         for tp in revoked:
             del self.managers[tp]
             self.waiting.pop(tp, None)
+            if self._order is not None:
+                self._order.forget(tp)
             for d in (self.budgets, self.read_before, self.emitted_end):
                 d.pop(tp, None)
             self._unwritten.discard(tp)
@@ -628,6 +633,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
             q = self.waiting.get(tp)
             if q:
                 self.waiting[tp] = deque(r for r in q if r.offset >= off)
+                self._new_head(tp)
 
     def _commit_positions(self) -> None:
         offsets = {}
@@ -667,9 +673,17 @@ class KafkaSpout(Spout, CountsDeadLetters):
                 for tp, first in self._first_offsets(records).items():
                     self.consumer.seek(tp, first)
                 raise
+        # queues that were empty, in the order their records came: each has a new head
+        began: dict[TopicPartition, None] = {}
         for r in records:
-            if r.tp in self.managers:
-                self.waiting.setdefault(r.tp, deque()).append(r)
+            tp = r.tp
+            if tp in self.managers:
+                q = self.waiting.setdefault(tp, deque())
+                if not q:
+                    began[tp] = None
+                q.append(r)
+        for tp in began:
+            self._new_head(tp)
         if self._alo:
             self._ack_compacted_retries(retriable, records)
 
@@ -770,19 +784,36 @@ class KafkaSpout(Spout, CountsDeadLetters):
         except Exception:  # noqa: BLE001 (a user extractor: the record goes to the translator)
             return None
 
+    def _new_head(self, tp: TopicPartition) -> None:
+        """``tp``'s waiting queue may have a new head: the event-time merge must know it."""
+        q = self.waiting.get(tp)
+        if self._order is not None and q:
+            self._order.head_changed(tp, q)
+
+    def _merge_key(self, r: Record) -> tuple:
+        """``r``'s place in the event-time merge, smaller first: a record without an event time
+        before any with one (the translator decides what it is)."""
+        t = self._event_time(r)
+        return (0, 0) if t is None else (1, t)
+
     def _next_waiting(self, passed: Container[TopicPartition]) -> deque[Record] | None:
         """The waiting queue whose head goes out next, of partitions not in ``passed``: with
-        the event-time merge, the head with the smallest event time (ties: the first partition
-        assigned); else the first partition's, as storm-kafka-client emits."""
+        the event-time merge, the head with the smallest event time (ties: the partition that
+        got records first; `HeadOrder`); else the first partition's, as storm-kafka-client emits."""
+        order = self._order
+        if order is not None and not order.broken:
+            tp = order.pick(self.waiting, passed)
+            if not order.broken:
+                return None if tp is None else self.waiting[tp]
         queues = [(tp, q) for tp, q in self.waiting.items() if q and tp not in passed]
         if not queues:
             return None
         if self.config.event_time is None or len(queues) == 1:
             return queues[0][1]
+        # event times that do not compare (an extractor's mixed types): a scan that skips them
         best, best_key = queues[0][1], None
         for _, q in queues:
-            t = self._event_time(q[0])
-            key = (0, 0) if t is None else (1, t)
+            key = self._merge_key(q[0])
             try:
                 if best_key is None or key < best_key:
                     best, best_key = q, key
@@ -798,11 +829,12 @@ class KafkaSpout(Spout, CountsDeadLetters):
             r = q.popleft()
             outcome = self._emit(r)
             if outcome is _Outcome.HELD:
-                q.appendleft(r)
+                q.appendleft(r)   # its entry in `_order` is the head's again
                 if self.gate.group:
                     passed.add(r.tp)   # its group of suspects is out: another partition's next one may join it
                     continue
                 return
+            self._new_head(r.tp)   # the next record, if any
             if outcome is not _Outcome.SKIPPED or self._must_write:
                 return
 

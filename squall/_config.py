@@ -185,6 +185,9 @@ class Config(dict):
     """Event time: how late (ms) a tuple may be before it is late."""
     TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS = "topology.bolts.watermark.event.interval.ms"
     """Event time: milliseconds between two watermarks."""
+    TOPOLOGY_BOLTS_WATERMARK_IDLE_TIMEOUT_MS = "topology.bolts.watermark.idle.timeout.ms"
+    """Event time: a source task silent this long (ms) no longer holds the watermark back, until
+    it delivers again (squall's; unset: the message timeout; 0: Storm's per-stream watermark)."""
     TOPOLOGY_BOLTS_LATE_TUPLE_STREAM = "topology.bolts.late.tuple.stream"
     """The stream late tuples go to (else they are dropped)."""
 
@@ -437,7 +440,7 @@ KEYS_WITHOUT_DEFAULT = frozenset({
     Config.TOPOLOGY_BOLTS_SLIDING_INTERVAL_COUNT, Config.TOPOLOGY_BOLTS_SLIDING_INTERVAL_DURATION_MS,
     Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME, Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS,
     Config.TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS, Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM,
-    Config.SQUALL_SECRET, Config.TOPOLOGY_TRANSACTIONAL_ID, Config.TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS,
+    Config.TOPOLOGY_BOLTS_WATERMARK_IDLE_TIMEOUT_MS, Config.SQUALL_SECRET, Config.TOPOLOGY_TRANSACTIONAL_ID, Config.TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS,
 })
 
 

@@ -38,10 +38,8 @@ from typing import Any
 from .._failure import ROLLED_BACK, fail_all_because, fail_because
 from .._tuple import Tuple
 from ..windowing._api import BaseWindowedBolt
-from ..windowing.config import input_streams
 from ..windowing.executor import WindowedBoltExecutor
 from ..windowing.manager import window_manager
-from ..windowing.watermark import WatermarkGenerator
 from ._api import StateError
 from ._kv import StateCodec
 from ._names import get_key_value_state, owner_of
@@ -99,10 +97,6 @@ class StatefulWindowedBoltExecutor(WindowedBoltExecutor):
 
     bolt: BaseStatefulWindowedBolt
 
-    def prepare(self, conf: dict, context: Any, collector: Any) -> None:
-        super().prepare(conf, context, collector)
-        self._sources = context.get_this_sources()
-
     def init_state(self, state: Any) -> None:
         self.bolt.init_state(state)
 
@@ -129,7 +123,7 @@ class StatefulWindowedBoltExecutor(WindowedBoltExecutor):
         assert spec is not None, "prepare() reads the window's settings first"
         self.manager = window_manager(self, spec.length, spec.sliding, spec.event_time)
         if spec.event_time:
-            self.watermarks = WatermarkGenerator(spec.lag_ms, input_streams(self._sources))
+            self.watermarks = self.new_watermarks()
             self._watermark_moved = None  # a watermark afresh: its wait starts with the next tuples
 
 
@@ -202,7 +196,8 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
             if kind == "add" or kind == "late":
                 tup, ts = entry[1], entry[2]
                 if watermarks is not None:
-                    watermarks.track((tup.source_component, tup.source_stream), ts)
+                    watermarks.track((tup.source_component, tup.source_stream, tup.source_task), ts,
+                                     self._clock.wall())
                 if kind == "add":
                     self.add(tup, ts)
                 else:

@@ -173,6 +173,18 @@ class BaseWindowedBolt:
                                                                                    "watermark interval")
         return self
 
+    def with_watermark_idle_timeout(self, duration: Duration) -> Self:
+        """How long a source task may deliver nothing before the watermark stops waiting for it
+        (default: ``topology.message.timeout.secs``). The watermark follows the slowest task of
+        each input stream; a task silent this long (a Kafka spout task with no partition, a dead
+        worker's) is not waited for until it delivers again. ``Duration.of(0)`` gives Storm's
+        watermark back: per input stream, the newest timestamp of any of its tasks."""
+        if not isinstance(duration, Duration) or isinstance(duration.value, bool) \
+                or not isinstance(duration.value, int) or duration.value < 0:
+            raise ValueError(f"the watermark idle timeout must be a non-negative Duration, got {duration!r}")
+        self._conf()[Config.TOPOLOGY_BOLTS_WATERMARK_IDLE_TIMEOUT_MS] = duration.value
+        return self
+
     def with_late_tuple_stream(self, stream_id: str) -> Self:
         """Emit tuples that arrive after the watermark passed them on ``stream_id`` (declared
         for you, one field ``late_tuple``), anchored to them, then ack them. Needs

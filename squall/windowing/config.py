@@ -33,6 +33,7 @@ class WindowSpec:
     lag_ms: int = DEFAULT_MAX_LAG_MS
     watermark_interval_ms: int = DEFAULT_WATERMARK_INTERVAL_MS
     late_stream: str | None = None
+    idle_timeout_ms: int | None = None  # None: the message timeout (`watermark_idle_timeout_ms`)
 
     @property
     def event_time(self) -> bool:
@@ -90,8 +91,32 @@ def window_spec(conf: Mapping[str, Any], component: str) -> WindowSpec:
             f"({Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM}={late!r} without with_timestamp_field)")
     lag = number(Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS, 0)
     interval = number(Config.TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS, 1)
+    idle = number(Config.TOPOLOGY_BOLTS_WATERMARK_IDLE_TIMEOUT_MS, 0)
     return WindowSpec(length, sliding, field, DEFAULT_MAX_LAG_MS if lag is None else lag,
-                      DEFAULT_WATERMARK_INTERVAL_MS if interval is None else interval, late)
+                      DEFAULT_WATERMARK_INTERVAL_MS if interval is None else interval, late, idle)
+
+
+def watermark_idle_timeout_ms(spec: WindowSpec, conf: Mapping[str, Any]) -> int:
+    """How long (ms) a source task may deliver nothing before it no longer holds an event-time
+    window's watermark back: the bolt's ``with_watermark_idle_timeout``, else the topology's
+    message timeout (``topology.message.timeout.secs``, 30 s by default).
+
+    Why the message timeout: it is the time a Storm user already sized as "this tuple is lost,
+    replay it", it is at least the window (Storm refuses a window longer than it), and it is when
+    the window warns of a stalled watermark (`STALLED_WATERMARK_TIMEOUTS`): a spout task with no
+    partition stalls the first windows for that long once, and a task whose worker died is
+    waited for that long, time for its worker to be restarted and replay from where it was (a
+    restart is seconds), before the others' windows fire without it. A task that emits behind
+    the others but keeps emitting always holds the watermark, however long."""
+    if spec.idle_timeout_ms is not None:
+        return spec.idle_timeout_ms
+    return int(float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS)) * 1000)
+
+
+def watermark_sources(sources: Mapping[Any, Any], context: Any) -> dict[tuple[str, str], list[int]]:
+    """The input streams a watermark waits for (`input_streams`), each with the tasks of its
+    component (the bolt's ``context``)."""
+    return {(s[0], s[1]): context.get_component_tasks(s[0]) for s in input_streams(sources)}
 
 
 def check_window(component: str, conf: Mapping[str, Any], streams: Mapping[str, Any],

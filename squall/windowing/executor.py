@@ -29,7 +29,7 @@ from .._tuple import Tuple, is_tick_tuple
 from ..metric._api import CountMetric
 from ..metric._builtin import BUCKET_KEY
 from ._api import LATE_TUPLE_FIELD, BaseWindowedBolt, Duration, TupleWindow
-from .config import WindowSpec, check_window, input_streams, window_spec
+from .config import WindowSpec, check_window, watermark_idle_timeout_ms, watermark_sources, window_spec
 from .manager import WindowManager, window_manager
 from .watermark import WatermarkGenerator
 
@@ -205,13 +205,22 @@ class WindowedBoltExecutor(Bolt):
             self._first_reset_secs = min(FIRST_RESET_SECS, self._keep_alive_secs)
         self._in_arrival_order = not self.spec.event_time  # an event-time queue is sorted by timestamp
         if self.spec.event_time:
-            self.watermarks = WatermarkGenerator(self.spec.lag_ms, input_streams(context.get_this_sources()))
+            self._idle_timeout_ms = watermark_idle_timeout_ms(self.spec, conf)
+            self._sources = context.get_this_sources()
+            self._context = context
+            self.watermarks = self.new_watermarks()
             self._stall_secs = STALLED_WATERMARK_TIMEOUTS * float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
             self._watermark_moved: tuple[float, int | None] | None = None  # when (engine clock), newest ts then
             self.late_total = 0
             self.late_log = RateLimitedLog(log)  # this task's: a burst elsewhere does not hide its first
             self.late_tuples = context.register_metric(LATE_TUPLES_METRIC, CountMetric(),
                                                        int(conf_value(conf, BUCKET_KEY)))
+
+    def new_watermarks(self) -> WatermarkGenerator:
+        """A watermark afresh, waiting for every task of every input stream."""
+        assert self.spec is not None  # prepare() read it
+        return WatermarkGenerator(self.spec.lag_ms, watermark_sources(self._sources, self._context),
+                                  self._idle_timeout_ms)
 
     def execute(self, tup: Tuple) -> None:
         """Add ``tup`` to the window (a late one: `late`)."""
@@ -228,7 +237,8 @@ class WindowedBoltExecutor(Bolt):
         assert self.watermarks is not None  # prepare() made them: the window keeps event time
         # at the watermark itself it is late only if a window ending there was evaluated (a
         # watermark between two window ends leaves the window that holds it open, as Storm does)
-        if self.watermarks.track((tup.source_component, tup.source_stream), ts) or (
+        if self.watermarks.track((tup.source_component, tup.source_stream, tup.source_task), ts,
+                                 self._clock.wall()) or (
                 ts == self.watermarks.last_watermark and not manager.trigger.evaluated_through(ts)):
             self.add(tup, ts)
             return
@@ -285,7 +295,7 @@ class WindowedBoltExecutor(Bolt):
         if self.manager is None:
             return
         if self.watermarks is not None:
-            wm = self.watermarks.next_watermark()
+            wm = self.watermarks.next_watermark(self._clock.wall())
             if wm is not None:
                 self.advance_watermark(wm)
                 self._watermark_moved = (self._clock.wall(), self.watermarks.newest())
@@ -333,10 +343,11 @@ class WindowedBoltExecutor(Bolt):
     def _check_stalled(self) -> None:
         """Warn when the watermark has not moved for `STALLED_WATERMARK_TIMEOUTS` message
         timeouts though newer tuples came, or an input stream delivered nothing yet, naming the
-        input streams that hold it back.
+        source tasks that hold it back (component, stream, task id).
 
-        The watermark is the oldest of the input streams' newest timestamps (less the lag), and
-        there is none until every input stream delivered: one stream that stays silent (a join's
+        The watermark is the oldest of the source tasks' newest timestamps (less the lag; a task
+        silent for the idle timeout is not waited for), and there is none until every input
+        stream delivered: one stream that stays silent (a join's
         side that sends nothing, a stream declared but unused) or falls behind holds every
         window, while the others' tuples pile up in it. In Storm they timed out and replayed,
         failures for the user to see; kept alive (`keep_alive`), they were held without a word,
@@ -355,7 +366,7 @@ class WindowedBoltExecutor(Bolt):
         since, newest_then = self._watermark_moved
         if now - since < self._stall_secs or not len(manager):
             return
-        silent, slowest = watermarks.held_back_by()
+        silent, slowest = watermarks.held_back_by(now)
         # a pause of every stream is no cause for a warning, but a stream that never delivered
         # is no pause: its window can never fire. A burst of input that all came before the
         # first check (a backfill, a file) left the newest timestamp where it was, and a quiet
@@ -363,16 +374,17 @@ class WindowedBoltExecutor(Bolt):
         if newest == newest_then and not silent:
             return
         self._watermark_moved = (now, newest_then)  # warned: again after as long, if still stuck
-        streams = ", ".join(f"[{c}:{s}]" for c, s in silent or slowest)
+        tasks = ", ".join(f"[{c}:{s}]" if t < 0 else f"[{c}:{s}] task {t}" for c, s, t in silent or slowest)
         if silent:
-            why = f"input stream{'s' if len(silent) > 1 else ''} {streams} delivered nothing yet"
+            why = f"source task{'s' if len(silent) > 1 else ''} {tasks} delivered nothing yet"
         else:
-            why = (f"the newest timestamp of input stream{'s' if len(slowest) > 1 else ''} {streams} is "
+            why = (f"the newest timestamp of source task{'s' if len(slowest) > 1 else ''} {tasks} is "
                    f"{watermarks.latest[slowest[0]]}")
         last = "none yet" if watermarks.last_watermark is None else watermarks.last_watermark
         log.warning(
             "Component [%s] task %s: the watermark has not moved for %d s (last: %s)%s (newest timestamp %d): "
-            "%s, and the watermark is the oldest of its input streams' newest timestamps less the lag; the "
+            "%s, and the watermark is the oldest of its source tasks' newest timestamps less the lag (a task "
+            "silent for the idle timeout is not waited for); the "
             "window holds %d tuples, kept from timing out, until it moves", self.component, self.task,
             int(now - since), last, "" if newest == newest_then else " though newer tuples came", newest, why,
             len(manager))

@@ -1,7 +1,7 @@
 """A persistent event-time window after its task dies and restarts from the last commit: every
 record is in each window its timestamp belongs to, or on the late-tuple stream (issue 33).
 
-The restarted task restores the watermark (the newest timestamp per input stream and the last
+The restarted task restores the watermark (the newest timestamp per source task and the last
 watermark) with the windows and the triggers' positions, all saved in the same checkpoint, so
 the replays of the tuples since that commit (all after the restored watermark: they were in time
 when they first came) are in time again and counted by the count trigger. Core level, time

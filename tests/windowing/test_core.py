@@ -191,38 +191,42 @@ def test_event_time_count_window_fires_every_count_events_up_to_the_watermark():
 
 # --- watermarks (Storm's WaterMarkEventGeneratorTest) ---------------------------------------------
 
+S1, S2 = ("c", "s1", 1), ("c", "s2", 1)
+IDLE = 30_000  # ms: no task goes idle in these (the clock stays at 0)
+
+
 def test_watermark_is_the_latest_timestamp_minus_the_lag():
-    g = WatermarkGenerator(5, ["s1"])
-    g.track("s1", 100)
-    g.track("s1", 110)
-    assert g.next_watermark() == 105
-    assert g.next_watermark() is None  # it did not move
+    g = WatermarkGenerator(5, {S1[:2]: [1]}, IDLE)
+    g.track(S1, 100, 0)
+    g.track(S1, 110, 0)
+    assert g.next_watermark(0) == 105
+    assert g.next_watermark(0) is None  # it did not move
 
 
 def test_watermark_ignores_out_of_order_older_timestamps():
-    g = WatermarkGenerator(5, ["s1"])
+    g = WatermarkGenerator(5, {S1[:2]: [1]}, IDLE)
     for ts in (100, 110, 104):
-        g.track("s1", ts)
-    assert g.next_watermark() == 105
+        g.track(S1, ts, 0)
+    assert g.next_watermark(0) == 105
 
 
 def test_watermark_is_the_minimum_over_input_streams_once_all_have_data():
-    g = WatermarkGenerator(5, ["s1", "s2"])
-    g.track("s1", 100)
-    g.track("s1", 110)
-    assert g.next_watermark() is None  # s2 has delivered nothing yet
-    g.track("s2", 95)
-    g.track("s2", 98)
-    assert g.next_watermark() == 93
+    g = WatermarkGenerator(5, {S1[:2]: [1], S2[:2]: [1]}, IDLE)
+    g.track(S1, 100, 0)
+    g.track(S1, 110, 0)
+    assert g.next_watermark(0) is None  # s2 has delivered nothing yet
+    g.track(S2, 95, 0)
+    g.track(S2, 98, 0)
+    assert g.next_watermark(0) == 93
 
 
 def test_tuples_at_or_before_the_watermark_are_late():
-    g = WatermarkGenerator(5, ["s1"])
-    assert g.track("s1", 100) and g.track("s1", 110)
-    assert g.next_watermark() == 105
-    assert g.track("s1", 106)
-    assert not g.track("s1", 105)  # at the watermark: the window ending there has fired (Storm: in time)
-    assert not g.track("s1", 104)
+    g = WatermarkGenerator(5, {S1[:2]: [1]}, IDLE)
+    assert g.track(S1, 100, 0) and g.track(S1, 110, 0)
+    assert g.next_watermark(0) == 105
+    assert g.track(S1, 106, 0)
+    assert not g.track(S1, 105, 0)  # at the watermark: the window ending there has fired (Storm: in time)
+    assert not g.track(S1, 104, 0)
 
 
 def test_builders_store_storm_keys_and_refuse_non_positive_values():
@@ -293,6 +297,9 @@ class _Ctx:
 
     def get_this_sources(self):
         return {}
+
+    def get_component_tasks(self, component):
+        return {"events": [1], "quiet": [2]}.get(component, [])
 
 
 class _Timers:

@@ -83,9 +83,9 @@ def test_a_tuple_at_a_window_end_that_fired_is_late():
 
 def test_a_timestamp_before_0_is_late_as_storms_first_watermark_makes_it():
     """It was in no window, and expired unacknowledged as late: gone without a word."""
-    gen = WatermarkGenerator(0, [("s", "default")])
-    assert not gen.track(("s", "default"), -5500)
-    assert gen.track(("s", "default"), 0) and gen.track(("s", "default"), 2500)
+    gen = WatermarkGenerator(0, {("s", "default"): [1]}, 30_000)
+    assert not gen.track(("s", "default", 1), -5500, 0)
+    assert gen.track(("s", "default", 1), 0, 0) and gen.track(("s", "default", 1), 2500, 0)
 
 
 class RecCount(BaseWindowedBolt):

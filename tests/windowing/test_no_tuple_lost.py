@@ -44,14 +44,14 @@ def run_event_time(length: Count | Duration, sliding: Count | Duration, lag: int
     arrivals; then a last watermark past every window, as the end of the input."""
     lis = Listener()
     m = window_manager(lis, length, sliding, event_time=True)
-    gen = WatermarkGenerator(lag, ["stream"])
+    gen = WatermarkGenerator(lag, {("c", "stream"): [1]}, 30_000)
     out = Outcome()
     for i, (name, ts) in enumerate(arrivals, 1):
-        if gen.track("stream", ts):
+        if gen.track(("c", "stream", 1), ts, 0):
             m.add(name, ts)
         else:
             out.late.append(name)
-        if i % watermark_every == 0 and (wm := gen.next_watermark()) is not None:
+        if i % watermark_every == 0 and (wm := gen.next_watermark(0)) is not None:
             m.add_watermark(wm)
     m.add_watermark(max(ts for _n, ts in arrivals) + length.value + sliding.value)
     out.windows = [(end, values) for values, _new, _exp, end in lis.windows]

@@ -1,7 +1,10 @@
 """No tuple is lost by an event-time windowed bolt on a LocalCluster (issue 33, item 1): two
 spout tasks whose event times run apart by more than the lag feed one windowed bolt with a
-late-tuple stream; every record sent is counted in the windows and on the late stream, and
-acked. Without a late stream, a late tuple is logged, counted in a metric, and acked.
+late-tuple stream; every record sent is in exactly its windows, and acked. The watermark waits
+for the slower task (`WatermarkGenerator` keeps it per source task): none is late. Kept per
+stream (Storm's, and squall's before), it followed the faster task and 168 of the 1,200 records
+came late with nothing failing. Without a late stream, a late tuple is logged, counted in a
+metric, and acked.
 
 The test moves the watermark itself (a simulated clock): it feeds a round of records, waits
 until the windowed bolt has taken all of them, advances the clock one watermark interval, and
@@ -99,7 +102,7 @@ def _rounds() -> list[list[tuple[int, str, int]]]:
 
 
 @pytest.mark.parametrize("length, sliding", [(5_000, 5_000), (10_000, 5_000)], ids=["tumbling", "sliding"])
-def test_two_spout_tasks_apart_by_more_than_the_lag_every_record_in_its_windows_or_late(length, sliding):
+def test_two_spout_tasks_apart_by_more_than_the_lag_every_record_in_its_windows_none_late(length, sliding):
     spout = TwoSourceSpout()
     bolt = WindowLog().with_window(Duration(length), Duration(sliding)).with_timestamp_field("ts") \
         .with_lag(Duration(LAG)).with_late_tuple_stream("late")
@@ -121,8 +124,8 @@ def test_two_spout_tasks_apart_by_more_than_the_lag_every_record_in_its_windows_
                 spout.queues[task].put((rid, ts))
             fed += len(rnd)
             assert wait_until(lambda: window.arrived.value == fed, 30), (window.arrived.value, fed)
-            watermark = max(ts for _t, _r, ts in rnd) - LAG  # the fast source's newest minus the lag
-            last_end = watermark // sliding * sliding  # the last window it fires (the fast source fills each)
+            watermark = max(ts for t, _r, ts in rnd if t == 1) - LAG  # the slow source's newest minus the lag
+            last_end = watermark // sliding * sliding  # the last window it fires (each source fills each)
             cluster.advance_cluster_time(1)  # one watermark interval
             assert wait_until(lambda: any(end == last_end for end, _ids in window.bolt.log.items()), 30)
         for task in (0, 1):  # the end of the input: a record far ahead on each task fires every window
@@ -143,9 +146,9 @@ def test_two_spout_tasks_apart_by_more_than_the_lag_every_record_in_its_windows_
         if got != expected or any(in_windows[(rid, end)] != 1 for end in got):
             wrong.append((rid, ts, expected, got))
     assert not wrong, f"{len(wrong)} of {len(sent)} records not in exactly their windows nor late: {wrong[:5]}"
-    # the slow source's records before the watermark of the round before (rounds 2 and 3); the
-    # two at it exactly are in their windows, which end later (Storm's rule)
-    assert len(late_ids) == len(set(late_ids)) == 150 + 20 - 2
+    # kept per stream, the watermark followed the fast source: the slow source's records before
+    # the watermark of the round before (rounds 2 and 3) came late, 150 + 20 - 2
+    assert late_ids == []
     if length == sliding:
         assert sum(len(ids) for _end, ids in windows) + len(late_ids) == len(sent) == 1_200
 

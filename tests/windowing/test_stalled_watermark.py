@@ -75,9 +75,9 @@ def test_a_watermark_held_back_by_one_input_stream_is_reported_naming_it(caplog,
     assert len(warned) == 1, warned
     assert "Component [window] task" in warned[0] and "[quiet:default]" in warned[0]
     if quiet_first:
-        assert "the newest timestamp of input stream [quiet:default] is 2500" in warned[0]
+        assert "the newest timestamp of source task [quiet:default] task 3 is 2500" in warned[0]
     else:
-        assert "input stream [quiet:default] delivered nothing yet" in warned[0]
+        assert "source task [quiet:default] task 3 delivered nothing yet" in warned[0]
     assert "the window holds" in warned[0]
     assert windows_before == [] and failed == []
     assert [sorted(w) for w in windows] == [sorted(["r0", "r1", "r2", "r3", "r4"] + (["q0"] if quiet_first else []))]
@@ -111,7 +111,7 @@ def test_a_silent_input_stream_is_reported_when_all_the_input_came_in_a_burst(ca
     loop.run_until(11.5)
     warned = _stalled(caplog)
     assert len(warned) == 2, warned  # after 5 s and 10 s of silence
-    assert "Component [window] task 3" in warned[0] and "input stream [quiet:default] delivered nothing yet" in warned[0]
+    assert "Component [window] task 3" in warned[0] and "source task [quiet:default] task 2 delivered nothing yet" in warned[0]
     assert "the window holds 4 tuples" in warned[0] and "newer tuples came" not in warned[0]
     ex.execute(Tuple(["q0", 5], Source("quiet", "default", 2, Fields("v", "ts"))))  # every stream delivered
     loop.run_until(30)

@@ -5,6 +5,9 @@ UI or the worker's log."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 # what `traceback.format_exc()` gives outside an ``except``: pystorm's ``raise_exception(e, tup)``
 # called after catching (or without raising) ends its report with it, which says nothing
 NO_EXCEPTION = "NoneType: None"
@@ -14,6 +17,36 @@ STDERR_HEAD = "its stderr ended with:"
 """The line after which a shell subprocess's error (`squall.multilang.MultilangError`) gives the
 last lines the subprocess wrote to stderr, indented: its own traceback, whose last line says
 what went wrong."""
+
+
+# Node.js (12 and later) ends an uncaught exception's report with its version, after the stack:
+# the last line of such a subprocess's stderr says nothing of what went wrong
+_NODE_VERSION = re.compile(r"^Node\.js v\d+(\.\d+)*$")
+# a frame of a Node.js/JavaScript (`    at f (file.js:1:2)`) or Java (`\tat pkg.C.m(C.java:1)`) stack
+_STACK_FRAME = re.compile(r"^at\s")
+
+
+def stderr_cause(lines: Iterable[str]) -> str | None:
+    """The line of a shell subprocess's last stderr lines that says what went wrong, or None if
+    they are blank: the last line, but for a stack trace that ends them (a Node.js or Java one),
+    the line above its frames (`Error: poison record`, `Error: Cannot find module '/w/split.js'`:
+    past the `{ code: ... }` block Node adds after the frames), and never Node's closing
+    `Node.js v20.1.0` line, which was all a Node component's death said of itself in its
+    one-line error."""
+    lines = list(lines)
+    said = [ln.strip() for ln in lines if ln.strip() and not _NODE_VERSION.match(ln.strip())]
+    if not said:
+        return next((ln.strip() for ln in reversed(lines) if ln.strip()), None)
+    if said[-1] == "}":  # a Node error's own properties after its stack: `    at f (x.js:1:2) {`, `code: ...`, `}`
+        opener = next((i for i in range(len(said) - 1, -1, -1) if said[i].endswith(" {")), None)
+        if opener is not None:
+            said = [*said[:opener], said[opener][:-2]]
+    end = len(said)
+    while end > 0 and _STACK_FRAME.match(said[end - 1]):
+        end -= 1
+    if end == 0:  # a stack whose message line the tail cut off: its innermost frame, the first
+        return said[0]
+    return said[end - 1]
 
 
 def exception_message(error: BaseException) -> str:
@@ -46,7 +79,8 @@ def exception_line(text: str) -> str | None:
             # a shell subprocess's error: its first line says only that the subprocess exited,
             # the last line of its stderr (indented under `STDERR_HEAD`) what went wrong
             said = telling_lines("\n".join(raw[i + 1:])) if STDERR_HEAD in raw[i + 1:i + 2] else []
-            return f"{ln.strip()}; {STDERR_HEAD} {said[-1]}" if len(said) > 1 else ln.strip()
+            cause = stderr_cause(said)
+            return f"{ln.strip()}; {STDERR_HEAD} {cause}" if len(said) > 1 and cause else ln.strip()
     return None
 
 
@@ -61,8 +95,17 @@ def first_and_last(text: str) -> tuple[str, str | None]:
     lines = telling_lines(text)
     if len(lines) <= 1:
         return (lines[0] if lines else text.strip()), None
-    last = exception_line(text) or lines[-1]
+    last = exception_line(text) or _stderr_or_last(text, lines)
     return lines[0], (None if last == lines[0] else last)
+
+
+def _stderr_or_last(text: str, lines: list[str]) -> str:
+    """The last of ``lines``, or for a shell subprocess's error (`STDERR_HEAD` on a line of its
+    own, its stderr under it) the stderr's `stderr_cause`."""
+    raw = text.splitlines()
+    heads = [i for i, ln in enumerate(raw) if ln.strip() == STDERR_HEAD]
+    cause = stderr_cause(raw[heads[-1] + 1:]) if heads else None
+    return cause or lines[-1]
 
 
 def exception_text(error: BaseException) -> str:

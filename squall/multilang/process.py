@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._children import GROUP_FILE, SHELL_HOME_ENV, ShellGroup, die_with_parent, kill_group, leader_of
-from .._error_lines import STDERR_HEAD
+from .._error_lines import STDERR_HEAD, stderr_cause
 from .messages import MultilangError, ProtocolError, ShellMsg, parse_shell_msg, setup_message
 from .serializer import JsonSerializer, MsgpackSerializer, shown
 
@@ -450,7 +450,7 @@ class ShellProcess:
             # a second, and the cause lost the line that said why)
             self._stderr_thread.join(CLOSE_WAIT_SECS if code is not None else 0.5)
         head = "; ".join(parts)
-        last = next((line.strip() for line in reversed(self._stderr) if line.strip()), None)
+        last = stderr_cause(self._stderr)
         if not self._stderr:
             return MultilangError(head)
         return MultilangError(head + f"\n{STDERR_HEAD}\n  " + "\n  ".join(self._stderr),

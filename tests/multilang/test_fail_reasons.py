@@ -98,6 +98,24 @@ def test_a_subprocess_that_dies_gives_a_failure_cause_of_one_line_naming_the_com
                              f"it exited; exit code 3; its stderr ended with: ZeroDivisionError: division by zero")
 
 
+def test_a_node_subprocess_that_dies_is_named_by_its_exception_not_its_node_version_line(monkeypatch):
+    """Node.js ends an uncaught exception's report with ``Node.js v20.20.2``, after the stack: a
+    Node bolt dying on a poison record was one line ending "its stderr ended with: Node.js
+    v20.20.2", in the tuple's cause, the log and `squall local`'s summary. It names the
+    exception's line, above the stack's frames, now."""
+    from squall._error_lines import first_and_last
+
+    p, error = _crashed(monkeypatch, "crash-like-node")
+    cause = FailureCause.of_exception(EXCEPTION, "check", 3, error)
+    assert cause.message == (f"ShellBolt [check] task 3: subprocess {[sys.executable, 'checker.py']} (pid {p.pid}): "
+                             f"it exited; exit code 1; its stderr ended with: Error: poison record POISON")
+    assert first_and_last(f"MultilangError: {error}")[1] == "Error: poison record POISON"  # the summary's line
+    # a script node cannot find: its error has a `{ code: 'MODULE_NOT_FOUND' ... }` block after the stack
+    _, error = _crashed(monkeypatch, "crash-like-node-missing-script")
+    said = "its stderr ended with: Error: Cannot find module '/work/upper.js'"
+    assert FailureCause.of_exception(EXCEPTION, "check", 3, error).message.endswith(said)
+
+
 def test_a_subprocess_that_dies_writing_megabytes_to_stderr_makes_no_megabyte_error_or_log_line(monkeypatch, caplog):
     """Each stderr line was logged and kept whole: a subprocess that wrote two 3 MB lines before
     it died made two 3 MB log lines, and a 6 MB error (the crash's report, logged with it). Now a

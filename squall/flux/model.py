@@ -32,6 +32,7 @@ class FluxError(SquallError):
     def __init__(self, where: Where | str, message: str) -> None:
         super().__init__(redact_text(f"{where}: {message}"))
         self.where = where
+        self.message = message  # what is wrong, without where: an entry's id is put before it
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ level deep as in Flux (an included file's own includes are ignored)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import logging
@@ -344,11 +345,38 @@ class _Reader:
     def object(self, node: Node, key: str, allowed: tuple[str, ...] = _OBJECT) -> ObjectDef:
         return ObjectDef(**self.object_fields(self.mapping(node, key, allowed, ("className",)), node, key))
 
+    @staticmethod
+    def _id_of(node: Node) -> str | None:
+        """The ``id`` a component, spout or bolt entry gives, if it gives one as a string."""
+        if isinstance(node, MappingNode):
+            for k, v in node.value:
+                if isinstance(k, ScalarNode) and k.value == "id" and isinstance(v, ScalarNode) and v.value:
+                    return str(v.value)
+        return None
+
+    @contextlib.contextmanager
+    def _of_entry(self, node: Node) -> Iterator[None]:
+        """A mistake in the entry ``node`` named with its id too (`'count': unknown key`), as
+        the mistakes found when its object is made are: `bolts[3].parallelizm` alone made the
+        user count the entries of a long file to know which bolt it was."""
+        try:
+            yield
+        except FluxError as e:
+            ident = self._id_of(node)
+            if ident is None or e.message.startswith(f"{ident!r}: "):
+                raise
+            raise FluxError(e.where, f"{ident!r}: {e.message}") from e
+
     def bean(self, node: Node, key: str) -> BeanDef:
-        entries = self.mapping(node, key, _BEAN, ("id", "className"))
-        return BeanDef(id=self.string(entries["id"], f"{key}.id"), **self.object_fields(entries, node, key))
+        with self._of_entry(node):
+            entries = self.mapping(node, key, _BEAN, ("id", "className"))
+            return BeanDef(id=self.string(entries["id"], f"{key}.id"), **self.object_fields(entries, node, key))
 
     def vertex(self, node: Node, key: str) -> VertexDef:
+        with self._of_entry(node):
+            return self._vertex(node, key)
+
+    def _vertex(self, node: Node, key: str) -> VertexDef:
         entries = self.mapping(node, key, _VERTEX, ("id", "className"))
         extra: dict[str, Any] = {}
         if "parallelism" in entries:

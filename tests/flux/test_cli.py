@@ -139,7 +139,7 @@ def test_a_mistake_in_the_file_is_one_line_naming_file_line_and_key(tmp_path, ca
     path.write_text('spouts:\n  - id: "s"\n    className: "flux_words.SentenceSpout"\n    parallelism: two\n')
     assert main(["local", str(path)]) == 1
     err = capsys.readouterr().err
-    assert err == "squall: error: bad.yaml:4: spouts[0].parallelism: expected an integer of at least 1, got 'two'\n"
+    assert err == "squall: error: bad.yaml:4: spouts[0].parallelism: 's': expected an integer of at least 1, got 'two'\n"
 
 
 def test_flux_options_are_refused_for_a_python_file_and_unknown_ones_after_a_flux_file(tmp_path, capsys):

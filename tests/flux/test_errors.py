@@ -49,13 +49,13 @@ CASES = {
                           ("t.yaml:17: streams[0].grouping.type: unknown grouping type 'SHUFLE' (expected one of: "
                           "ALL, CUSTOM, DIRECT, SHUFFLE, LOCAL_OR_SHUFFLE, FIELDS, GLOBAL, NONE)")),
     "missing className": (('    className: "flux_words.WordCounter"\n', ""),
-                          "t.yaml:11: bolts[0]: missing required key 'className'"),
+                          "t.yaml:11: bolts[0]: 'count': missing required key 'className'"),
     "missing from": (('  - from: "spout"\n    to:', "  - to:"), "t.yaml:15: streams[0]: missing required key 'from'"),
     "missing grouping": (("    grouping: {type: SHUFFLE}\n", ""), "t.yaml:15: streams[0]: missing required key 'grouping'"),
     "unknown key": ((BOLT_ARGS, BOLT_ARGS + "    parallelizm: 2\n"),
-                    "t.yaml:14: bolts[0].parallelizm: unknown key (expected one of: className, "),
+                    "t.yaml:14: bolts[0].parallelizm: 'count': unknown key (expected one of: className, "),
     "bad parallelism": ((BOLT_ARGS, BOLT_ARGS + "    parallelism: 0\n"),
-                        "t.yaml:14: bolts[0].parallelism: expected an integer of at least 1, got 0"),
+                        "t.yaml:14: bolts[0].parallelism: 'count': expected an integer of at least 1, got 0"),
     "fields without args": (("type: SHUFFLE", "type: FIELDS"),
                             "t.yaml:17: streams[0].grouping.type: a FIELDS grouping needs args"),
     "fields not declared": (("{type: SHUFFLE}", '{type: FIELDS, args: ["nope"]}'),
@@ -89,7 +89,7 @@ CASES = {
     "no such property": ((BOLT_ARGS, BOLT_ARGS + '    properties:\n      - {name: "colour", value: 1}\n'),
                          "t.yaml:15: bolts[0].properties[0].name: 'count': WordCounter has no property 'colour'"),
     "property value and ref": ((BOLT_ARGS, BOLT_ARGS + '    properties:\n      - {name: "sink", value: 1, ref: "x"}\n'),
-                               "t.yaml:15: bolts[0].properties[0]: property 'sink' needs a value or a ref"),
+                               "t.yaml:15: bolts[0].properties[0]: 'count': property 'sink' needs a value or a ref"),
     "no factory": (('    constructorArgs: [["a b"]]\n', '    factory: "make"\n'),
                    "t.yaml:4: components[0].className: 'sentences': flux_words.Sentences has no factory method 'make'"),
     "a bolt as a spout": (('"flux_words.SentenceSpout"', '"flux_words.WordCounter"'),
@@ -116,9 +116,9 @@ CASES = {
                                    ("t.yaml:15: bolts[0].config.topology.max.spout.pending: count's config: "
                                     "'topology.max.spout.pending' must be a positive integer")),
     "an unknown tag": ((BOLT_ARGS, BOLT_ARGS + '    config:\n      my.key: !!python/name:os.system\n'),
-                       "t.yaml:15: bolts[0].config.my.key: cannot read the value: could not determine a constructor"),
+                       "t.yaml:15: bolts[0].config.my.key: 'count': cannot read the value: could not determine a constructor"),
     "a key given twice": ((BOLT_ARGS, BOLT_ARGS + "    parallelism: 2\n    parallelism: 3\n"),
-                          "t.yaml:15: bolts[0].parallelism: given twice"),
+                          "t.yaml:15: bolts[0].parallelism: 'count': given twice"),
     "a second stream between the same two lacks its stream": (
         (STREAM, STREAM + '  - from: "spout"\n    to: "count"\n    grouping: {type: SHUFFLE, streamId: "nope"}\n'),
         ("t.yaml:18: streams[1]: the topology is not valid: Component: [count] subscribes from non-existent "
@@ -208,7 +208,7 @@ def test_an_error_in_an_included_file_names_that_file(tmp_path):
     path = tmp_path / "t.yaml"
     path.write_text(BASE.replace('name: "t"\n', 'name: "t"\nincludes:\n  - file: "inc.yaml"\n'))
 
-    with pytest.raises(FluxError, match=r"^inc.yaml:4: bolts\[0\]: missing required key 'className'$"):
+    with pytest.raises(FluxError, match=r"^inc.yaml:4: bolts\[0\]: 'x': missing required key 'className'$"):
         flux.load(path)
 
 

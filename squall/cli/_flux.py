@@ -74,7 +74,12 @@ def options_of(args: argparse.Namespace, rest: list[str]) -> FluxOptions:
         except argparse.ArgumentError as e:
             raise UserError(f"{e}", code=2) from e
         if unknown:
-            raise UserError(f"a Flux file takes Flux's options after it, not {' '.join(unknown)!r} "
+            # a Storm user puts `--config` after the file, where `storm jar`'s Flux arguments go: say
+            # where it goes instead of only that it is refused
+            first = unknown[0]
+            where = (f"; squall's own options go before FILE: squall jar {first} ... FILE.yaml --filter ..."
+                     if first.startswith("-") else "")
+            raise UserError(f"a Flux file takes Flux's options after it, not {' '.join(unknown)!r}{where} "
                             f"(docs/flux.md)", code=2)
         for name in values:
             more = getattr(parsed, "flux_" + name)

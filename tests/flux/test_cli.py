@@ -149,6 +149,10 @@ def test_flux_options_are_refused_for_a_python_file_and_unknown_ones_after_a_flu
     assert "--filter, --env-filter: Flux's options go with a Flux FILE.yaml" in capsys.readouterr().err
     assert main(["jar", str(FILES / "wordcount.yaml"), "--dry-run", "--frobnicate"]) == 2
     assert "a Flux file takes Flux's options after it, not '--frobnicate'" in capsys.readouterr().err
+    # `--config` where a Storm user puts it, after the file: the error said only that it was refused
+    assert main(["jar", str(FILES / "wordcount.yaml"), "-e", "--config", "squall.yaml"]) == 2
+    assert ("not '--config squall.yaml'; squall's own options go before FILE: squall jar --config ... FILE.yaml "
+            "--filter ... (docs/flux.md)") in capsys.readouterr().err
 
 
 class Recording:

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import atexit
 import collections
+import difflib
 import hashlib
+import inspect
 import io
 import itertools
 import logging
@@ -97,6 +99,31 @@ def in_process_problem(cls: type) -> str | None:
         return None
     return (f"{cls.__qualname__} is a TicklessBatchingBolt that defines __init__ ({own[0]}), which cannot run in "
             f"process: set it up in initialize(conf, context) instead, or run it with --multilang")
+
+
+def missing_method_problem(cls: type) -> str | None:
+    """Why the pystorm class ``cls`` can do no work, or None: it does not define the method
+    pystorm leaves to it (a Spout's ``next_tuple``, a Bolt's ``process``, a BatchingBolt's
+    ``process_batch``), whose pystorm version raises a bare ``NotImplementedError``. A bolt
+    with ``process`` misspelt failed every tuple, each error saying only "NotImplementedError",
+    and a spout called it for ever; the topology ran."""
+    from pystorm.bolt import BatchingBolt
+    from pystorm.spout import Spout
+    name = ("next_tuple" if issubclass(cls, Spout) else
+            "process_batch" if issubclass(cls, BatchingBolt) else "process")
+    owner = next((k for k in cls.__mro__ if name in vars(k)), None)
+    if owner is not None and not owner.__module__.startswith(("pystorm.", "streamparse.")):
+        return None
+    try:
+        where = f" ({inspect.getsourcefile(cls)})"
+    except (OSError, TypeError):  # defined where no file is (a REPL, exec)
+        where = ""
+    own = [k for klass in cls.__mro__ if not klass.__module__.startswith(("pystorm.", "streamparse.", "builtins"))
+           for k in vars(klass) if callable(vars(klass)[k])]
+    near = difflib.get_close_matches(name, own, n=1)
+    hint = f" (it defines {near[0]!r}: misspelt?)" if near else ""
+    return (f"{cls.__qualname__}{where} defines no {name}(){hint}: pystorm's raises NotImplementedError, "
+            f"so it would do nothing but fail")
 
 
 def _construct(cls: type) -> Any:

@@ -35,7 +35,7 @@ from .._fields import Fields
 from .._grouping import CustomStreamGrouping
 from .._topology import BoltDeclarer, StormTopology, TopologyBuilder
 from ..multilang.resources import Resources, pack
-from .component import SparseBolt, SparseSpout, Streams, in_process_problem
+from .component import SparseBolt, SparseSpout, Streams, in_process_problem, missing_method_problem
 
 STREAMPARSE_RUN = "streamparse_run"
 """The command streamparse's ``Bolt.spec``/``Spout.spec`` give a Python component."""
@@ -215,6 +215,10 @@ def _component(spec: Any, streams: Streams, is_spout: bool, run: _Run) -> Any:
     shell = spec.component_object.shell
     cls = spec.component_cls
     python = shell.execution_command == STREAMPARSE_RUN
+    if python and isinstance(cls, type) and issubclass(cls, (PystormSpout, PystormBolt)):
+        problem = missing_method_problem(cls)  # in process or over multilang, it could do no work
+        if problem is not None:
+            raise InvalidTopologyException(f"{run.where}: component [{spec.name}]: {problem}")
     if python and not run.multilang:
         base = PystormSpout if is_spout else PystormBolt
         if not (isinstance(cls, type) and issubclass(cls, base)):

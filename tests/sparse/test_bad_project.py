@@ -105,3 +105,45 @@ def test_an_env_setting_of_the_wrong_type_names_config_json_and_the_key(project:
     (project / "config.json").write_text(json.dumps(config))
     err = _error(capsys, "--project", str(project))
     assert err == f"squall: error: {project / 'config.json'}: {message}", err
+
+
+def test_a_component_that_lacks_the_method_pystorm_leaves_to_it_is_refused_naming_it() -> None:
+    """A bolt whose ``process`` was misspelt ran: pystorm's ``Bolt.process`` raised a bare
+    NotImplementedError for every tuple, each error saying only that, every tuple failed. The
+    topology is refused now, naming the component, the class, its file and the near name."""
+    from streamparse import BatchingBolt, Bolt, Grouping, Spout, Topology
+
+    from squall.sparse import translate
+    from squall import InvalidTopologyException
+
+    class Words(Spout):
+        outputs = ["word"]
+
+        def next_tuple(self):
+            self.emit(["a"])
+
+    class Upper(Bolt):
+        outputs = ["word"]
+
+        def proces(self, tup):  # the typo
+            self.emit([tup.values[0].upper()])
+
+    class Count(BatchingBolt):
+        outputs = ["n"]
+
+    class Typo(Topology):
+        words = Words.spec()
+        upper = Upper.spec(inputs=[words])
+
+    with pytest.raises(InvalidTopologyException) as e:
+        translate(Typo)
+    assert (f"component [upper]: {Upper.__qualname__} ({__file__}) defines no process() (it defines 'proces': "
+            "misspelt?): pystorm's raises NotImplementedError") in str(e.value)
+
+    class NoBatch(Topology):
+        words = Words.spec()
+        count = Count.spec(inputs={words: Grouping.fields("word")})
+
+    with pytest.raises(InvalidTopologyException, match=r"component \[count\]: .*Count \(.*\) defines no "
+                                                         r"process_batch\(\): "):
+        translate(NoBatch)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from .._config import Config
-from .._error_lines import exception_line, first_and_last, telling_lines
+from .._error_lines import STDERR_HEAD, exception_line, first_and_last, telling_lines
 from .._errors import NotAliveException
 from .._redact import RedactingFilter
 from .._system import is_system_id
@@ -76,7 +76,14 @@ def one_line(text: str) -> str:
     and the line that says what went wrong (`squall._error_lines.first_and_last`).
     ``--debug``, the worker's log and ``squall get-errors`` have all of it."""
     first, last = first_and_last(text)
-    return first if last is None else f"{first} {last} (--debug shows the traceback)"
+    if last is None:
+        return first
+    if STDERR_HEAD in telling_lines(text) and STDERR_HEAD not in last:
+        # a shell subprocess's error: its stderr's line said after the first without a word
+        # between read as one phrase ("no answer ...; killed by SIGKILL waiting")
+        last = f"{STDERR_HEAD} {last}"
+        return f"{first}; {last} (--debug shows the traceback)"
+    return f"{first} {last} (--debug shows the traceback)"
 
 
 class _OneLine(logging.Filter):

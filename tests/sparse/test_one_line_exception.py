@@ -99,3 +99,16 @@ def test_a_worker_crashed_by_a_shell_subprocess_logs_what_the_subprocess_said():
         "[count_bolt] task 3: subprocess ['python3', '-m', 'streamparse.run'] (pid 27815): it exited; exit code 1; "
         "its stderr ended with: RuntimeError: cannot reach the counts database at db:5432 (--debug shows the "
         "traceback)")
+
+
+def test_a_shell_subprocess_error_says_its_stderr_line_is_its_stderr():
+    """`squall local`'s summary of a subprocess that never answered its handshake and wrote
+    "waiting" to stderr said "... killed by SIGKILL waiting": the stderr's line put after the
+    first line with only a space, read as one phrase. It is named as the stderr's now."""
+    from squall.cli._local import one_line
+
+    text = ("MultilangError: ShellBolt [upper] task 8: subprocess ['node', 'nohs.js'] (pid ?): no answer to the "
+            "handshake within 3 s; killed by SIGKILL\nits stderr ended with:\n  waiting")
+    assert one_line(text) == ("MultilangError: ShellBolt [upper] task 8: subprocess ['node', 'nohs.js'] (pid ?): no "
+                              "answer to the handshake within 3 s; killed by SIGKILL; its stderr ended with: waiting "
+                              "(--debug shows the traceback)")

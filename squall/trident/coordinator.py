@@ -848,11 +848,17 @@ class SpoutEmitterBody(BatchBody):
         return self.spout.get_component_configuration()
 
     def success(self, attempt: TransactionAttempt) -> None:
-        """The batch committed: tell the emitter, and count the records it gave up in it."""
+        """The batch committed: tell the emitter, and count the records it gave up in it.
+
+        A refusal is said (once) and goes no further: the executor runs ``success`` outside the
+        batch's handling of a `FailedException` (a ``$success`` is the master's notice, sent
+        unanchored: there is no batch to fail), so raised here it reached the engine, which
+        reported "execute raised on an input, which fails" with its traceback; the emitter's
+        clean-up is left to the launch that runs the topology now, as the spout coordinator's."""
         try:
             self.emitter.success(attempt)
         except LaunchRefusedError as e:
-            self._refused(e)
+            self._refusal.note(self._component, e)
         self._dead_letters.committed(attempt.txid)
 
     def component_statistics(self) -> dict[tuple[str, str, str], float]:

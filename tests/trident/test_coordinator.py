@@ -12,6 +12,7 @@ import pytest
 
 from squall import Config, FailedException, Fields, LocalCluster, TopologyBuilder, TopologyContext
 from squall._transactional import LaunchRefusedError, MemoryBackend
+from squall._tuple import Source, Tuple
 from squall.testing._registry import SharedLog, _lock, _Shared
 from squall.trident.coordinator import (
     BATCH_STREAM,
@@ -31,6 +32,8 @@ from squall.trident.spout import BatchSpoutAdapter, Emitter, FixedBatchSpout, IT
 from squall.trident.txstate import BackedTransactionalState, TransactionalStateError
 
 from ..conftest import wait_until
+from .test_executor import Context as ExecutorContext
+from .test_executor import Recorder
 
 
 def always(_txid: int) -> bool:
@@ -585,10 +588,19 @@ def test_a_spout_emitter_whose_launch_the_master_refuses_fails_its_inputs_quietl
             with pytest.raises(FailedException) as e:
                 body.execute(BatchInfo(attempt), BATCH_STREAM, [None, None])
             assert type(e.value) is FailedException, "refused: failed quietly, not reported"
-        with pytest.raises(FailedException):
-            body.success(tx(1))
+        body.success(tx(1))   # said once: the refusal is noted, not raised (below)
     refusals = [r.getMessage() for r in caplog.records if "no longer runs this worker launch" in r.getMessage()]
     assert len(refusals) == 1 and "spout-k" in refusals[0], refusals
+    # a $success is no batch's (the master's notice, unanchored): the executor runs it outside
+    # its FailedException handling, so a refusal raised there reached the engine, which
+    # reported "execute raised on an input, which fails" with its traceback
+    spec = BoltSpec(inputs=(InputSpec("$spoutcoord-k", BATCH_STREAM, Fields("metadata")),),
+                    outputs=(("s1", Fields("w")),), committer=False)
+    bolt, out = TridentBoltExecutor(spec, SpoutEmitterBody(_RefusedSpout(), "s1", "k")), Recorder()
+    bolt.prepare({"topology.message.timeout.secs": 30}, ExecutorContext(), out)
+    done = Tuple([tx(1)], Source("$mastercoord-bg0", SUCCESS_STREAM, 1, Fields("tx")))
+    bolt.execute(done)
+    assert out.acked == [done] and out.failed == [] and out.errors == []
 
 
 def test_a_transaction_attempt_crosses_workers_without_pickle() -> None:

@@ -106,16 +106,22 @@ def shown_record(fields: Iterable[str], values: Sequence[Any]) -> str:
 
 
 def operation_failed(operation: str, error: Exception, fields: Iterable[str] | None = None,
-                     values: Sequence[Any] | None = None, where: str = "") -> NoReturn:
+                     values: Sequence[Any] | None = None, where: str = "",
+                     given: Iterable[Sequence[Any]] = ()) -> NoReturn:
     """Raise ``error`` as a `TridentOperationError` of ``operation`` on the tuple ``values`` (of
-    ``fields``), or ``where`` in the batch. An error that is one already (an operation further
-    down the bolt raised) or a `FailedException` (the operation failed the batch on purpose, with
-    its own message) goes on as it is."""
+    ``fields``), or ``where`` in the batch. ``given``: the tuples (of ``fields`` too) of a call
+    over several (a query's ``batch_retrieve``), whose credential values the exception's text
+    may quote as well. An error that is one already (an operation further down the bolt raised)
+    or a `FailedException` (the operation failed the batch on purpose, with its own message)
+    goes on as it is."""
     if isinstance(error, (TridentOperationError, FailedException)):
         raise error
     names = list(fields or [])
     record = shown_record(names, values) if values is not None else None
     secrets = secret_values(names, values) if values is not None else []
+    for other in given:
+        secrets += secret_values(names, other)
+    secrets = sorted(set(secrets), key=len, reverse=True)
     if not secrets:
         raise TridentOperationError(operation, error, record, where) from error
     # the exception's own message may quote a credential field's value (int()'s "invalid literal

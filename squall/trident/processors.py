@@ -115,13 +115,15 @@ class Processor:
     def cleanup(self) -> None:
         """The task stops."""
 
-    def failed(self, error: Exception, values: list | None = None, parent: int = 0, where: str = "") -> NoReturn:
+    def failed(self, error: Exception, values: list | None = None, parent: int = 0, where: str = "",
+               given: Sequence[list] = ()) -> NoReturn:
         """Raise ``error``, which escaped this operation on tuple ``values`` of parent number
-        ``parent`` (or ``where`` in the batch), as a `squall.trident.failures.TridentOperationError`
+        ``parent`` (or ``where`` in the batch, on the tuples ``given`` it: their credentials are
+        masked where the exception quotes them), as a `squall.trident.failures.TridentOperationError`
         naming the operation and the tuple (one already, or a `FailedException`, as it is)."""
         tctx = self.tctx
         operation_failed(tctx.operation or tctx.name, error,
-                         tctx.parent_fields[parent] if values is not None else None, values, where)
+                         tctx.parent_fields[parent] if values is not None or given else None, values, where, given)
 
     def _check_width(self, values: list, what: str) -> list:
         if len(values) != len(self.tctx.fields):
@@ -679,7 +681,7 @@ class StateQueryProcessor(_StateProcessor):
             which = "one tuple" if len(tuples) == 1 else f"{len(tuples)} tuples"
             self.failed(e, where=f"in batch_retrieve over the batch's {which} in this partition, "
                                  f"{'' if len(tuples) == 1 else 'the first: '}"
-                                 f"{shown_record(self.tctx.parent_fields[0], tuples[0])}")
+                                 f"{shown_record(self.tctx.parent_fields[0], tuples[0])}", given=tuples)
         coll = self._coll
         coll.batch = batch
         for values, arg, result in zip(tuples, args, results):

@@ -167,6 +167,36 @@ def test_a_query_function_whose_batch_retrieve_raises_is_named_with_the_tuples_i
         f"in this partition, {RECORD}")
 
 
+class LookupByText(BaseQueryFunction):
+    def batch_retrieve(self, state, tuples):
+        raise KeyError(f"no such key {tuples[-1][0]!r}")   # the last tuple's: not the one quoted
+
+    def execute(self, tuple, result, collector) -> None:
+        collector.emit([result])
+
+
+def test_a_credential_a_batch_retrieve_quotes_is_masked_whichever_tuple_it_is_of():
+    """A query over a credential field whose batch_retrieve quotes a value (a KeyError of the
+    key it looked up) showed the credential in the error: masked in the quoted first tuple, but
+    not in the exception's message, as every other operation's is, for any of the tuples."""
+    topo = TridentTopology()
+    table = topo.new_static_state(MemoryMapState.factory())
+    topo.new_stream("s", FeederBatchSpout(["user", "token"])).state_query(
+        table, Fields("token"), LookupByText(), Fields("found"))
+    body = plan(topo).bolts[-1].body
+    body.prepare({}, BodyContext(), Output())
+    (stream,) = body.input_fields
+    batch = BatchInfo(TransactionAttempt(3, 1))
+    body.init_batch(batch)
+    for values in (["ann", "ghp_firstT0ken"], ["bob", "ghp_s3cr3tT0ken"]):
+        body.execute(batch, stream, values)
+    with pytest.raises(TridentOperationError) as raised:
+        body.finish_batch(batch)
+    assert str(raised.value) == (
+        "state_query(LookupByText) raised KeyError: \"no such key ***\"; in batch_retrieve over the batch's "
+        "2 tuples in this partition, the first: fields ['user', 'token'] values ['ann', '***']")
+
+
 class Unprintable(Exception):
     def __str__(self):
         raise RuntimeError("__str__ raised")

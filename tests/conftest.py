@@ -285,14 +285,27 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _timeout_of(item: pytest.Item) -> float:
-    """The pytest-timeout limit of ``item``: its mark's, else ``--timeout``, else the ini's."""
+    """The pytest-timeout limit of ``item``, read as pytest-timeout reads it: its mark's, else
+    ``--timeout``, else ``PYTEST_TIMEOUT``, else the ini's (0: none). Without pytest-timeout
+    (``-p no:timeout``) there is none: its ini key is unknown then, and asking for it raised in
+    every test's setup; a larger ``PYTEST_TIMEOUT`` ignored had its tests killed at twice the
+    ini's."""
+    config = item.config
+    if not config.pluginmanager.has_plugin("timeout"):
+        return 0.0
     mark = item.get_closest_marker("timeout")
+    given = None
     if mark is not None and mark.args:
-        return float(mark.args[0])
-    if mark is not None and "timeout" in mark.kwargs:
-        return float(mark.kwargs["timeout"])
-    given = item.config.getoption("timeout", None)
-    return float(given if given is not None else (item.config.getini("timeout") or 0))
+        given = mark.args[0]
+    elif mark is not None and "timeout" in mark.kwargs:
+        given = mark.kwargs["timeout"]
+    if given is None:  # (a mark's None, as pytest-timeout takes it: the default)
+        given = config.getoption("timeout", None)
+    if given is None:
+        given = os.environ.get("PYTEST_TIMEOUT") or None
+    if given is None:
+        given = config.getini("timeout") or 0
+    return float(given)
 
 
 def _in_test_files(config: pytest.Config) -> Path | None:

@@ -22,8 +22,11 @@ what went wrong."""
 # Node.js (12 and later) ends an uncaught exception's report with its version, after the stack:
 # the last line of such a subprocess's stderr says nothing of what went wrong
 _NODE_VERSION = re.compile(r"^Node\.js v\d+(\.\d+)*$")
-# a frame of a Node.js/JavaScript (`    at f (file.js:1:2)`) or Java (`\tat pkg.C.m(C.java:1)`) stack
-_STACK_FRAME = re.compile(r"^at\s")
+# a frame of a Node.js/JavaScript (`    at f (file.js:1:2)`, `    at file.js:1:2`) or Java
+# (`\tat pkg.C.m(C.java:1)`, and the `\t... 3 more` that ends a `Caused by:` block) stack: a
+# frame's location ends it, so that a message of the program's own that starts with "at" (`at
+# offset 42: bad record`) is still its stderr's last word
+_STACK_FRAME = re.compile(r"^(at\s.*(\)|:\d+:\d+)|\.\.\. \d+ more)$")
 
 
 def stderr_cause(lines: Iterable[str]) -> str | None:

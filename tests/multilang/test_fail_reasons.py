@@ -116,6 +116,21 @@ def test_a_node_subprocess_that_dies_is_named_by_its_exception_not_its_node_vers
     assert FailureCause.of_exception(EXCEPTION, "check", 3, error).message.endswith(said)
 
 
+def test_the_stderr_line_named_is_a_javas_cause_and_never_a_message_starting_with_at():
+    """A Java component's stack with a cause ends with `... 1 more`, which was named as what went
+    wrong; a program's own last line starting with "at" (`at offset 42: bad record`) was taken
+    for a stack frame and the line above it named instead."""
+    from squall._error_lines import stderr_cause
+
+    java = ['Exception in thread "main" java.lang.RuntimeException: wrapped', "\tat Split.main(Split.java:9)",
+            "Caused by: java.io.IOException: poison record", "\tat Split.read(Split.java:20)", "\t... 1 more"]
+    assert stderr_cause(java) == "Caused by: java.io.IOException: poison record"
+    assert stderr_cause(["reading partition 3", "at offset 42: bad record"]) == "at offset 42: bad record"
+    node = ["Error: poison record", "    at Object.<anonymous> (/w/split.js:3:11)", "    at /w/split.js:9:5",
+            "    at new Promise (<anonymous>)", "", "Node.js v20.1.0"]
+    assert stderr_cause(node) == "Error: poison record"
+
+
 def test_a_subprocess_that_dies_writing_megabytes_to_stderr_makes_no_megabyte_error_or_log_line(monkeypatch, caplog):
     """Each stderr line was logged and kept whole: a subprocess that wrote two 3 MB lines before
     it died made two 3 MB log lines, and a 6 MB error (the crash's report, logged with it). Now a

@@ -13,6 +13,7 @@ import errno
 import fcntl
 import os
 import pwd
+import re
 import stat
 import threading
 from collections.abc import Mapping
@@ -124,6 +125,34 @@ _MEANINGS: dict[int, tuple[str, str]] = {
     errno.EFBIG: ("the file is larger than the file system or the process's limit allows",
                   "raise the limit (`ulimit -f`), or point {setting} at another file system"),
 }
+
+
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+"""How an errno ends a Rust ``std::io::Error``'s text (delta-rs raises them as a plain ``DeltaError``)."""
+
+
+def errno_of(error: BaseException) -> int | None:
+    """The errno ``error`` carries: an `OSError`'s, or the one a Rust I/O error's text ends with
+    (``... No space left on device (os error 28)``); None if it carries none."""
+    if isinstance(error, OSError) and error.errno:
+        return error.errno
+    found = _OS_ERROR.search(str(error))
+    return int(found.group(1)) if found else None
+
+
+def disk_trouble(code: int | None, directory: str, setting: str) -> str | None:
+    """What ``code`` (an errno) means for a write under ``directory`` and what to do, when it is
+    one of the disk's troubles that the user must fix (full, a quota, read-only, permissions,
+    failing); None for another. ``setting``: what chooses the directory."""
+    if code not in _MEANINGS:
+        return None
+    meaning, todo = _MEANINGS[code]
+    try:
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a uid without a name (a container's)
+        user = str(os.getuid())
+    fill = {"dir": directory, "user": user, "setting": setting}
+    return f"{meaning.format(**fill)} ({errno.errorcode[code]}). To go on: {todo.format(**fill)}"
 
 
 def disk_error_message(code: int | None, strerror: str | None, path: str | os.PathLike, kept: Kept,

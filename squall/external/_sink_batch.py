@@ -37,6 +37,7 @@ from .._failure import (
     shown_values,
 )
 from .._fields import Fields
+from .._private import disk_trouble, errno_of
 from .._tuple import Tuple, is_tick_tuple
 
 log = logging.getLogger(__name__)
@@ -363,9 +364,7 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
             try:
                 self._commit_learning(table, ids)
             except Exception as e:  # noqa: BLE001 (any failed write: reported, and its tuples failed to replay)
-                err = e if isinstance(e, SinkWriteError) else SinkWriteError(
-                    f"sink {self.component!r}: batch {self.task_name}#{self._seq} of {len(ids)} rows "
-                    f"was not written ({type(e).__name__}: {e}); its tuples are failed and replay")
+                err = e if isinstance(e, SinkWriteError) else self._write_error(e, len(ids))
                 self.collector.report_error(err)  # which logs it
                 # why goes with each: a record given up says it in its dead letter. The rows
                 # that do not fit were taken out above: what is left failed for the store's
@@ -376,6 +375,24 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
                 return
         for tup in good:
             self.collector.ack(tup)
+
+    def _write_error(self, error: Exception, rows: int) -> SinkWriteError:
+        """The error of a batch of ``rows`` rows that ``error`` kept from being written: it names
+        the sink, the batch and where it writes, and for a disk's trouble (full, a quota,
+        read-only, permissions) what that means and what to do. Before, it named only the
+        exception: "No space left on device (os error 28)", and no directory to free space on."""
+        trouble = disk_trouble(errno_of(error), self._location(), f"the {type(self).__name__}'s {self.LOCATION_ARGUMENT}")
+        said = f": {trouble}" if trouble else ""
+        return SinkWriteError(f"sink {self.component!r}: batch {self.task_name}#{self._seq} of {rows} rows was not "
+                              f"written to {self._location()} ({type(error).__name__}: {error}){said}; its tuples are "
+                              f"failed and replay")
+
+    LOCATION_ARGUMENT = "path"
+    """The constructor argument that says where the sink writes (`_location`), for its errors."""
+
+    def _location(self) -> str:
+        """Where the sink writes (a directory, a table's URI), for its errors."""
+        raise NotImplementedError
 
     def _commit_learning(self, table: pa.Table, ids: list) -> None:
         """Commit ``table`` (the rows of ``ids``); where another writer of this task's name

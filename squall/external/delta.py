@@ -57,6 +57,11 @@ class DeltaSinkBolt(BatchingSinkBolt):
         self.app_prefix = app_id
         self.storage_options = storage_options
 
+    LOCATION_ARGUMENT = "table_uri"
+
+    def _location(self) -> str:
+        return self.table_uri
+
     def _open(self) -> list[CommittedBatch]:
         self.app_id = safe_name(f"{self.app_prefix or 'squall'}-{self.task_name}")
         self.writer = uuid.uuid4().hex

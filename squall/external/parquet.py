@@ -57,6 +57,9 @@ class ParquetSinkBolt(BatchingSinkBolt):
         self.path = str(path)
         self.compression = compression
 
+    def _location(self) -> str:
+        return self.path
+
     def _file(self, seq: int) -> Path:
         return Path(self.path) / f"part-{self.task_name}-{seq:010d}.parquet"
 

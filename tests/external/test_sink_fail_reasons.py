@@ -172,8 +172,47 @@ def test_a_parquet_batch_that_cannot_be_written_fails_each_tuple_saying_why(tmp_
     assert sorted(i for i, _ in out.causes) == [1, 2, 3] and not out.acked
     for _i, cause in out.causes:
         assert cause is not None and (cause.kind, cause.component) == ("unavailable", "sink"), cause  # the store's fault: not charged
-        assert cause.message.startswith("sink 'sink': batch sink-3#0 of 3 rows was not written (NotADirectoryError") \
-            and str(tmp_path / "pq") in cause.message, cause.message
+        assert cause.message.startswith(f"sink 'sink': batch sink-3#0 of 3 rows was not written to {tmp_path / 'pq'} "
+                                        "(NotADirectoryError"), cause.message
+
+
+@pytest.mark.parametrize("kind", ["parquet", "delta"])
+def test_a_batch_on_a_full_disk_fails_naming_the_sinks_place_and_what_to_do(tmp_path, monkeypatch, kind):
+    """A batch the full disk refused said only "No space left on device (os error 28)" (Delta) or
+    "[Errno 28] No space left on device" (Parquet): neither the directory nor the table the sink
+    writes, nor that space must be freed there. Now it names both, as the file sink's error does."""
+    import errno
+    schema = pa.schema([("id", pa.int64(), False), ("n", pa.int64())])
+    if kind == "parquet":
+        from squall.external import parquet
+
+        def full(*args, **kwargs):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        monkeypatch.setattr(parquet.pq, "write_table", full)
+        sink = ParquetSinkBolt(tmp_path / "t", schema, "id", batch_size=3)
+    else:
+        delta = pytest.importorskip("squall.external.delta", reason="needs deltalake")
+        from deltalake.exceptions import DeltaError
+
+        def full(*args, **kwargs):  # as delta-rs says it, a Rust I/O error in a DeltaError
+            raise DeltaError("Failed to parse parquet: External: Generic LocalFileSystem error: Unable to copy "
+                             "data to file: No space left on device (os error 28)")
+        monkeypatch.setattr(delta, "write_deltalake", full)
+        sink = delta.DeltaSinkBolt(tmp_path / "t", schema, "id", batch_size=3)
+    out = Recorder()
+    sink.prepare({}, Context(), out)
+    for t in tuples(3):
+        sink.execute(t)
+    assert sorted(i for i, _ in out.causes) == [1, 2, 3] and not out.acked
+    argument = "path" if kind == "parquet" else "table_uri"
+    for _i, cause in out.causes:
+        assert cause.kind == "unavailable", cause  # the disk's fault: not charged
+        assert cause.message.startswith(f"sink 'sink': batch sink-3#0 of 3 rows was not written to {tmp_path / 't'} ("), \
+            cause.message
+        assert f"no space is left on the device (ENOSPC). To go on: free space on the file system that holds " \
+               f"{tmp_path / 't'}" in cause.message and f"point the {type(sink).__name__}'s {argument} at" in cause.message, \
+            cause.message
+    assert [str(e) for e in out.errors] == [out.causes[0][1].message]  # reported once, saying the same
 
 
 def test_a_batch_that_cannot_be_written_builds_its_reason_once(tmp_path, monkeypatch):

@@ -392,3 +392,57 @@ def test_a_fifo_or_directory_put_in_a_listed_files_place_is_skipped(tmp_path, ca
         assert not reader.is_alive() and raised == [], raised
     assert lines(out.emitted) == ["a0", "c0"] and out.errors == []
     assert f"skipped {src / 'b.txt'}: not a regular file (a {kind}), put in place of the one listed" in caplog.text
+
+
+class Reporting(Collector):
+    """Keeps the errors a spout reports, instead of failing on the first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list[str] = []
+
+    def report_error(self, message):
+        self.errors.append(message)
+
+
+def test_a_file_truncated_while_it_is_read_is_reported_not_finished_silently(dirs):
+    """A file cut to its first 5,000 of 20,000 lines while the spout was at line 30 was read to
+    its new end and renamed done without a word: 15,000 lines gone. Now the spout reports it,
+    naming the file and the bytes no one read; every line still there is emitted once."""
+    src, local = dirs
+    write_lines(src / "a.txt", [f"line{i:06d}" for i in range(20000)])  # 11 bytes a line
+    task = Task(src, local, commit_every=1000)
+    task.spout.collector = task.out = Reporting()
+    first = task.pump(30)
+    os.truncate(src / "a.txt", 11 * 5000)
+    task.ack(first)
+    emitted = list(first)
+    for _ in range(20):
+        more = task.pump(500)
+        task.ack(more)
+        emitted += more
+    assert lines(emitted) == [f"line{i:06d}" for i in range(5000)]
+    assert os.listdir(src) == ["a.txt.done"]
+    said = (f"FileSpout 'lines' task 0: {src / 'a.txt'} was truncated while it was read: it was 220000 bytes, and ends "
+            f"at byte 55000 now; the records that were in bytes 55000 to 220000 are read by no one (the file is renamed "
+            f"done as read). Write a file elsewhere and move it in whole, and never truncate one the spout may be reading")
+    assert task.out.errors == [said]
+
+
+def test_a_file_that_grows_while_it_is_read_is_not_reported_truncated(dirs):
+    """Appends while the file is read (a producer that should have moved it in whole) are read,
+    and no truncation is reported."""
+    src, local = dirs
+    write_lines(src / "a.txt", [f"line{i:06d}" for i in range(2000)])
+    task = Task(src, local, commit_every=1)
+    task.spout.collector = task.out = Reporting()
+    first = task.pump(30)
+    with open(src / "a.txt", "a") as f:
+        f.write("".join(f"line{i:06d}\n" for i in range(2000, 3000)))
+    task.ack(first)
+    emitted = list(first)
+    for _ in range(10):
+        more = task.pump(500)
+        task.ack(more)
+        emitted += more
+    assert lines(emitted) == [f"line{i:06d}" for i in range(3000)] and not task.out.errors

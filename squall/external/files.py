@@ -877,6 +877,12 @@ class FileSpout(Spout, CountsDeadLetters):
         self.index = context.get_this_task_index()
         self.record_limit: int = self.max_record_bytes or setting(
             conf, MAX_RECORD_KEY, where=f"FileSpout {self.spout_id!r}")
+        # how long the last records of a file read to its end may wait for their acks before
+        # the task says it is held there (`_watch_end`): the time Storm gives a tuple
+        self.end_patience: float = setting(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS,
+                                           where=f"FileSpout {self.spout_id!r}")
+        self.at_end_since: float | None = None  # when the current file was found read to its end, waiting
+        self.end_said = False  # whether that wait was reported, once a file
         self.tasks = len(context.get_component_tasks(self.spout_id))
         self.kept = spout_files("FileSpout", self.spout_id, self.index, self.progress_dir, self.dead_letter_dir)
         try:
@@ -1051,6 +1057,7 @@ class FileSpout(Spout, CountsDeadLetters):
         self.file, self.handle, self.tracker = name, handle, OffsetManager(name, start)
         self.head = None
         self.size_seen = 0
+        self.at_end_since, self.end_said = None, False
         self.own[name] = FileMark(start, self._identity(start))
         self._load_file_charges(name, handle.fileno(), start, bool(rejected) and not start)
         return True
@@ -1211,6 +1218,8 @@ class FileSpout(Spout, CountsDeadLetters):
             return
         if not record:
             self._maybe_finish()
+            if self.handle is not None:
+                self._watch_end()
             self._maybe_commit()
             return
         if offset in self.dead:   # dead-lettered by a task that died before its commit passed it
@@ -1259,6 +1268,34 @@ class FileSpout(Spout, CountsDeadLetters):
         self.inflight.add(offset, values, charge.retries)
         self.gate.emitted(offset, alone, size)
         self.collector.emit(values, LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
+
+    def _watch_end(self) -> None:
+        """The current file is read to its end and some of its records are not acked: the task
+        opens its next file only once they are. Says so, once a file, when no ack came for
+        ``topology.message.timeout.secs``: a bolt that acks a record only when later records
+        reach it (a count window that is not full, an event-time window waiting for its
+        watermark) holds them for good, since the later records are in the next file, and
+        squall's windows keep their tuples from timing out. Before, the spout stopped there
+        without a word: a tumbling ``Count.of(5)`` window behind it read the first file of each
+        task and nothing more, nothing failed, nothing reported."""
+        now = self.clock.now()
+        if self.at_end_since is None:
+            self.at_end_since = now
+            return
+        if self.end_said or now - self.at_end_since < self.end_patience:
+            return
+        assert self.tracker is not None and self.file is not None
+        if not self.tracker.pending:
+            return  # a retry due later, not a wait for acks
+        self.end_said = True
+        self.collector.report_error(
+            f"FileSpout {self.spout_id!r} task {self.index}: {os.path.join(self.directory, self.file)} is read to its end, "
+            f"but {self.tracker.pending} of its records have not been acked for {now - self.at_end_since:.0f} s "
+            f"({Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS}); the task opens its next file only once they are. A bolt that "
+            f"acks a record only when later records reach it (a count window, or an event-time window that is not "
+            f"persistent) holds them for good, as the later records are in the next file: make such a window "
+            f"persistent (with_persistence(): it acks its inputs at each checkpoint), or use a duration window in "
+            f"processing time")
 
     def _set_aside(self, offset: int, write: Callable[[], None]) -> None:
         """Counts the record read from ``offset`` up to here as done once ``write`` has put it in
@@ -1380,6 +1417,7 @@ class FileSpout(Spout, CountsDeadLetters):
 
     def _done(self, offset: int) -> None:
         assert self.tracker is not None
+        self.at_end_since = None  # progress: a wait at the file's end is timed from here
         self.tracker.add_to_acked(offset)
         self.acks_since_commit += 1
         self._maybe_finish()

@@ -446,3 +446,42 @@ def test_a_file_that_grows_while_it_is_read_is_not_reported_truncated(dirs):
         task.ack(more)
         emitted += more
     assert lines(emitted) == [f"line{i:06d}" for i in range(3000)] and not task.out.errors
+
+
+def test_a_file_whose_last_records_wait_for_acks_past_the_message_timeout_is_reported_once(dirs):
+    """A tumbling Count.of(5) window behind a FileSpout holds the last records of each file until
+    more come, and they are in the next file, which the task opens only once they are acked:
+    on the process host the pipeline stopped for good after the first file of each task, with
+    nothing failed and nothing said. Now the task reports it once the records have waited for
+    the message timeout without an ack, naming the file and how many wait; an ack restarts the
+    wait, and the report comes once a file."""
+    from squall.engine.clock import SimulatedClock
+
+    src, local = dirs
+    write_lines(src / "a.txt", [f"line{i}" for i in range(10)])
+    clock = SimulatedClock()
+    task = Task(src, local, clock=clock)
+    task.spout.collector = task.out = Reporting()
+    emitted = task.pump(20)
+    task.ack(emitted[:7])  # a window of 5 fired once; 2 of the file's records wait in the next
+    task.pump(5)  # at the end: the wait starts
+    clock.advance(29)
+    task.pump(5)
+    task.ack(emitted[7:8])  # an ack within the timeout: the wait starts again
+    task.pump(5)
+    clock.advance(29)
+    task.pump(5)
+    assert task.out.errors == []
+    clock.advance(2)
+    task.pump(5)
+    clock.advance(60)
+    task.pump(5)  # said once
+    said = (f"FileSpout 'lines' task 0: {src / 'a.txt'} is read to its end, but 2 of its records have not been acked "
+            f"for 31 s (topology.message.timeout.secs); the task opens its next file only once they are. A bolt that acks "
+            f"a record only when later records reach it (a count window, or an event-time window that is not persistent) "
+            f"holds them for good, as the later records are in the next file: make such a window persistent "
+            f"(with_persistence(): it acks its inputs at each checkpoint), or use a duration window in processing time")
+    assert task.out.errors == [said]
+    task.ack(emitted[8:])
+    task.pump(5)
+    assert os.listdir(src) == ["a.txt.done"] and len(task.out.errors) == 1

@@ -190,6 +190,15 @@ class _CheckpointAware(Bolt):
         """The wrapped bolt's: whether it keeps its inputs unacked while they are in a window."""
         return getattr(self.bolt, "squall_holds_inputs", False)
 
+    def component_statistics(self) -> dict[tuple[str, str, str], float]:
+        """The wrapped bolt's own figures (`squall.engine.stats.component_figures`): a Parquet or
+        Delta sink's rows put on its ``dead_letter`` stream. The engine reads them off the object
+        it runs, which in a topology with a stateful bolt is this wrapper: without this, a sink
+        there counted its dead letters and no view showed them (0 in ``get_topology_info``, the
+        UI and ``squall monitor``, where the same topology without the stateful bolt said 2)."""
+        report = getattr(self.bolt, "component_statistics", None)
+        return report() if report is not None else {}
+
     def squall_check_at_submit(self, component_id: str, conf: dict[str, Any], streams: dict[str, Any],
                                inputs: dict[Any, Any], spouts: dict[str, dict[str, Any]] | None = None) -> None:
         """The wrapped bolt's check at submit (`squall.engine.plan.SUBMIT_CHECK`), if it has one

@@ -22,7 +22,7 @@ parser = pytest.importorskip("prometheus_client.parser")
 
 from starlette.testclient import TestClient
 
-from squall import Bolt, LocalCluster, TopologyBuilder
+from squall import BaseStatefulBolt, Bolt, LocalCluster, TopologyBuilder
 from squall.cli import _cluster as cli_cluster
 from squall.external.files import FileSpout
 from squall.external.parquet import ParquetSinkBolt
@@ -136,3 +136,36 @@ def test_a_sinks_dead_letter_rows_are_in_every_live_view(tmp_path, kind):
         assert (sum(c.count for c in counted.values()), reasons) == (BAD_ROWS, {"bad-row"})
         cluster.kill_topology("sdl", wait_secs=0)
     assert os.path.exists(src / "a.txt.done")
+
+
+class Counted(BaseStatefulBolt):
+    """A stateful bolt: with it in the topology, every other bolt runs in a wrapper."""
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+def test_a_sinks_dead_letters_are_shown_in_a_topology_with_a_stateful_bolt(tmp_path):
+    """In a topology with a stateful bolt, the engine runs every plain bolt inside a
+    `CheckpointTupleForwarder`, and reads a task's dead letters off the object it runs: the
+    wrapper, which did not pass the sink's figures on. On the process host and on Spark, a
+    pipeline whose sinks put 2 rows each on their ``dead_letter`` stream showed ``pq`` and
+    ``delta`` at 0 dead-lettered (the spout's own 5 were shown); without the stateful bolt, 2."""
+    from squall._failure import BAD_ROW, DEAD_LETTERED
+    from squall.engine.stats import component_figures
+    from squall.state._bolt import CheckpointTupleForwarder
+    from tests.external.test_delta import FakeCollector, FakeContext, tup
+
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(tmp_path / "in", ["id", "n"], progress_dir=tmp_path / "local"))
+    b.set_bolt("count", Counted()).shuffle_grouping("lines")
+    b.set_bolt("sink", ParquetSinkBolt(tmp_path / "pq", SCHEMA, "id")).shuffle_grouping("lines")
+    run = b.create_topology().components["sink"].obj  # what the engine runs, and asks for figures
+    assert isinstance(run, CheckpointTupleForwarder)
+    run.bolt.prepare({}, FakeContext(), FakeCollector())
+    run.bolt.execute(tup([1, "x"], fields=("id", "n")))  # does not fit int64: the dead_letter stream
+    run.bolt.flush()
+    assert component_figures(run) == {(DEAD_LETTERED, "sink", BAD_ROW): 1}

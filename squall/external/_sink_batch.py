@@ -314,6 +314,21 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
         for batch in committed[-self.dedupe_batches:]:
             self._committed.add(batch)
         self._seq = committed[-1].seq + 1 if committed else 0
+        # The recent batches of the component's other task names. A task's name holds its task
+        # id, which is not the same from one submission to the next: ids are given in component
+        # order, so a stateful bolt added (its checkpoint spout), another topology.workers (the
+        # ackers) or another parallelism of a component before this one moves every id. The
+        # records a restart replays then reach a task whose own batches never held them, and
+        # were written twice (65 of 21,870 rows in a pipeline resubmitted with a stateful bolt).
+        # Any id in them is durable already: acked without being written, until this task has
+        # committed a window of its own, by which time the restart's replays are over.
+        others = self._others_committed()
+        self._inherited: CommittedIds | None = None
+        if others:
+            self._inherited = CommittedIds(len(others))
+            for batch in others:
+                self._inherited.add(batch)
+            self._inherited_until = self._seq + self.dedupe_batches
 
     def execute(self, tup: Tuple) -> None:
         """Add ``tup``'s row to the batch (or ack a replay already committed); commit when full."""
@@ -332,7 +347,7 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
             self._bad(tup, None, SinkSchemaError(self.component, self.id_field, key, "the id",
                                                  "an id must be a value such as a str or an int"))
             return
-        if key in self._committed:
+        if key in self._committed or (self._inherited is not None and key in self._inherited):
             self.collector.ack(tup)  # a replay of a row already durable
             return
         self._tuples.append(tup)
@@ -420,6 +435,8 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
                 continue
             self._committed.add(CommittedBatch(seq, ids))
             self._seq = seq + 1
+            if self._inherited is not None and self._seq >= self._inherited_until:
+                self._inherited = None  # a window of its own: the restart's replays are over
             return
         raise SinkWriteError(f"sink {self.component!r}: batch {self.task_name}#{self._seq}: another writer of the "
                              f"task name committed before it {MAX_COMMIT_TRIES} times in a row; give each sink "
@@ -457,6 +474,11 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
 
     def _open(self) -> list[CommittedBatch]:
         raise NotImplementedError
+
+    def _others_committed(self) -> list[CommittedBatch]:
+        """The last ``dedupe_batches`` batches of each of the component's other task names in
+        the sink (other task ids: an earlier submission's, whose ids were given otherwise)."""
+        return []
 
     def _refused_for_rows(self, error: Exception) -> bool:
         """Whether a commit failed with ``error`` because of what its rows hold (charged to each

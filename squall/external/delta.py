@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from typing import Any
 
@@ -80,6 +81,21 @@ class DeltaSinkBolt(BatchingSinkBolt):
         if not batches or batches[-1].seq != last:
             batches.append(CommittedBatch(last, []))
         return batches
+
+    def _others_committed(self) -> list[CommittedBatch]:
+        # <app_id>-<component>-<task id>: exactly digits after, so not component "sink-1"'s for "sink"
+        theirs = re.compile(re.escape(safe_name(f"{self.app_prefix or 'squall'}-{self.component}")) + r"-\d+")
+        table = DeltaTable(self.table_uri, storage_options=self.storage_options)
+        if table.version() < 1:
+            return []  # only its creation: no batch of anyone's
+        tasks = len(self.context.get_component_tasks(self.component))
+        batches: dict[str, list[CommittedBatch]] = {}
+        for commit in table.history(limit=self.dedupe_batches * max(tasks, 1) * 2):  # the recent commits
+            app = commit.get(APP_KEY)
+            if isinstance(app, str) and app != self.app_id and theirs.fullmatch(app):
+                batches.setdefault(app, []).append(self._batch_of(commit))
+        return [b for app in sorted(batches)
+                for b in sorted(batches[app], key=lambda b: b.seq)[-self.dedupe_batches:]]
 
     def _batches_back_to(self, table: DeltaTable, seq: int | None) -> list[CommittedBatch]:
         """The batches of this task's name in ``table``'s log, oldest first: the last

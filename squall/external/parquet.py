@@ -30,7 +30,7 @@ from typing import BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._sink_batch import BatchingSinkBolt, CommittedBatch, CommittedElsewhere, SinkWriteError
+from ._sink_batch import BatchingSinkBolt, CommittedBatch, CommittedElsewhere, SinkWriteError, safe_name
 from .files import create_held, remove_if_abandoned, rename_no_replace
 
 __all__ = ["ParquetSinkBolt"]
@@ -108,6 +108,18 @@ class ParquetSinkBolt(BatchingSinkBolt):
             raise
         return seq
 
+    def _others_committed(self) -> list[CommittedBatch]:
+        # part-<component>-<task id>-<seq>: exactly digits between, so not component "sink-1"'s
+        # files for component "sink" (theirs have two numbers there)
+        name = re.compile(rf"part-{re.escape(safe_name(self.component))}-(\d+)-(\d{{10}})\.parquet")
+        seqs: dict[int, list[int]] = {}
+        for p in Path(self.path).iterdir():
+            m = name.fullmatch(p.name)
+            if m and int(m.group(1)) != self.task:
+                seqs.setdefault(int(m.group(1)), []).append(int(m.group(2)))
+        return [CommittedBatch(seq, self._ids_in(Path(self.path) / f"part-{safe_name(self.component)}-{task}-{seq:010d}.parquet"))
+                for task, theirs in sorted(seqs.items()) for seq in sorted(theirs)[-self.dedupe_batches:]]
+
     def _committed_elsewhere(self, seq: int) -> CommittedElsewhere:
         """The batches another writer of this task name committed from ``seq`` on (this one
         knows those before: it read them at its start, or committed them), the last
@@ -122,11 +134,15 @@ class ParquetSinkBolt(BatchingSinkBolt):
 
     def _ids_of(self, seq: int) -> list:
         """The ids of the committed file of ``seq``."""
+        return self._ids_in(self._file(seq))
+
+    def _ids_in(self, path: Path) -> list:
+        """The ids of the committed file ``path``."""
         try:
-            return pq.read_table(self._file(seq), columns=[self.id_field]).column(0).to_pylist()
+            return pq.read_table(path, columns=[self.id_field]).column(0).to_pylist()
         except (OSError, pa.ArrowException, KeyError) as e:
             raise SinkWriteError(f"sink {self.component!r}: cannot read the ids of committed file "
-                                 f"{self._file(seq)} ({e})") from e
+                                 f"{path} ({e})") from e
 
 
 @contextlib.contextmanager

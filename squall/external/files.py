@@ -1383,6 +1383,7 @@ class FileSpout(Spout, CountsDeadLetters):
             self._keep_claim(self.locks)
         if not self._ours(msg_id) or msg_id.offset not in self.inflight:
             return
+        self.at_end_since = None  # not held: failed, and replayed (a store that is down fails them, at the backoff's pace)
         offset = msg_id.offset
         grouped = self.gate.in_group(offset)
         beside = self.gate.beside(offset)

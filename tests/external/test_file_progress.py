@@ -485,3 +485,25 @@ def test_a_file_whose_last_records_wait_for_acks_past_the_message_timeout_is_rep
     task.ack(emitted[8:])
     task.pump(5)
     assert os.listdir(src) == ["a.txt.done"] and len(task.out.errors) == 1
+
+
+def test_records_failing_at_a_files_end_through_an_outage_are_not_reported_as_held(dirs):
+    """A store that is down fails the last records of a file again and again (at the backoff's
+    pace, at most every 10 s): they are replayed, not held by a window, and not so reported."""
+    from squall.engine.clock import SimulatedClock
+
+    src, local = dirs
+    write_lines(src / "a.txt", [f"line{i}" for i in range(3)])
+    clock = SimulatedClock()
+    task = Task(src, local, clock=clock, max_retries=None)
+    task.spout.collector = task.out = Reporting()
+    emitted = task.pump(10)
+    task.ack(emitted[:1])
+    for _ in range(12):  # 120 s of an outage: each failure's replay goes out and fails again
+        for _, msg_id in emitted[1:]:
+            task.spout.fail(msg_id)
+        clock.advance(10)
+        emitted[1:] = task.pump(10)
+    task.ack(emitted[1:])
+    task.pump(5)
+    assert os.listdir(src) == ["a.txt.done"] and task.out.errors == []

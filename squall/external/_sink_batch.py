@@ -60,6 +60,15 @@ class SinkSchemaError(SquallError):
                          f"{expected} ({cut_text(reason, 300)})")
 
 
+_COLOR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def plain_text(error: BaseException) -> str:
+    """``error``'s text on one line, without terminal color codes: delta-rs's I/O errors come
+    as a tree of lines marked by red arrows (``\\x1b[31m↳\\x1b[0m``), unreadable in a log or the UI."""
+    return " ".join(_COLOR.sub("", str(error)).split())
+
+
 def _hashable(value: Any) -> bool:
     try:
         hash(value)
@@ -310,7 +319,14 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
                         "on_bad_row='fail' to have its spout retry and dead-letter it", self.component,
                         self.task, DEAD_LETTER_STREAM)
         self._committed = CommittedIds(self.dedupe_batches)
-        committed = self._open()
+        try:
+            committed = self._open()
+        except SinkWriteError:
+            raise  # names the sink and what it could not read already
+        except Exception as e:
+            # deltalake's own error named no table and no sink ("Generic LocalFileSystem error
+            # ↳ Unable to copy data to file ↳ No space left on device (os error 28)", in color codes)
+            raise self._open_error(e) from e
         for batch in committed[-self.dedupe_batches:]:
             self._committed.add(batch)
         self._seq = committed[-1].seq + 1 if committed else 0
@@ -391,6 +407,15 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
         for tup in good:
             self.collector.ack(tup)
 
+    def _open_error(self, error: Exception) -> SinkWriteError:
+        """The error of a task that could not open its sink (create the table or directory, or
+        read what it committed): naming the sink, the task and where it writes, and for a disk's
+        trouble what it means and what to do."""
+        trouble = disk_trouble(errno_of(error), self._location(), f"the {type(self).__name__}'s {self.LOCATION_ARGUMENT}")
+        said = f": {trouble}" if trouble else ""
+        return SinkWriteError(f"sink {self.component!r} task {self.task}: cannot open {self._location()} "
+                              f"({type(error).__name__}: {plain_text(error)}){said}")
+
     def _write_error(self, error: Exception, rows: int) -> SinkWriteError:
         """The error of a batch of ``rows`` rows that ``error`` kept from being written: it names
         the sink, the batch and where it writes, and for a disk's trouble (full, a quota,
@@ -399,7 +424,7 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
         trouble = disk_trouble(errno_of(error), self._location(), f"the {type(self).__name__}'s {self.LOCATION_ARGUMENT}")
         said = f": {trouble}" if trouble else ""
         return SinkWriteError(f"sink {self.component!r}: batch {self.task_name}#{self._seq} of {rows} rows was not "
-                              f"written to {self._location()} ({type(error).__name__}: {error}){said}; its tuples are "
+                              f"written to {self._location()} ({type(error).__name__}: {plain_text(error)}){said}; its tuples are "
                               f"failed and replay")
 
     LOCATION_ARGUMENT = "path"

@@ -218,6 +218,28 @@ def test_a_batch_on_a_full_disk_fails_naming_the_sinks_place_and_what_to_do(tmp_
     assert [str(e) for e in out.errors] == [out.causes[0][1].message]  # reported once, saying the same
 
 
+def test_a_delta_table_a_full_disk_keeps_from_being_created_is_an_error_naming_the_sink_and_table(tmp_path, monkeypatch):
+    """A DeltaSinkBolt whose table a full disk kept from being created raised deltalake's own
+    error out of prepare, which killed the worker at every restart saying "OSError: Generic
+    LocalFileSystem error" and two lines of red-arrowed causes (terminal color codes in the log
+    and the UI), naming neither the sink nor the table."""
+    delta = pytest.importorskip("squall.external.delta", reason="needs deltalake")
+    from squall.external._sink_batch import SinkWriteError
+
+    def full(*args, **kwargs):  # as deltalake 1.x raises it
+        raise OSError("Generic LocalFileSystem error\n  \x1b[31m↳\x1b[0m Unable to copy data to file\n"
+                      "   \x1b[31m↳\x1b[0m No space left on device (os error 28)")
+    monkeypatch.setattr(delta.DeltaTable, "create", full)
+    sink = delta.DeltaSinkBolt(tmp_path / "t", pa.schema([("id", pa.int64(), False)]), "id")
+    with pytest.raises(SinkWriteError) as e:
+        sink.prepare({}, Context(), Recorder())
+    assert str(e.value) == (
+        f"sink 'sink' task 3: cannot open {tmp_path / 't'} (OSError: Generic LocalFileSystem error ↳ Unable to copy data "
+        f"to file ↳ No space left on device (os error 28)): no space is left on the device (ENOSPC). To go on: free "
+        f"space on the file system that holds {tmp_path / 't'} (see `df -h {tmp_path / 't'}`), or point the "
+        f"DeltaSinkBolt's table_uri at a directory on another file system")
+
+
 def test_a_batch_that_cannot_be_written_builds_its_reason_once(tmp_path, monkeypatch):
     """Every tuple of a batch whose write failed fails for one reason, which was masked and cut
     again for each (some 25 us a tuple: a quarter of a second for a batch of 10,000, on the

@@ -238,16 +238,20 @@ class Client:
                  settings: RpcSettings = _DEFAULT_SETTINGS) -> None:
         """``timeout``: seconds for the connect and for each reply (None: no limit, as a
         submission waiting out ``topology.max.replication.wait.time.sec: -1``)."""
+        # ``host:port``, named by every error of this connection: under Nimbus HA a supervisor
+        # or client tries several masters, and "connection lost: timed out" did not say which
+        # one a partition cut off
+        self._where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as e:
-            raise RpcError(f"cannot reach {host}:{port}: {e.strerror or e}") from e
+            raise RpcError(f"cannot reach {self._where}: {e.strerror or e}") from e
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._max_frame = settings.max_frame
         self._max_frame_key = settings.max_frame_key
         self._broken: str | None = None  # why the connection may no longer be used
         try:
-            self._codec = self._handshake(f"{host}:{port}", secret, settings.encryption)
+            self._codec = self._handshake(self._where, secret, settings.encryption)
         except BaseException:
             self._sock.close()
             raise
@@ -282,7 +286,7 @@ class Client:
         try:
             self._sock.sendall(data)
         except OSError as e:
-            raise RpcError(f"connection lost: {e}") from e
+            raise RpcError(f"connection to {self._where} lost: {e}") from e
 
     def _recv_exactly(self, n: int) -> bytes:
         buf = bytearray()
@@ -290,9 +294,9 @@ class Client:
             try:
                 chunk = self._sock.recv(n - len(buf))
             except OSError as e:
-                raise RpcError(f"connection lost: {e}") from e
+                raise RpcError(f"connection to {self._where} lost: {e}") from e
             if not chunk:
-                raise RpcError("connection closed by the peer")
+                raise RpcError(f"connection closed by {self._where}")
             buf += chunk
         return bytes(buf)
 

@@ -151,6 +151,27 @@ def test_after_a_timeout_the_late_reply_is_never_taken_for_the_next_calls():
         s.stop()
 
 
+def test_a_connection_that_times_out_or_is_closed_names_the_master_at_its_other_end():
+    """A master whose replies stop (a partition that drops packets) or that closes the connection:
+    the error names its address, as "cannot reach HOST:PORT" does. A supervisor cut off from the
+    master logged only "cannot reach the master: connection lost: timed out", naming no master
+    among the ``nimbus.seeds`` it tries."""
+    s = _Server(hold={"list"})
+    try:
+        c = Client("127.0.0.1", s.port, b"secret", timeout=0.3)
+        with pytest.raises(RpcError, match=f"^connection to 127.0.0.1:{s.port} lost: timed out$"):
+            c.call("list")
+    finally:
+        s.stop()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        closer = threading.Thread(target=lambda: listener.accept()[0].close())
+        closer.start()
+        with pytest.raises(RpcError, match=f"^connection closed by 127.0.0.1:{port}$"):
+            Client("127.0.0.1", port, b"secret", timeout=5)
+        closer.join(5)
+
+
 def test_a_workers_link_to_the_master_reconnects_after_a_timeout():
     from squall._wire import ReconnectingClient
     s = _Server(hold={"info"})

@@ -96,6 +96,7 @@ class LeaderLink:
         self.address: NimbusAddress = first or self.seeds[0]
         self._link: Any = None
         self._found = first is not None  # else: with several seeds, ask them before the first call
+        self._unreachable: NimbusAddress | None = None  # the master a call could not reach last
 
     def call(self, op: str, **args: Any) -> Any:
         """``op`` on the leader with ``args``; its reply."""
@@ -104,25 +105,40 @@ class LeaderLink:
     def send(self, op: str, args: dict[str, Any], resend: bool = True) -> Any:
         """``op`` on the leader; ``resend``: after a failure on the connection, find the leader
         and send it again (False for a change the master may have run: only a refusal by a
-        follower, which ran nothing, is sent again)."""
+        follower, which ran nothing, is sent again). A master that could not be reached is
+        not called again before the seeds are asked who leads (it is asked last): the leader
+        that a partition cut off was called again at every call, each waiting out the connect
+        timeout, while another master led."""
         if not self._found and len(self.seeds) > 1:
-            self.find()
+            self.find(self._unreachable)
         try:
-            return self._current().call(op, **args)
+            return self._sent(op, args)
         except RpcError:
             if len(self.seeds) == 1 or not resend:
                 raise
-            self.find()
+            self.find(self._unreachable)
         except RemoteError as e:
             if e.type != NOT_LEADER:
                 raise
-            self.find()
+            self.find(self._unreachable)
         try:
-            return self._current().call(op, **args)
+            return self._sent(op, args)
         except RemoteError as e:
             if e.type == NOT_LEADER:  # the election is still under way
                 raise RpcError(str(e)) from e
             raise
+
+    def _sent(self, op: str, args: dict[str, Any]) -> Any:
+        """``op`` on the master the link points at; one it cannot reach is noted (`find`)."""
+        try:
+            reply = self._current().call(op, **args)
+        except RpcError:
+            if len(self.seeds) > 1:
+                self._unreachable, self._found = self.address, False
+            raise
+        if self._unreachable == self.address:
+            self._unreachable = None
+        return reply
 
     def connect(self) -> None:
         """Open the connection now (to the leader, with several seeds), raising `RpcError` here
@@ -136,8 +152,14 @@ class LeaderLink:
             self._link = self._connect(self.address)
         return self._link
 
-    def find(self) -> NimbusAddress:
-        """Ask each seed in turn which master leads, and point the link at it.
+    def find(self, unreachable: NimbusAddress | None = None) -> NimbusAddress:
+        """Ask each seed in turn which master leads, and point the link at it. ``unreachable``:
+        a master that a call could not reach, asked last: in a partition that drops its
+        packets, connecting to it waits out the whole timeout (5 s a supervisor's, 10 s a
+        worker's), and asked first (the cut-off leader is often the first seed) it held every
+        worker's and supervisor's calls that long before the master that answers: a Trident
+        coordinator's save past the message timeout, a supervisor's sync past the new leader's
+        ``nimbus.supervisor.timeout.secs``, which moved every worker of the machine.
 
         Raises:
             RpcError: no seed answered ("Could not find leader nimbus from seed hosts ..."), or
@@ -145,7 +167,7 @@ class LeaderLink:
         """
         self.close()
         errors, electing = [], []
-        for seed in self.seeds:
+        for seed in sorted(self.seeds, key=lambda seed: seed == unreachable):  # stable: the others keep their order
             try:
                 link = self._connect(seed)
             except RpcError as e:

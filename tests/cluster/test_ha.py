@@ -97,6 +97,45 @@ def test_a_seed_that_knows_no_leader_does_not_hide_the_next_ones():
     assert link.find() == c
 
 
+def test_a_master_a_call_could_not_reach_is_asked_last_who_leads_now():
+    """A partition cuts the leader off, dropping its packets: a call to it times out, and so does
+    every connect to it, each after the whole timeout. The link asked the seeds who leads in
+    their order, the unreachable master (the first seed) first, and called it again at each
+    next call while another master led: a supervisor's syncs reached the new leader only after
+    its ``nimbus.supervisor.timeout.secs``, which moved every worker of the cluster, and a
+    Trident coordinator's save waited past the message timeout ("stuck?" in user code)."""
+    a, b, c = (NimbusAddress("127.0.0.1", p) for p in (1, 2, 3))
+
+    class Partitioned(_FakeMaster):
+        def call(self, op, **args):
+            if self.down:  # the connection made before the cut: its call times out
+                raise RpcError(f"connection to {self.me} lost: timed out")
+            return super().call(op, **args)
+    masters = {a: Partitioned(a, a), b: _FakeMaster(b, a), c: _FakeMaster(c, a)}
+    tried = []
+
+    def connect(address):
+        tried.append(address)
+        return masters[address].link()
+    link = LeaderLink([a, b, c], connect)
+    assert link.call("kill") == f"kill done by {a}"
+    masters[a].down = True
+    # the election is not over: b still names a, which does not answer
+    tried.clear()
+    with pytest.raises(RpcError, match="cannot reach 127.0.0.1:1"):
+        link.call("heartbeat")
+    assert tried == [b, a], tried
+    # c leads now: a is not waited for again before the seeds that answer name c
+    for m in masters.values():
+        m.leader = c
+    tried.clear()
+    assert link.call("kill") == f"kill done by {c}"
+    assert tried == [b, c], tried
+    tried.clear()
+    assert link.call("kill") == f"kill done by {c}"
+    assert tried == [], tried
+
+
 def test_while_no_master_leads_a_call_fails_as_an_unreachable_master_does():
     a, b = NimbusAddress("127.0.0.1", 1), NimbusAddress("127.0.0.1", 2)
     masters = {a: _FakeMaster(a, None), b: _FakeMaster(b, None)}

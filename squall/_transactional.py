@@ -28,6 +28,7 @@ import cloudpickle
 from ._config import Config
 from ._errors import SquallError
 from ._nimbus import TxWrite
+from ._waits import waiting_for
 
 MAX_KEY_CHARS = 200
 """A key's longest length: it is a file name on the process host, a node name in ZooKeeper."""
@@ -318,7 +319,7 @@ class MasterBackend:
         """``op`` on the master, tried again while it is unreachable or cannot write the cluster
         state; the master's refusals of the launch or of a limit raised as themselves."""
         from ._errors import RemoteError, RpcError, WorkerStoppingError, transient
-        with self._lock:
+        with self._lock, waiting_for(lambda: self._waited(op)):
             for attempt in range(self.retries + 1):
                 try:
                     return self.master.call(op, **args)
@@ -335,6 +336,12 @@ class MasterBackend:
                     if self._stopped_waiting():
                         raise WorkerStoppingError(f"{op} not sent again: the worker is stopping ({e})") from e
         raise AssertionError("unreachable")
+
+    def _waited(self, op: str) -> str:
+        """What a call of ``op`` waits for, for a report of a call that does not return."""
+        address = getattr(self.master, "address", None)  # a LeaderLink's: the master it calls now
+        where = "the master" if address is None else f"the master at {address}"
+        return f"{where} ({op}, tried up to {self.retries + 1} times: {Config.STORM_ZOOKEEPER_RETRY_TIMES} {self.retries})"
 
     def _stopped_waiting(self) -> bool:
         """Wait ``interval`` before the next try; True if the worker stopped meanwhile (or had)."""

@@ -34,6 +34,7 @@ from .._failure import WORKER_DIED, FailureCause
 from .._native import deliver_items
 from .._system import ACKER_COMPONENT
 from .._tuple import Tuple
+from .._waits import waited_for
 from .._worker_resources import WorkerResources
 from . import code_pickler
 from .acker_executor import AckerExecutor
@@ -526,9 +527,16 @@ class Worker:
             task, component = ex.current_task, ex.component
             stack = "".join(traceback.format_stack(frame))
             # the same words each time (`add_error` counts repeats of a component that keeps sticking)
-            text = (f"[{component}] task {task} has been in one call of its user code ({seen.entry.f_code.co_name}) "
-                    f"for over {after:g} s (topology.message.timeout.secs): stuck? The tuples it holds time out "
-                    f"and are replayed meanwhile")
+            waited = waited_for(thread.ident if thread is not None else None)
+            if waited is not None:  # not stuck in user code: waiting for a master that does not answer
+                text = (f"[{component}] task {task} has been in one call ({seen.entry.f_code.co_name}) for over "
+                        f"{after:g} s (topology.message.timeout.secs), waiting for {waited}, which does not "
+                        f"answer (cut off by the network, a Nimbus HA failover, down?). The tuples it holds time "
+                        f"out and are replayed meanwhile")
+            else:
+                text = (f"[{component}] task {task} has been in one call of its user code "
+                        f"({seen.entry.f_code.co_name}) for over {after:g} s (topology.message.timeout.secs): "
+                        f"stuck? The tuples it holds time out and are replayed meanwhile")
             log.warning("worker %s: %s; it is in:\n%s", self.port, text, stack)
             record = error_record(component, task, text, self.port)
             record.traceback = stack

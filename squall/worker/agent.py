@@ -194,6 +194,8 @@ class WorkerAgent:
         self._crashed = threading.Event()
         self._wake = threading.Event()
         self._beat_lock = threading.Lock()
+        # when (monotonic) heartbeats began failing, and when that was last said: None while they reach the master
+        self._unheard: tuple[float, float] | None = None
         self._told_stop = False
         self._activating = False  # the master waits for other workers' first beats to activate
         self._addresses_version = 0
@@ -512,6 +514,27 @@ class WorkerAgent:
         self._errors.append(rec.as_dict())
         return True
 
+    UNHEARD_REPEAT_SECS = 60.0
+    """While heartbeats fail, how often the worker says so again."""
+
+    def _beat_failed(self, error: Exception) -> None:
+        """A heartbeat did not reach the master: say so at once, naming the master and why (the
+        error names its address), then once a minute while it lasts. Before, nothing was said:
+        a worker whose link to the master was cut or lossy, restarted by the master for
+        "missed heartbeats ... user code holding the interpreter?", left no trace of the
+        network in its log."""
+        now = time.monotonic()
+        if self._unheard is None:
+            self._unheard = (now, now)
+            log.warning("worker %s: its heartbeat did not reach the master: %s; the master takes a worker unheard for "
+                        "%s (%s s) for dead (it restarts it, or moves its executors), so this worker may be "
+                        "stopped", self.slot, error, Config.NIMBUS_TASK_TIMEOUT_SECS,
+                        conf_value(self.conf, Config.NIMBUS_TASK_TIMEOUT_SECS))
+        elif now - self._unheard[1] >= self.UNHEARD_REPEAT_SECS:
+            self._unheard = (self._unheard[0], now)
+            log.warning("worker %s: its heartbeats have not reached the master for %.0f s: %s", self.slot,
+                        now - self._unheard[0], error)
+
     def beat(self) -> None:
         """Send one heartbeat now and act on the reply (thread-safe: a host in this process may
         call it to refresh the master's figures)."""
@@ -556,6 +579,7 @@ class WorkerAgent:
         except (RpcError, RemoteError) as e:
             if not transient(e):
                 raise
+            self._beat_failed(e)
             # the batch is sent again as it is, under its number: the master may have kept it
             # (killed before its reply, a leader whose write to ZooKeeper failed) and keeps a
             # number once. What came since waits, folded as the master folds them: a bolt
@@ -568,6 +592,10 @@ class WorkerAgent:
             self._errors.extendleft(reversed(_as_master_keeps(waiting)))
             return
         self._unsent = None  # the master has them
+        if self._unheard is not None:
+            log.info("worker %s: its heartbeats reach the master again, after %.0f s", self.slot,
+                     time.monotonic() - self._unheard[0])
+            self._unheard = None
         if reply.stop:
             # the master ended this launch (a kill, a rebalance, a new launch for the slot): its
             # copy goes first, so that no supervisor starts it again while no master answers

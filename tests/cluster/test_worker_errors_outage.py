@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from squall._errors import RpcError
@@ -81,6 +82,48 @@ def test_errors_reported_while_the_master_is_unreachable_stay_bounded_and_keep_t
                                for i in range(per_round - MAX_ERRORS_PER_COMPONENT, per_round)]
         [same] = [e for e in topo.errors if e.component == "feed"]
         assert same.error == "ValueError: the same bad record" and same.count == rounds * per_round
+    finally:
+        agent.stop()
+        thread.join(10)
+
+
+def test_a_heartbeat_that_does_not_reach_the_master_is_said_in_the_workers_log_naming_it(conf, caplog):  # noqa: F811
+    """A worker whose link to the master is cut or lossy: its failed heartbeats were swallowed
+    without a word, and when the master restarted it for "missed heartbeats ... (user code
+    holding the interpreter?)" its log held no trace of the network. The first failure is said,
+    with the error naming the master; the next ones within a minute are not; the first beat
+    through again says so."""
+    master = Master(conf)
+    _register(Served(master))
+    storm_id = master.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = master.topologies["t"]
+    link = _Link(master)
+    network = InMemoryNetwork()
+    slot = min(topo.assignment)
+
+    def make_transport(plan, origin, receive):
+        transport = InMemoryTransport(network, f"mem:{slot}")
+        transport.set_receiver(receive)
+        return transport
+
+    agent = WorkerAgent(link, storm_id, slot, topo.launch_ids[slot], {**conf, "worker.heartbeat.frequency.secs": 600},
+                        make_transport=make_transport, peer_poll_secs=0.01, seed=1)
+    thread = threading.Thread(target=agent.run, daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: agent.state is not None and agent.state.active, 10)
+        caplog.set_level(logging.INFO, logger="squall.worker")
+        link.down = True
+        for _ in range(3):
+            agent.beat()
+        said = [r.getMessage() for r in caplog.records if "heartbeat" in r.getMessage()]
+        assert said == [(f"worker {slot}: its heartbeat did not reach the master: connection refused; the master takes "
+                         f"a worker unheard for nimbus.task.timeout.secs (1 s) for dead (it restarts it, or moves its "
+                         f"executors), so this worker may be stopped")], said
+        link.down = False
+        agent.beat()
+        said = [r.getMessage() for r in caplog.records if "heartbeat" in r.getMessage()]
+        assert len(said) == 2 and said[1].startswith(f"worker {slot}: its heartbeats reach the master again, after "), said
     finally:
         agent.stop()
         thread.join(10)

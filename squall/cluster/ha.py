@@ -690,13 +690,14 @@ def check_base(v: Any) -> str | None:
     return None
 
 
-def check_assignment(v: Any, executors: int) -> str | None:
-    """What is wrong with an ``assignments/<id>`` value for a plan of ``executors`` executors."""
+def check_assignment(v: Any, executors: int | None) -> str | None:
+    """What is wrong with an ``assignments/<id>`` value for a plan of ``executors`` executors
+    (None: the indexes' form only, for a record whose plan is not known yet)."""
     if not isinstance(v, dict) or not isinstance(v.get("assignment"), dict) or not isinstance(v.get("slots"), dict):
         return "not a map of assignment and slots"
     for slot, idx in v["assignment"].items():
         if not _is_slot(slot) or not isinstance(idx, list) \
-                or not all(_is_int(i) and 0 <= i < executors for i in idx):
+                or not all(_is_int(i) and 0 <= i and (executors is None or i < executors) for i in idx):
             return f"slot {slot!r}: not host:port with executor indexes of the plan"
     for slot, s in v["slots"].items():
         if not _is_slot(slot) or not isinstance(s, dict) \
@@ -707,9 +708,10 @@ def check_assignment(v: Any, executors: int) -> str | None:
     return None
 
 
-def check_saved_topology(t: Any, executors: int) -> str | None:
+def check_saved_topology(t: Any, executors: int | None) -> str | None:
     """What is wrong with a lone master's ``state.json`` record of one topology, for a plan of
-    ``executors`` executors (None: nothing). ``state.json`` is not sealed as the plans are, so
+    ``executors`` executors (None: nothing; ``executors`` None: its form only, for the counts that
+    rebalance the plan to read). ``state.json`` is not sealed as the plans are, so
     its records get the checks a Nimbus HA leader's nodes get (`check_base`, `check_assignment`),
     on the forms an older master wrote too: slot records as three maps, the pending action as a
     ``[kind, due, args]`` list, no code digest."""

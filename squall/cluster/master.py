@@ -640,15 +640,22 @@ class Master:
             if plan is None:
                 log.error("state names topology %s but its plan is missing; dropped", name)
                 continue
-            problem = check_saved_topology(t, len(plan.executors))
+            # before anything reads it: a malformed record stopped the master at start, or made it
+            # answer every list and info with a bare TypeError. Its form first (its counts are
+            # read to rebalance the plan), then its executor indexes against the plan as
+            # rebalanced: checked against the plan as submitted, a `rebalance -e comp=N` that
+            # gave a component more executors dropped the topology at the master's next start
+            # (and the supervisor stopped its workers)
+            problem = check_saved_topology(t, None)
+            if problem is None:
+                rebalanced = _rebalanced(plan, t)
+                if rebalanced is None:
+                    continue
+                plan = rebalanced
+                problem = check_saved_topology(t, len(plan.executors))
             if problem is not None:
-                # before anything reads it: a malformed record stopped the master at start, or
-                # made it answer every list and info with a bare TypeError
                 log.error("the state's record of topology %s in %s is malformed (%s); dropped", name,
                           self.store.directory / "state.json" if self.store.directory else "memory", problem)
-                continue
-            plan = _rebalanced(plan, t)
-            if plan is None:
                 continue
             try:
                 self.topologies[name] = self.restore(plan, t)

@@ -561,6 +561,27 @@ def test_a_rebalance_keeps_the_code_and_a_restarted_master_resumes_its_counts(co
     assert again.topologies["t"].plan.parallelism == m.topologies["t"].plan.parallelism
 
 
+def test_a_restarted_master_resumes_a_topology_a_rebalance_gave_more_executors(conf):
+    """`squall rebalance -e sink=4` on a bolt of 4 tasks in 1 executor, then a master restart:
+    the saved assignment's executor indexes were checked against the plan as submitted (3
+    executors), so the record was dropped as malformed, the topology was gone and its workers
+    stopped. It resumes with its 5 executors, its workers kept."""
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["x"]), 1)
+    b.set_bolt("sink", AckBolt(), 1).shuffle_grouping("feed").set_num_tasks(4)
+    m = served(conf)
+    _register(m, ports=(7000, 7001))
+    m.op_submit(name="t", conf={"topology.workers": 1}, topology=cloudpickle.dumps(b.create_topology()))
+    m.op_rebalance(name="t", num_workers=2, executors={"sink": 4}, wait_secs=0)
+    assert max(i for idx in m.topologies["t"].assignment.values() for i in idx) >= 3  # the new executors' indexes
+
+    again = served(conf)
+    info = again.op_info(name="t")
+    assert (info["num_workers"], info["components"]["sink"]["executors"]) == (2, 4)
+    assert again.topologies["t"].assignment == m.topologies["t"].assignment
+    assert again.topologies["t"].launch_ids == m.topologies["t"].launch_ids
+
+
 def test_a_state_file_an_older_master_wrote_still_loads(conf):
     """Before the master kept one record per slot, state.json held each topology's launch ids,
     failed starts and given-up slots as three maps, and its pending kill or rebalance as a

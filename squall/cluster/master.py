@@ -54,6 +54,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -68,6 +69,7 @@ from .._error_lines import exception_text
 from .._errors import (
     AlreadyAliveException,
     BadParameterError,
+    IllegalStateTransition,
     InvalidTopologyException,
     NotAliveException,
     NotLeaderException,
@@ -863,7 +865,41 @@ class Master:
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise InvalidTopologyException(f"Topology name {name!r} is invalid: it must match ^[^/.:\\\\]+$")
         if name in self.topologies:
-            raise AlreadyAliveException(f"Topology with name `{name}` already exists on cluster")
+            raise self._name_taken(name)
+
+    def _name_taken(self, name: str) -> AlreadyAliveException:
+        """Storm's refusal of a name in use; for a topology still in its kill's wait (`squall kill
+        -w`), also that, and when the name is free. Storm's words alone left a user who had just
+        killed the topology (and seen `Killed topology`) to guess why its name was still taken."""
+        message = f"Topology with name `{name}` already exists on cluster"
+        topo = self.topologies[name]
+        if topo.status is TopologyStatus.KILLED and self._waiting(topo):
+            message += f" ({self._waiting(topo)}; submit it again after that)"
+        return AlreadyAliveException(message)
+
+    def _waiting(self, topo: _Topo) -> str:
+        """What ``topo``'s pending kill or rebalance waits for, and how long yet ("" none)."""
+        action = topo.pending_action
+        if action is None:
+            return ""
+        left = math.ceil(max(0.0, action.due - self.clock.wall()))
+        if action.kind == REMOVE_ACTION:
+            return f"it is being killed: status KILLED, removed in {left} s, when its kill's wait ends"
+        return (f"it is being rebalanced: status REBALANCING for {left} s more, until its rebalance's wait "
+                f"ends, then {topo.previous or TopologyStatus.ACTIVE} again")
+
+    def _next_status(self, topo: _Topo, event: str) -> TopologyStatus:
+        """`next_status` for a user's verb on ``topo``; its refusal keeps Storm's words and adds
+        the wait that blocks the verb and how long it lasts: Storm's alone (`No transition for
+        event: activate, status: REBALANCING`) left a script that ran `squall rebalance` then
+        `squall activate` to guess when to try again."""
+        try:
+            return next_status(topo.status, event)
+        except IllegalStateTransition as e:
+            waiting = self._waiting(topo)
+            if not waiting:
+                raise
+            raise IllegalStateTransition(f"{e} ({waiting})") from None
 
     def submit(self, name: str, conf: dict[str, Any] | None, topology: Any, initial_status: str = "ACTIVE") -> Outcome:
         """Validate, plan and place ``topology`` under ``name`` (Storm's ``submitTopology``,
@@ -891,7 +927,7 @@ class Master:
         status = TopologyStatus(initial_status)
         replaced = self.topologies.get(name) if replacing else None
         if name in self.topologies and replaced is None:
-            raise AlreadyAliveException(f"Topology with name `{name}` already exists on cluster")
+            raise self._name_taken(name)
         conf = dict(conf or {})
         merged = topology_conf(self.conf, conf)
         if not replacing:  # a check's warnings are the client's to print
@@ -920,7 +956,7 @@ class Master:
         """Start the topology of a `_new_plan`: place it, and save."""
         plan = planned.plan
         if plan.name in self.topologies:  # submitted under the same name meanwhile (Nimbus HA's wait)
-            raise AlreadyAliveException(f"Topology with name `{plan.name}` already exists on cluster")
+            raise self._name_taken(plan.name)
         topo = _Topo(plan, planned.status, self.clock.wall())
         topo.code = planned.code
         self.topologies[plan.name] = topo
@@ -978,7 +1014,7 @@ class Master:
         `NotAliveException` if there is no such topology."""
         topo = self._get(name)
         wait = _wait(topo, wait_secs)
-        topo.status = next_status(topo.status, KILL)
+        topo.status = self._next_status(topo, KILL)
         topo.pending_action = PendingAction(REMOVE_ACTION, self.clock.wall() + wait)
         self._changed()
         log.info("Killing topology %s (%s): spouts deactivated, removing it in %g s", name, topo.plan.storm_id, wait)
@@ -989,7 +1025,7 @@ class Master:
         """Storm's ``activate``: ``name``'s spouts may run again (workers learn it from their heartbeat
         replies). Raises `NotAliveException`, or `IllegalStateTransition` if it is killed or rebalancing."""
         topo = self._get(name)
-        topo.status = next_status(topo.status, ACTIVATE)
+        topo.status = self._next_status(topo, ACTIVATE)
         self._changed()
         log.info("Activated topology %s", name)
 
@@ -997,7 +1033,7 @@ class Master:
         """Storm's ``deactivate``: ``name``'s spouts stop emitting (workers learn it from their heartbeat
         replies). Raises `NotAliveException`, or `IllegalStateTransition` if it is killed or rebalancing."""
         topo = self._get(name)
-        topo.status = next_status(topo.status, INACTIVATE)
+        topo.status = self._next_status(topo, INACTIVATE)
         self._changed()
         log.info("Deactivated topology %s", name)
 
@@ -1014,7 +1050,7 @@ class Master:
         self._check_slots(name, new_plan.num_workers, releasing=len(topo.assignment))
         wait = _wait(topo, wait_secs)
         previous = topo.status
-        topo.status = next_status(topo.status, REBALANCE)
+        topo.status = self._next_status(topo, REBALANCE)
         topo.previous = previous
         topo.pending_action = PendingAction(REBALANCE_ACTION, self.clock.wall() + wait, num_workers,
                                             dict(executors or {}))

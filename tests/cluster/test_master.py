@@ -50,6 +50,38 @@ def test_a_submitted_topology_is_assigned_once_slots_exist(conf):
         m.op_submit(name="t", conf={}, topology=_topology())
 
 
+def test_a_verb_refused_during_a_kill_or_rebalance_wait_says_what_waits_and_how_long(conf):
+    """Storm's words alone left the user to guess: `squall kill t -w 10` then `squall jar` of t
+    (a redeploy) read ``Topology with name `t` already exists on cluster`` right after `Killed
+    topology: t`; `squall rebalance -w 20` then `squall deactivate` read `No transition for event:
+    inactivate, status: REBALANCING`. Each keeps Storm's words and says what waits, how long yet."""
+    clock = SimulatedClock(1000.0)
+    m = served(conf, clock=clock)
+    _register(m)
+    m.op_submit(name="t", conf={}, topology=_topology())
+    m.op_deactivate(name="t")
+    with pytest.raises(AlreadyAliveException, match=r"^Topology with name `t` already exists on cluster$"):
+        m.op_submit(name="t", conf={}, topology=_topology())
+    m.op_rebalance(name="t", wait_secs=20)
+    clock.advance(4.5)
+    with pytest.raises(IllegalStateTransition, match=r"^No transition for event: activate, status: REBALANCING "
+                       r"\(it is being rebalanced: status REBALANCING for 16 s more, until its rebalance's wait "
+                       r"ends, then INACTIVE again\)$"):
+        m.op_activate(name="t")
+    m.op_kill(name="t", wait_secs=10)
+    clock.advance(3.5)
+    kill_wait = r"\(it is being killed: status KILLED, removed in 7 s, when its kill's wait ends"
+    with pytest.raises(AlreadyAliveException, match=r"^Topology with name `t` already exists on cluster "
+                       + kill_wait + r"; submit it again after that\)$"):
+        m.op_submit(name="t", conf={}, topology=_topology())
+    with pytest.raises(IllegalStateTransition,
+                       match=r"^No transition for event: rebalance, status: KILLED " + kill_wait):
+        m.op_rebalance(name="t", wait_secs=0)
+    clock.advance(7)
+    m.monitor()
+    m.op_submit(name="t", conf={}, topology=_topology())
+
+
 def test_state_survives_a_restart_of_the_master(conf):
     m = served(conf)
     _register(m)

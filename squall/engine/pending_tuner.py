@@ -22,7 +22,12 @@ one place that reads that key and decides which of the three limits applies.
   task (what backpressure lets a bolt queue anyway): the floor stays raised, since below it
   nothing completed, until tuples time out in a window in which others complete too: that is
   a queue too long for the timeout again (a bolt that was stalled and is now slow), and the
-  floor is back to `AUTO_PENDING_FLOOR` per task. A bolt that is merely slow never raises it. Measured (a 1 ms/tuple bolt in another worker, message timeout 3 s):
+  floor is back to `AUTO_PENDING_FLOOR` per task, or to what the topology completes in the
+  budget if that is less (at least 1 per task): a bolt that completes fewer than the floor within
+  the budget (a slow service's 100 ms calls, a 2 s timeout) kept a queue longer than the timeout
+  under it, every replay behind its timed-out copy, and none completed again. Timeouts under a
+  limit tuples completed under are likewise a queue's, and double nothing. A bolt that is merely
+  slow never raises it. Measured (a 1 ms/tuple bolt in another worker, message timeout 3 s):
   Storm's unlimited default timed 30,032 tuples out in 8 s; this limit, none. Without acking or
   timeouts: no limit, as Storm.
 - **"auto"**, with acking on: a `PendingTuner` per task, the tuner described next; the
@@ -324,6 +329,7 @@ class CompletionRateLimit:
     bolt taking 1 ms per tuple), hence the rate over a window of periods."""
 
     def __init__(self, tasks: int, timeout_secs: float, ceiling: int | None = None) -> None:
+        self.tasks = tasks
         self.floor = self.base_floor = AUTO_PENDING_FLOOR * tasks
         self.budget = PENDING_BUDGET * timeout_secs
         self.timeout = timeout_secs
@@ -355,7 +361,13 @@ class CompletionRateLimit:
             # bolt that pauses, not a join), and doubled every period of the pause, it filled
             # the queues behind it with more than could be worked off within the timeout
             stuck = held and (len(samples) >= RATE_WINDOW or self._climbing) and self.limit > self._worked
-            if completed == done0 and (timed_out or stuck):
+            # timeouts double it on the same condition: under a limit tuples completed under,
+            # tuples that time out while none completes wait in a queue longer than the timeout
+            # (a bolt slower than the limit's worth per timeout), and doubled, the limit let the
+            # spout pile replays behind the copies that had timed out (measured: a 10 tuples/s
+            # bolt, timeout 2 s, the limit doubled up to the receive buffer; none completed)
+            too_low = timed_out and self.limit > self._worked
+            if completed == done0 and (too_low or stuck):
                 raised = 2 * self.limit
                 self.floor = self.limit = raised if self.ceiling is None else max(self.limit, min(raised, self.ceiling))
                 self._raised_at = now
@@ -364,9 +376,15 @@ class CompletionRateLimit:
             elif now > t0:
                 if completed > done0:
                     self._climbing = False
-                if expired > expired0 and completed > done0:
-                    self.floor = self.base_floor  # timeouts beside completions: a queue, not a batch
                 rate = (completed - done0) / (now - t0)
+                if expired > expired0 and (completed > done0 or self.limit <= self._worked):
+                    # timeouts beside completions, or under a limit tuples completed under: a
+                    # queue, not a batch. The floor is what the topology completes in the budget,
+                    # if that is less: a floor above it keeps a queue longer than the timeout, in
+                    # which every tuple times out and its replay joins the queue behind its
+                    # timed-out copy: none completes again (a 10 tuples/s bolt, timeout 2 s, 64 in
+                    # flight). The limit then halves, a period at a time, down to it
+                    self.floor = min(self.base_floor, max(self.tasks, int(rate * self.budget)))
                 self.limit = max(self.floor, int(rate * self.budget), self.limit // 2)
         samples.append((now, completed, expired))
         return self.limit

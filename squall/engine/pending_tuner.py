@@ -404,8 +404,12 @@ class MaxPending:
     limit is fixed)."""
 
     def __init__(self, conf: Mapping[str, Any], tasks: Sequence[int], *, acking: bool, timeouts_on: bool,
-                 timeout_secs: float, held_by: Sequence[str] = ()) -> None:
+                 timeout_secs: float, held_by: Sequence[str] = (), paced: bool = False) -> None:
+        """``paced``: the spout is one of squall's own, which keep their own few tuples in flight
+        whatever the limit (the checkpoint spout one step at a time, Trident's master coordinator
+        its batches): its timeouts are never a replay storm the limit lets in (`replay_storm`)."""
         msp = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
+        self.paced = paced
         self.tasks = list(tasks)
         self.acking = acking
         # a bolt downstream that holds its inputs in windows completes them only as the windows
@@ -468,7 +472,7 @@ class MaxPending:
         (the first such rotation only), else None. The other limits follow the completions."""
         (done_before, expired_before), self._seen = self._seen, (completed, expired)
         done, timed_out = completed - done_before, expired - expired_before
-        if self._warned or self.rate is not None or self.tuners or not self.limit or timed_out <= done:
+        if self._warned or self.paced or self.rate is not None or self.tuners or not self.limit or timed_out <= done:
             return None
         self._warned = True
         per_task = self.limit // len(self.tasks)

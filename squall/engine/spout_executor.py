@@ -72,10 +72,11 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         comps = wiring.plan.topology.components
         # (squall's own spouts, the checkpoint spout and Trident's master coordinator, pace
         # themselves whatever their limit)
-        holders = [] if self.component.startswith("$") else sorted(
+        own = self.component.startswith("$")
+        holders = [] if own else sorted(
             c for c in wiring.plan.downstream(self.component) if getattr(comps[c].obj, "squall_holds_inputs", False))
         self.pending_limit = MaxPending(conf, self.task_ids, acking=self.acking, timeouts_on=self.timeouts_on,
-                                        timeout_secs=self.timeout_secs, held_by=holders)
+                                        timeout_secs=self.timeout_secs, held_by=holders, paced=own)
         self.max_pending = self.pending_limit.limit
         self.timed_out = 0  # failed by a timeout or a lost worker: not completions, for the limit
         self.expired = 0  # failed by a timeout alone (the automatic limit doubles when only these come)

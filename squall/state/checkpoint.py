@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from .._components import Spout
 from .._config import Config, conf_value
-from .._failure import FailureCause
+from .._failure import TIMEOUT, FailureCause
 from .._fields import Fields
 from .._system import CHECKPOINT_STREAM
 from .._transactional import LaunchRefusedError
@@ -81,6 +81,16 @@ class CheckPointState(NamedTuple):
 
 
 INITIAL = CheckPointState(-1, COMMITTED)
+
+
+STALL_WARN_AFTER = 3
+"""Steps in a row that time out before the checkpoint spout says why no checkpoint goes through
+(`CheckpointSpout.fail_with`); then again each time that count doubles."""
+
+
+class CheckpointStalled(StateError):
+    """Checkpoints time out again and again: every step waits in a bolt's inbox behind more
+    tuples than it works off within the message timeout. Reported, not raised."""
 
 
 class StateLost(StateError):
@@ -202,6 +212,8 @@ class CheckpointSpout(Spout):
         # kill's wait) is never told `deactivate`, and finishes the transaction it finds prepared
         self._active = False
         self._drain_secs = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
+        self._timeouts = 0  # steps timed out in a row, since one went through (`fail_with`)
+        self._stalled_since: float | None = None  # when the first of them was emitted, about
         self._draining_until = float("-inf")
         floor = -1 if self._saved is None else _committed_floor(self._saved)
         if self._mark is not None and floor < self._mark:
@@ -339,6 +351,10 @@ class CheckpointSpout(Spout):
             self.next_tuple()   # (a COMMIT, or nothing while a step is in flight)
 
     def ack(self, msg_id: Any) -> None:
+        if self._timeouts >= STALL_WARN_AFTER:
+            log.warning("%s: checkpoint txid %s went through, after %d steps in a row had timed out",
+                        self._where, msg_id, self._timeouts)
+        self._timeouts = 0
         if self.lost is None:
             self._guarded(lambda: self.progress.acked(msg_id))
             if not self._active:
@@ -358,7 +374,37 @@ class CheckpointSpout(Spout):
                         cause.error, cause.component, cause.task)
         else:
             log.warning("checkpoint txid %s failed, %s; recovering", msg_id, cause.describe())
+        if cause.kind == TIMEOUT:
+            self._timed_out(msg_id)
+        else:
+            self._timeouts = 0
         self.fail(msg_id)
+
+    def _timed_out(self, txid: Any) -> None:
+        """Count a step that timed out; at `STALL_WARN_AFTER` in a row, and each time that
+        count doubles, say why no checkpoint goes through. Each line above says only that one
+        step timed out: a recovery step that waits behind the same queue times out too, and
+        the next, for ever, while the stateful bolts commit nothing and every tuple they took
+        replays (measured: a 10 tuples/s bolt before a stateful one, a 2 s timeout, 22 lines in
+        90 s and not one commit)."""
+        now = self._now()
+        if self._timeouts == 0:
+            self._stalled_since = now - self._drain_secs  # the step was emitted a timeout or more before
+        self._timeouts += 1
+        n = self._timeouts
+        times, rest = divmod(n, STALL_WARN_AFTER)
+        if rest or times & (times - 1):  # said at 3, 6, 12, 24 ... in a row: not a line per step
+            return
+        since = now - (self._stalled_since if self._stalled_since is not None else now)
+        error = CheckpointStalled(
+            f"{self._where}: no checkpoint went through for {since:.0f} s: {n} steps in a row (the last txid {txid}, "
+            f"{self.progress.state.phase}) timed out ({Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS} {self._drain_secs:g} s). "
+            f"A checkpoint waits in each bolt's inbox behind the tuples queued before it: a bolt takes longer "
+            f"than the timeout to work its queue off (slow calls, or more tuples in flight than it completes "
+            f"within the timeout). Until one goes through, the stateful bolts commit nothing and their tuples "
+            f"time out and replay. Set {Config.TOPOLOGY_MAX_SPOUT_PENDING} to at most what the slowest bolt "
+            f"completes in half the timeout, give it more executors, or raise {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS}")
+        self.collector.report_error(error)  # in the worker's log, and `squall list`, the UI
 
     def is_exhausted(self) -> bool:
         """Always: it has no input of its own to wait for (`squall.testing.complete_topology`)."""

@@ -61,3 +61,31 @@ def test_checkpoints_that_time_out_are_not_named_a_replay_storm_of_max_spout_pen
         assert wait_until(lambda: cluster.get_topology_info("held")["components"]["$checkpointspout"]["failed"] >= 3, 30)
     storms = [r.getMessage() for r in caplog.records if "replay storm" in r.getMessage()]
     assert not [m for m in storms if "$checkpointspout" in m], storms
+
+
+def test_checkpoints_that_time_out_again_and_again_say_why_none_goes_through():
+    """A bolt before a stateful one holds its inputs longer than the message timeout: every
+    checkpoint step waits behind them and times out, the recovery's too, for ever. Each said
+    only "checkpoint txid -1 failed, timed out (topology.message.timeout.secs); recovering"
+    (22 such lines in 90 s, and not one commit, behind a slow bolt). The third in a row is
+    reported as an error of the topology, naming why and the settings that end it."""
+    b = TopologyBuilder()
+    b.set_spout("records", OneRecord())
+    b.set_bolt("hold", NeverAcks()).shuffle_grouping("records")
+    b.set_bolt("count", Count()).shuffle_grouping("hold")
+    conf = Config()
+    conf.set_message_timeout_secs(0.3)
+    conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
+    with LocalCluster() as cluster:
+        cluster.submit_topology("held", conf, b.create_topology())
+
+        def errors():
+            return [e["error"] for e in cluster.get_topology_info("held")["components"]["$checkpointspout"]["errors"]]
+        assert wait_until(lambda: any("no checkpoint went through" in e for e in errors()), 30), errors()
+        failed = cluster.get_topology_info("held")["components"]["$checkpointspout"]["failed"]
+        said = [e for e in errors() if "no checkpoint went through" in e]
+    # at the third in a row, then at the sixth, the twelfth ...: not a line per step
+    assert 1 <= len(said) <= 1 + (failed >= 6) + (failed >= 12), (said, failed)
+    for named in ("3 steps in a row", "timed out (topology.message.timeout.secs 0.3 s)", "inbox",
+                  "topology.max.spout.pending", "more executors"):
+        assert named in said[0], (named, said[0])

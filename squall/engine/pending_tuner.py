@@ -328,8 +328,10 @@ class CompletionRateLimit:
     in bursts (a bolt in another worker flushes them once per loop round, which is a second for a
     bolt taking 1 ms per tuple), hence the rate over a window of periods."""
 
-    def __init__(self, tasks: int, timeout_secs: float, ceiling: int | None = None) -> None:
+    def __init__(self, tasks: int, timeout_secs: float, ceiling: int | None = None, commits: bool = False) -> None:
+        """``commits``: the spout's tuples complete only at a stateful bolt's commit (see `update`)."""
         self.tasks = tasks
+        self.commits = commits
         self.floor = self.base_floor = AUTO_PENDING_FLOOR * tasks
         self.budget = PENDING_BUDGET * timeout_secs
         self.timeout = timeout_secs
@@ -360,13 +362,19 @@ class CompletionRateLimit:
             # limit under which tuples completed before: it is not what holds them then (a
             # bolt that pauses, not a join), and doubled every period of the pause, it filled
             # the queues behind it with more than could be worked off within the timeout
-            stuck = held and (len(samples) >= RATE_WINDOW or self._climbing) and self.limit > self._worked
+            # Neither doubles where the tuples complete only at a stateful bolt's commit: that
+            # comes on a timer, not once more tuples are in flight, and when none comes the
+            # checkpoints wait behind a queue (a slow bolt before the stateful one) that a doubled
+            # limit only made longer: no checkpoint went through again (measured: a 10 tuples/s
+            # bolt, timeout 2 s, not one commit in 90 s). Timeouts are then a queue's (below)
+            stuck = (held and (len(samples) >= RATE_WINDOW or self._climbing) and self.limit > self._worked
+                     and not self.commits)
             # timeouts double it on the same condition: under a limit tuples completed under,
             # tuples that time out while none completes wait in a queue longer than the timeout
             # (a bolt slower than the limit's worth per timeout), and doubled, the limit let the
             # spout pile replays behind the copies that had timed out (measured: a 10 tuples/s
             # bolt, timeout 2 s, the limit doubled up to the receive buffer; none completed)
-            too_low = timed_out and self.limit > self._worked
+            too_low = timed_out and self.limit > self._worked and not self.commits
             if completed == done0 and (too_low or stuck):
                 raised = 2 * self.limit
                 self.floor = self.limit = raised if self.ceiling is None else max(self.limit, min(raised, self.ceiling))
@@ -377,7 +385,7 @@ class CompletionRateLimit:
                 if completed > done0:
                     self._climbing = False
                 rate = (completed - done0) / (now - t0)
-                if expired > expired0 and (completed > done0 or self.limit <= self._worked):
+                if expired > expired0 and (completed > done0 or self.limit <= self._worked or self.commits):
                     # timeouts beside completions, or under a limit tuples completed under: a
                     # queue, not a batch. The floor is what the topology completes in the budget,
                     # if that is less: a floor above it keeps a queue longer than the timeout, in
@@ -404,10 +412,13 @@ class MaxPending:
     limit is fixed)."""
 
     def __init__(self, conf: Mapping[str, Any], tasks: Sequence[int], *, acking: bool, timeouts_on: bool,
-                 timeout_secs: float, held_by: Sequence[str] = (), paced: bool = False) -> None:
+                 timeout_secs: float, held_by: Sequence[str] = (), paced: bool = False,
+                 committed_by: Sequence[str] = ()) -> None:
         """``paced``: the spout is one of squall's own, which keep their own few tuples in flight
         whatever the limit (the checkpoint spout one step at a time, Trident's master coordinator
-        its batches): its timeouts are never a replay storm the limit lets in (`replay_storm`)."""
+        its batches): its timeouts are never a replay storm the limit lets in (`replay_storm`).
+        ``committed_by``: the stateful bolts downstream, which ack their inputs at their commits
+        (`CompletionRateLimit`'s ``commits``)."""
         msp = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
         self.paced = paced
         self.tasks = list(tasks)
@@ -418,7 +429,8 @@ class MaxPending:
         # worth, and stall it
         self.tuners = tuners(conf, tasks, timeout_secs) if msp == AUTO and acking and not held_by else {}
         buffer = int(conf_value(conf, Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE))
-        self.rate = CompletionRateLimit(len(self.tasks), timeout_secs, buffer * len(self.tasks)) \
+        self.rate = CompletionRateLimit(len(self.tasks), timeout_secs, buffer * len(self.tasks),
+                                        commits=bool(committed_by)) \
             if timeouts_on and not msp and not held_by else None
         bolts = f"bolt{'s' if len(held_by) > 1 else ''} [{'], ['.join(held_by)}]"
         if msp == AUTO and acking and held_by:

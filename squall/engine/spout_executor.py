@@ -75,8 +75,11 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         own = self.component.startswith("$")
         holders = [] if own else sorted(
             c for c in wiring.plan.downstream(self.component) if getattr(comps[c].obj, "squall_holds_inputs", False))
+        committers = [] if own else sorted(
+            c for c in wiring.plan.downstream(self.component) if getattr(comps[c].obj, "squall_acks_at_commit", False))
         self.pending_limit = MaxPending(conf, self.task_ids, acking=self.acking, timeouts_on=self.timeouts_on,
-                                        timeout_secs=self.timeout_secs, held_by=holders, paced=own)
+                                        timeout_secs=self.timeout_secs, held_by=holders, paced=own,
+                                        committed_by=committers)
         self.max_pending = self.pending_limit.limit
         self.timed_out = 0  # failed by a timeout or a lost worker: not completions, for the limit
         self.expired = 0  # failed by a timeout alone (the automatic limit doubles when only these come)

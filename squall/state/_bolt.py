@@ -257,6 +257,10 @@ class StatefulBoltExecutor(_CheckpointAware):
     (``squall_fail_fast``), and so does every bolt with ``topology.bolt.fail.fast`` true.
     """
 
+    squall_acks_at_commit = True
+    """Its inputs complete at its commits, on a timer: the automatic max spout pending of the
+    spouts upstream does not double for want of completions (`squall.engine.pending_tuner`)."""
+
     @property
     def squall_fail_fast(self) -> bool:
         """Whether an exception in ``execute`` must crash the worker (`BoltExecutor` reads it when

@@ -253,3 +253,27 @@ def test_a_fixed_limit_under_which_tuples_time_out_faster_than_they_complete_is_
     for conf in ({}, {MSP: "auto"}):
         follows = limit(conf, timeout=5.0)
         assert follows.replay_storm(0, 0) is None and follows.replay_storm(0, 20_000) is None
+
+
+def test_the_rate_limit_of_a_spout_before_a_stateful_bolt_never_doubles_and_lowers_its_floor_on_timeouts():
+    """A stateful bolt acks its inputs at its commits, on a timer, not once more tuples are in
+    flight. Behind a slow bolt before it, every checkpoint waited in that bolt's queue and timed
+    out, so nothing completed; the limit, held with no completion and then timed out, doubled
+    up to the receive buffer, and the queue that held the checkpoints only grew: on LocalCluster
+    (10 tuples/s bolt, timeout 2 s) not one commit in 90 s. Now it never doubles there, and
+    timeouts with no completion are a queue's: the floor drops and the limit halves, the queue
+    drains, a checkpoint goes through (200 of 200 records acked in 45 s)."""
+    r = CompletionRateLimit(1, 2.0, ceiling=300, commits=True)   # floor 64, periods of 0.2 s
+    assert [r.update(t / 5, 0, 0, held=True) for t in range(12)] == [64] * 12  # held, nothing completed
+    assert r.update(2.6, 0, 64, held=True) == 32     # timed out: a queue, not a limit too low
+    assert r.floor == 1
+    assert [r.update(t, 0, 64, held=True) for t in (2.8, 3.0)] == [16, 8]
+    # the commits flow, 2 tuples every 0.2 s: the rate decides (10/s x 1 s)
+    assert [r.update(3.0 + t / 5, 2 * t, 64, held=True) for t in range(1, 11)][-1] in (9, 10)  # (rounded down)
+    m = MaxPending({}, [1], acking=True, timeouts_on=True, timeout_secs=2.0, committed_by=["count"])
+    assert m.rate is not None and m.rate.commits
+
+
+def test_a_stateful_bolt_says_its_inputs_complete_at_its_commits():
+    from squall.state import StatefulBoltExecutor
+    assert StatefulBoltExecutor.squall_acks_at_commit

@@ -127,7 +127,11 @@ class ErrorRecord:
         subprocess's error, whose first line says only that it exited, ends with the exception
         its stderr ended with), and ``(xN)`` if it repeated."""
         first, last = first_and_last(self.error)
-        line = f"[{self.component}] {first or '(no message)'}{f' ... {last}' if last else ''}"
+        first = first or "(no message)"
+        # an error that names its component first already (the watchdog's "[slow] task 7 has
+        # been in one call ...") is not named again: "[slow] [slow] task 7 ..."
+        named = f"[{self.component}]"
+        line = f"{'' if first.startswith(named + ' ') else named + ' '}{first}{f' ... {last}' if last else ''}"
         return f"{line} (x{self.count})" if self.count > 1 else line
 
 

@@ -65,3 +65,14 @@ def test_a_cut_leaves_no_part_of_a_credential_and_cutting_again_changes_nothing(
         assert "hunter" not in record.error and "secret" not in record.error
         assert len(record.error) <= 10_000 and f"({len(text)} characters, cut)" in record.error
         assert ErrorRecord.from_dict(record.as_dict()).error == record.error  # the master's copy
+
+
+def test_squall_lists_an_error_that_names_its_component_first_without_naming_it_twice():
+    """A bolt slower than the message timeout on some calls: `squall list` read "last: [slow]
+    [slow] task 7 has been in one call of its user code (execute) for over 2 s ...", the
+    watchdog's message naming its component already."""
+    stuck = ("[slow] task 7 has been in one call of its user code (execute) for over 2 s "
+             "(topology.message.timeout.secs): stuck? The tuples it holds time out and are replayed meanwhile")
+    assert ErrorRecord("slow", 7, 1.0, stuck, "", count=8).describe() == stuck + " (x8)"
+    assert ErrorRecord("slow", 7, 1.0, "ValueError: [slow] is bad", "").describe() == "[slow] ValueError: [slow] is bad"
+    assert ErrorRecord("slow", 7, 1.0, "[slower] task 2 ...", "").describe() == "[slow] [slower] task 2 ..."

@@ -71,7 +71,10 @@ mean complete latency at the limit of that interval.
   then the limit is what holds the topology back (a bolt that acks in batches larger than it
   completes nothing, and a join whose matches are further apart than it; their tuples would time
   out, and replay forever), so it doubles (within its bounds), every interval while that lasts,
-  and the tuner climbs again once tuples complete.
+  and the tuner climbs again once tuples complete. But tuples that time out with none acked under
+  a limit tuples were acked under, or under one that timed them out so before, waited in a queue
+  longer than the timeout (a probe above what a slow bolt works off within it): the limit halves,
+  and probes stay below the lowest such limit.
 
 The limit stays within ``[low, high]``.
 
@@ -156,6 +159,7 @@ class PendingTuner:
         self.stall_intervals = stall_intervals  # intervals held at the limit with no ack before it doubles
         self._held = 0  # intervals in a row held at the limit with no ack
         self._worked = 0  # the highest limit an interval with an ack was run under (`update`)
+        self._over = high + 1  # the lowest limit tuples timed out in a queue under (`update`)
 
     def update(self, now: float, acked: int, latency_sum: float, latency_count: int, expired: int = 0,
                held: bool = False) -> int:
@@ -176,13 +180,16 @@ class PendingTuner:
             stuck = self._held >= self.stall_intervals and self.limit > self._worked
             if stuck:
                 self._held -= 1  # held the next interval too: double again then
-            if (timed_out or stuck) and self.limit < self.high:
-                self._set(self._clamp(2 * self.limit))
-                self.settled = False
-                self._ref = None
-                self._peak = 0.0
-                self._step = STEP
-                self._direction = 1
+            # timeouts likewise: under a limit tuples were acked under, tuples that time out
+            # while none completes wait in a queue longer than the timeout (a probe that put more
+            # in flight than a slow bolt works off within it); doubled, every replay queued behind
+            # its timed-out copy and none was acked again. Then the limit halves instead
+            queue = timed_out and (self.limit <= self._worked or self.limit >= self._over)
+            if (timed_out or stuck) and not queue and self.limit < self.high:
+                self._restart_at(self._clamp(2 * self.limit))
+            elif queue:
+                self._over = min(self._over, self.limit)  # probes stay below it from now on
+                self._restart_at(self._clamp(self.limit / 2))
             return self.limit
         self._last = (now, acked, latency_sum, latency_count)
         self._held = 0
@@ -203,6 +210,15 @@ class PendingTuner:
         else:
             self._climb(m)
         return self.limit
+
+    def _restart_at(self, limit: int) -> None:
+        """Climb again from ``limit`` (the last measurements are no reference there)."""
+        self._set(limit)
+        self.settled = False
+        self._ref = None
+        self._peak = 0.0
+        self._step = STEP
+        self._direction = 1
 
     # --- climbing --------------------------------------------------------------------------------------
     def _climb(self, m: Measurement) -> None:
@@ -251,7 +267,7 @@ class PendingTuner:
         self._settle()
 
     def _clamp(self, x: float) -> int:
-        return max(self.low, min(self.high, round(x)))
+        return max(self.low, min(self.high, self._over - 1, round(x)))
 
     def _set(self, limit: int) -> None:
         if limit != self.limit:

@@ -5,6 +5,7 @@ acking and timeouts on), or the tuner ("auto"). Pure: time and counters passed i
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 from squall.engine.pending_tuner import (
     AUTO_PENDING_FLOOR,
@@ -176,7 +177,7 @@ def test_a_bolt_that_pauses_makes_no_tuple_time_out_after_it():
     assert expired == 0, (expired, tuner.limit)
 
 
-def _replaying_slow_bolt(r: CompletionRateLimit, *, service: float, timeout: float, until: float,
+def _replaying_slow_bolt(r: Any, *, service: float, timeout: float, until: float,
                          step: float = 0.01) -> tuple[int, int]:
     """A spout that replays each tuple that times out (its pending map a 2-bucket `RotatingMap`
     rotated every ``timeout``), into one bolt taking ``service`` s a tuple in arrival order,
@@ -233,6 +234,34 @@ def test_a_bolt_slower_than_the_floor_per_timeout_completes_its_tuples_without_a
         assert expired == 0, (service, expired, r.limit)
         assert done >= 0.95 * 20 * timeout / service, (service, done)
         assert r.limit < 64, (service, r.limit)
+
+
+class _Tuned:
+    """A `PendingTuner` as `_replaying_slow_bolt` drives a limit (no latencies timed)."""
+
+    period = 1.0  # topology.max.spout.pending.auto.interval.secs
+
+    def __init__(self, tuner: PendingTuner) -> None:
+        self.tuner = tuner
+
+    @property
+    def limit(self) -> int:
+        return self.tuner.limit
+
+    def update(self, now: float, completed: int, expired: int, held: bool) -> int:
+        return self.tuner.update(now, completed, 0.0, 0, expired, held)
+
+
+def test_the_tuner_halves_when_its_probe_times_tuples_out_in_a_queue():
+    """max spout pending auto over a bolt of 10 tuples/s, timeout 2 s: the tuner's probe of 64
+    in flight timed tuples out in the bolt's inbox, none was acked, and it doubled the limit as
+    for a batch it was too low for, up to its maximum: 100,000 timeouts, none acked. Timeouts
+    under a limit tuples were acked under, or at one that timed them out so before, halve it,
+    and its probes stay below that one."""
+    tuned = _Tuned(PendingTuner(16, 10_000, stall_intervals=1))
+    done, expired = _replaying_slow_bolt(tuned, service=0.1, timeout=2.0, until=80.0)
+    assert expired == 0, (expired, tuned.limit)
+    assert done >= 0.95 * 400, done
 
 
 def test_a_fixed_limit_under_which_tuples_time_out_faster_than_they_complete_is_named_as_a_replay_storm():

@@ -129,9 +129,11 @@ class ErrorRecord:
         first, last = first_and_last(self.error)
         first = first or "(no message)"
         # an error that names its component first already (the watchdog's "[slow] task 7 has
-        # been in one call ...") is not named again: "[slow] [slow] task 7 ..."
+        # been in one call ...", state's "component [count] task 3: ...") is not named again:
+        # "[slow] [slow] task 7 ..."
         named = f"[{self.component}]"
-        line = f"{'' if first.startswith(named + ' ') else named + ' '}{first}{f' ... {last}' if last else ''}"
+        said = first.startswith((named + " ", f"component {named} "))
+        line = f"{'' if said else named + ' '}{first}{f' ... {last}' if last else ''}"
         return f"{line} (x{self.count})" if self.count > 1 else line
 
 

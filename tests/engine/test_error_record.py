@@ -76,3 +76,7 @@ def test_squall_lists_an_error_that_names_its_component_first_without_naming_it_
     assert ErrorRecord("slow", 7, 1.0, stuck, "", count=8).describe() == stuck + " (x8)"
     assert ErrorRecord("slow", 7, 1.0, "ValueError: [slow] is bad", "").describe() == "[slow] ValueError: [slow] is bad"
     assert ErrorRecord("slow", 7, 1.0, "[slower] task 2 ...", "").describe() == "[slow] [slower] task 2 ..."
+    # state's and checkpoints' errors say "component [name] task N" (CheckpointStalled)
+    stalled = "component [$checkpointspout] task 1: no checkpoint has gone through for 12 s"
+    assert ErrorRecord("$checkpointspout", 1, 1.0, stalled, "").describe() == stalled
+    assert ErrorRecord("count", 3, 1.0, "component [counter] task 3: x", "").describe() == "[count] component [counter] task 3: x"

@@ -85,6 +85,10 @@ class Config(dict):
     """``"module:Class"`` of the `squall.state.StateProvider` of stateful bolts' states."""
     TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
     """The state provider's settings: a map, or a JSON object in a string (Storm's)."""
+    TOPOLOGY_STATE_ALLOW_TASK_COUNT_CHANGE = "topology.state.allow.task.count.change"
+    """squall's: True lets a stateful component start with another number of tasks than an earlier
+    submission kept its states in (keys then go to tasks whose state may not hold them, as in Storm);
+    false (the default) refuses it, naming the component (docs/state.md)."""
     TOPOLOGY_FILESPOUT_MAX_RECORD_BYTES = "topology.filespout.max.record.bytes"
     """FileSpout: a longer record is skipped and written to the dead-letter file."""
     TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = "topology.trident.batch.emit.interval.millis"
@@ -410,6 +414,7 @@ COMPONENT_KEYS = frozenset({
     Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_MAX_SLEEP_MILLIS,
     Config.TOPOLOGY_STATE_PROVIDER,
     Config.TOPOLOGY_STATE_PROVIDER_CONFIG,
+    Config.TOPOLOGY_STATE_ALLOW_TASK_COUNT_CHANGE,
     Config.TOPOLOGY_EXECUTOR_OWN_THREAD,
     Config.TOPOLOGY_EXECUTOR_BLOCKING_MOVE,
     Config.TOPOLOGY_BOLT_FAIL_FAST,
@@ -915,6 +920,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.TOPOLOGY_STATE_PROVIDER: (_string, "\"module:Class\" of a state provider (docs/state.md)", False),
     Config.TOPOLOGY_STATE_PROVIDER_CONFIG: (lambda v: isinstance(v, (str, dict)),
                                             "a map, or a JSON object in a string", True),
+    Config.TOPOLOGY_STATE_ALLOW_TASK_COUNT_CHANGE: _BOOL,
     Config.TOPOLOGY_FILESPOUT_MAX_RECORD_BYTES: (_positive_int, "a positive number of bytes", False),
     Config.TOPOLOGY_TRIDENT_SPARK_BOLT_IN_SOURCE: _BOOL,
     Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: (_non_negative_number, "a non-negative number of milliseconds",

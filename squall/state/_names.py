@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgpack
 
-from .._config import Config, conf_value
+from .._config import Config, conf_value, setting
 from ..engine.serialize import resolve
 from ._api import KeyValueState, State, StateError, StateHome
 
@@ -144,6 +144,63 @@ def get_key_value_state(namespace: str, conf: Mapping[str, Any], context: Topolo
 
 
 
+class EarlierLayout(NamedTuple):
+    """How an earlier submission of a topology laid out a stateful component's states: its task
+    count, and the namespace of each task index the master recorded."""
+
+    tasks: int
+    namespaces: list[str]
+
+
+def earlier_layouts(keys: list[str], blobs: Mapping[str, bytes | None], prefix: str, tasks: int) -> list[EarlierLayout]:
+    """The layouts recorded under ``prefix`` (``_squall_task/<component>/``) with a task count
+    other than ``tasks``, from the master's ``keys`` there and their ``blobs``; fewest tasks first."""
+    by_count: dict[int, list[tuple[int, str]]] = {}
+    for k in keys:
+        count, _, index = k[len(prefix):].partition("/")
+        if not (count.isdigit() and index.isdigit()) or int(count) == tasks:
+            continue
+        try:
+            namespace = msgpack.unpackb(blobs.get(k) or b"", raw=False)
+        except Exception:  # noqa: BLE001 (a record this code did not write: named by its key)
+            namespace = k
+        by_count.setdefault(int(count), []).append((int(index), str(namespace)))
+    return [EarlierLayout(n, [ns for _, ns in sorted(by_count[n])]) for n in sorted(by_count)]
+
+
+def task_count_change_error(owner: str, component: str, topology: str, tasks: int,
+                            earlier: list[EarlierLayout]) -> str:
+    """Why a stateful task of a component whose task count changed is refused, and what to do."""
+    was = "; ".join(f"{e.tasks} task{'s' if e.tasks != 1 else ''} (states {', '.join(e.namespaces)})"
+                    for e in earlier)
+    first = earlier[0].tasks
+    return (f"{owner}: topology {topology!r} kept the states of component [{component}] in {was} in an earlier "
+            f"submission, and [{component}] now has {tasks} task{'s' if tasks != 1 else ''}. A fields grouping "
+            f"picks a task by the number of tasks, so its keys would now go to tasks whose state does not hold "
+            f"them: their counts split between states, or started again from nothing (Storm does so silently). "
+            f"squall cannot move the keys between the tasks' states (a state's keys are whatever the bolt put, "
+            f"not the fields it is grouped on), so it refuses. Submit [{component}] with the task count its states "
+            f"have (set_num_tasks({first}), with any parallelism up to it; `squall rebalance -e {component}=N` "
+            f"changes its executors without moving a key), or submit the topology under another name to start "
+            f"afresh, or set {Config.TOPOLOGY_STATE_ALLOW_TASK_COUNT_CHANGE}: true to go on with the states as "
+            f"they are (docs/state.md)")
+
+
+def _refuse_another_task_count(backend: Any, context: TopologyContext, topology: str, tasks: int) -> None:
+    """Raise `StateError` when an earlier submission kept this component's states in another
+    number of tasks (``topology.state.allow.task.count.change`` not set)."""
+    from .._transactional import TASK_NAMESPACE_PREFIX, name_key
+    component = context.get_this_component_id()
+    owner = owner_of(f"{component}-{context.get_this_task_id()}", context)
+    prefix = f"{TASK_NAMESPACE_PREFIX}/{name_key(component)}/"
+    keys = [k for k in backend.list(topology, prefix) if not k.startswith(f"{prefix}{tasks}/")]
+    if not keys:
+        return
+    earlier = earlier_layouts(keys, {k: backend.get(topology, k) for k in keys}, prefix, tasks)
+    if earlier:
+        raise StateError(task_count_change_error(owner, component, topology, tasks, earlier))
+
+
 def state_namespace(conf: Mapping[str, Any], context: TopologyContext) -> str:
     """The namespace of a stateful task's state: Storm's ``<component>-<task id>``, unless an
     earlier run of the topology kept this task's keys under another one.
@@ -175,12 +232,18 @@ def state_namespace(conf: Mapping[str, Any], context: TopologyContext) -> str:
     key = f"{TASK_NAMESPACE_PREFIX}/{name_key(component)}/{len(tasks)}/{context.get_this_task_index()}"
     topology = topology_of(conf)
     owner = owner_of(own, context)
+    allow_change = setting(conf, Config.TOPOLOGY_STATE_ALLOW_TASK_COUNT_CHANGE, where=owner)
     from .._transactional import LaunchRefusedError, TransactionalStateError
     try:
         blob = backend.get(topology, key)
         if blob is None:
+            # this layout's first start: an earlier one with another task count holds the keys
+            if not allow_change:
+                _refuse_another_task_count(backend, context, topology, len(tasks))
             backend.put(topology, key, msgpack.packb(own))
             return own
+    except StateError:
+        raise
     except TransactionalStateError as e:
         if isinstance(e, LaunchRefusedError):
             raise StateError(f"{owner}: the master no longer runs this worker: {e}") from e

@@ -6,10 +6,14 @@ the other task, and its own keys' counts would start again from nothing. Every k
 hold every id of that key acked across both runs."""
 
 from collections import Counter
-
 from pathlib import Path
 
+import pytest
+
 from squall import BaseStatefulBolt, BasicBolt, Config, Fields, LocalCluster, TopologyBuilder
+from squall._transactional import MemoryBackend
+from squall.state import StateError
+from squall.state._names import state_namespace
 
 from ..conftest import wait_until
 from .counting import ReplayingSpout, acked, stop_and_wait
@@ -83,3 +87,52 @@ def test_a_resubmission_that_renumbers_the_tasks_keeps_each_keys_count(tmp_path)
     expected = Counter(i % KEYS for i in range(n))
     short = {k: (counts[k], want) for k, want in expected.items() if counts[k] < want}
     assert not short, f"(highest count, ids of the key acked) of keys counted short: {short}"
+
+
+class _Task:
+    """What `state_namespace` reads of a stateful task's context: its component's task ids
+    (``first`` on), its own, and the master's transactional state."""
+
+    def __init__(self, backend, tasks: int, index: int, first: int = 3):
+        self.transactional_home = backend
+        self.tasks = list(range(first, first + tasks))
+        self.index = index
+
+    def get_this_component_id(self):
+        return "count"
+
+    def get_this_task_id(self):
+        return self.tasks[self.index]
+
+    def get_this_task_index(self):
+        return self.index
+
+    def get_component_tasks(self, component):
+        return self.tasks
+
+
+def test_a_stateful_component_submitted_again_with_another_task_count_is_refused_naming_it():
+    """A fields-grouped stateful component kept its keys in 2 tasks' states; submitted again under
+    its name with 3 tasks (or 1), a key would go to a task whose state does not hold it: its
+    count split between states or started from nothing (a word count: 33 of 40 words in two
+    states after 2 -> 3 -> 1 tasks). Each task of the new count is refused, naming the component,
+    the states and what to do; the old count goes on with its states, and
+    topology.state.allow.task.count.change lets the new count go on with its own."""
+    backend = MemoryBackend()
+    conf = {"topology.name": "wc"}
+    assert [state_namespace(conf, _Task(backend, 2, i)) for i in range(2)] == ["count-3", "count-4"]
+    for tasks in (3, 1):
+        for i in range(tasks):
+            with pytest.raises(StateError) as refused:
+                state_namespace(conf, _Task(backend, tasks, i))
+            said = str(refused.value)
+            assert f"component [count] task {3 + i}: topology 'wc' kept the states of component [count] in 2 tasks " \
+                   f"(states count-3, count-4)" in said, said
+            assert f"now has {tasks} task" in said and "set_num_tasks(2)" in said, said
+            assert "topology.state.allow.task.count.change: true" in said, said
+    assert backend.list("wc", "_squall_task/count/") == ["_squall_task/count/2/0", "_squall_task/count/2/1"]
+    assert [state_namespace(conf, _Task(backend, 2, i, first=5)) for i in range(2)] == ["count-3", "count-4"]
+    allowed = {**conf, "topology.state.allow.task.count.change": True}
+    assert [state_namespace(allowed, _Task(backend, 3, i)) for i in range(3)] == ["count-3", "count-4", "count-5"]
+    # once allowed, that count has its own record: it goes on without the setting
+    assert state_namespace(conf, _Task(backend, 3, 2)) == "count-5"

@@ -18,6 +18,7 @@ import logging
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
+from time import monotonic
 from typing import Any, NamedTuple
 
 from .._ratelimit import RateLimitedLog
@@ -36,6 +37,79 @@ class Origin(NamedTuple):
     slot: str
     launch: int
     first_seq: int = 0
+
+
+class PeerReach:
+    """The peer workers that one worker's wire cannot reach: a connection that broke (its worker
+    died, or answered none of the wire's heartbeats or keepalive probes for its bound: a
+    partition, a lost machine), from the break until a connection is made again. The wire says
+    so once at the break and once at the recovery, naming the peer (`describe`), and counts the
+    breaks (``breaks``, in the worker's transport statistics); a spout whose tuples time out
+    while a peer is unreachable names the peer as the cause (`recent`), rather than its
+    ``topology.max.spout.pending`` (`squall.engine.pending_tuner.MaxPending.replay_storm`).
+
+    Peers are the wire's keys (a worker's first address); ``now``: the monotonic clock, seconds.
+    Thread-safe: the wire's threads note, the spouts' loops read."""
+
+    def __init__(self, now: Callable[[], float] = monotonic) -> None:
+        self._now = now
+        self._lock = threading.Lock()
+        self._away: dict[str, tuple[float, str]] = {}  # peer -> (when its connection broke, its description)
+        self._back: dict[str, tuple[float, str]] = {}  # peer -> (when it was reached again, its description)
+        self.breaks = 0  # connections to peers that broke, in all
+        # the components of a worker's tasks, for `describe` (set by the engine's `Worker`)
+        self.components: Callable[[Iterable[int]], list[str]] | None = None
+
+    def describe(self, address: str, tasks: Iterable[int]) -> str:
+        """``the worker at host:port (tasks 3, 4: sink)``: what a line about a peer names."""
+        tasks = sorted(tasks)
+        if not tasks:
+            return f"the worker at {address}"
+        names = self.components(tasks) if self.components is not None else []
+        listed = ", ".join(map(str, tasks))
+        return f"the worker at {address} (tasks {listed}{': ' + ', '.join(names) if names else ''})"
+
+    def broke(self, peer: str, description: str) -> bool:
+        """``peer``'s connection broke: True if it was reachable until now (say so, once)."""
+        with self._lock:
+            if peer in self._away:
+                return False
+            self._away[peer] = (self._now(), description)
+            self._back.pop(peer, None)
+            self.breaks += 1
+            return True
+
+    def made(self, peer: str) -> float | None:
+        """A connection to ``peer`` is made: for how many seconds it was unreachable, or None
+        if it was not (a first connection)."""
+        with self._lock:
+            away = self._away.pop(peer, None)
+            if away is None:
+                return None
+            now = self._now()
+            self._back[peer] = (now, away[1])
+            return now - away[0]
+
+    def forget(self, peer: str) -> None:
+        """``peer`` is gone for good (closed, moved): not unreachable any more."""
+        with self._lock:
+            self._away.pop(peer, None)
+            self._back.pop(peer, None)
+
+    def away(self) -> list[str]:
+        """The peers unreachable now."""
+        with self._lock:
+            return list(self._away)
+
+    def recent(self, secs: float) -> list[str]:
+        """The descriptions of the peers unreachable now or at any time in the last ``secs``
+        seconds, each with for how long (a spout's message timeout: what may have made its
+        tuples time out)."""
+        with self._lock:
+            now = self._now()
+            out = [f"{d} (unreachable for {now - t:.0f} s now)" for t, d in self._away.values()]
+            out += [f"{d} (unreachable until {now - t:.0f} s ago)" for t, d in self._back.values() if now - t <= secs]
+            return out
 
 
 Receiver = Callable[[int, Any], None]            # (task, item): the worker's ``receive``
@@ -80,6 +154,9 @@ class Transport(abc.ABC):
     # spouts back meanwhile (`squall.engine.loop.Backpressure.hold`). Only the wires between
     # processes hold messages so (`squall.worker.batching.BatchingTransport`).
     on_held: Callable[[str, bool], None] | None = None
+    # the peers a wire between processes cannot reach now, or could not lately (`PeerReach`):
+    # in memory, every peer is always reached
+    reach: PeerReach | None = None
 
     def loop_event(self) -> WakeEvent:
         """A new event for a loop of this worker to sleep on (`ExecutorLoop.wake` sets it).

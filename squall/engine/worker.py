@@ -179,6 +179,8 @@ class Worker:
 
         # One shared loop, plus one per executor of a component that asked for its own thread.
         self._transport = transport
+        if transport.reach is not None:  # a line about an unreachable peer names its tasks' components
+            transport.reach.components = lambda tasks: sorted({plan.task_to_component.get(t, "?") for t in tasks})
         self._loop_event = transport.loop_event
         shared = ExecutorLoop(f"squall-worker-{port}", state, backpressure, clock, plan.conf, self._crash,
                               transport.loop_event())

@@ -35,7 +35,7 @@ from .._native import sender as native_sender
 from .._ratelimit import RateLimitedLog
 from .._tuple import Tuple
 from ..engine.serialize import PLAIN_TYPES, SerializationError, Serializer
-from ..engine.transport import IntoReceiver, Transport
+from ..engine.transport import IntoReceiver, PeerReach, Transport
 from .envelope import CONTROL, DATA, SEAL_OVERHEAD, Opener, Origin, Refused, Sealer
 
 log = logging.getLogger("squall.worker")
@@ -116,6 +116,7 @@ class BatchingTransport(Transport):
         # tells what it noted meanwhile
         self._tell_lock = threading.RLock()
         self.given_up = 0  # messages given up for a peer that did not take them (`_gave_up_messages`)
+        self.reach: PeerReach = PeerReach(now)  # the peers whose connection broke, until it is made again
         # queues, sockets and backlogs are keyed by the address a peer worker first had: a
         # worker that restarts elsewhere (a Spark task on another executor) gets a new address
         # (`set_peers`), but the senders the executors hold keep appending to the same queue
@@ -229,14 +230,32 @@ class BatchingTransport(Transport):
                            "message timeout and replay; with acking off they are lost",
                            messages, self._address[key], self.given_up)
 
+    def _unreachable(self, key: str, why: str) -> None:
+        """The connection to the peer first known as ``key`` broke (``why``): say so once, naming
+        the peer, until it is made again (`_reached`)."""
+        description = self.reach.describe(self._address[key], [t for t, k in self._task_key.items() if k == key])
+        if self.reach.broke(key, description):
+            log.info("cannot reach %s: %s; what is sent to it waits for the connection to be made "
+                        "again (its tuples fail at the message timeout and replay)", description, why)
+
+    def _reached(self, key: str) -> None:
+        """A connection to the peer first known as ``key`` is made: say so if it was unreachable."""
+        away = self.reach.made(key)
+        if away is not None:
+            log.info("reached the worker at %s again, after %.0f s unreachable", self._address[key], away)
+
     @property
     def dropped(self) -> int:
         """Messages received and dropped, for any reason (`statistics` tells which)."""
         return self._opener.drops.total()
 
     def statistics(self) -> dict[str, Any]:
-        """Drops by reason, and items refused for their size (for the worker's heartbeat)."""
-        return {"dropped": self._opener.drops.as_dict(), "refused": self.refused, "given_up": self.given_up}
+        """Drops by reason, items refused for their size, messages given up, connections to
+        peers that broke and the peers unreachable now (for the worker's heartbeat: the
+        master's topology info shows them per worker)."""
+        return {"dropped": self._opener.drops.as_dict(), "refused": self.refused, "given_up": self.given_up,
+                "peer_breaks": self.reach.breaks,
+                "unreachable": sorted(self._address.get(key, key) for key in self.reach.away())}
 
     def set_launches(self, launches: dict[str, int], floor: int = 0) -> None:
         """The master's launch id per slot (``floor``: of the others): messages from older

@@ -516,6 +516,7 @@ class TcpTransport(BatchingTransport):
             out.connecting = False
             out.away = False
             out.connected_at = self._now()
+            self._reached(key)
         elif code in (errno.EINPROGRESS, errno.EAGAIN, errno.EALREADY):
             out.connecting = True
             self._watch(key, out)
@@ -538,6 +539,7 @@ class TcpTransport(BatchingTransport):
         out.connecting = False
         out.away = False
         out.connected_at = self._now()
+        self._reached(key)
         return True
 
     def _writable(self, key: str, mask: int) -> None:
@@ -563,7 +565,7 @@ class TcpTransport(BatchingTransport):
         part is lost: the peer dropped its beginning with the connection)."""
         if out.sock is not None:
             if not out.connecting:
-                log.info("the connection to the worker at %s broke: %s", self._address[key], error)
+                self._unreachable(key, f"the connection broke: {error}")
             self._close_outbound(out)
         out.sock = None
         out.connecting = False
@@ -641,6 +643,7 @@ class TcpTransport(BatchingTransport):
         open at the move (the old worker's end was not seen to close: its machine lost, say),
         and a frame given up."""
         out = self._outbound.pop(key, None)
+        self.reach.forget(key)
         if out is None:
             return False
         lost = out.gave_up

@@ -38,6 +38,22 @@ sent to that peer). A peer whose next launch comes at another address (a Spark t
 there, sealed again for it (`ZmqTransport._moved`). What was in flight when the peer died is
 lost with it (and what ZeroMQ took before it said so, if the peer comes back elsewhere); the
 master's notice fails it (it was sent before the notice).
+
+A peer that goes silent without closing its connections (a partition, a lost machine) gives
+ZeroMQ nothing to see: the kernel is told to close a peer socket's connection once what it sent
+has gone unacknowledged for `SILENT_SECS` (``TCP_MAXRT``, Linux's ``TCP_USER_TIMEOUT``), or, idle,
+once keepalive probes went unanswered for about as long (``TCP_KEEPALIVE*``, on the PULL socket's
+connections too). Its monitor then says the connection went, as at a death: the transport logs
+once which worker (address, tasks, components) it cannot reach and counts it (`statistics`,
+``peer_breaks`` and ``unreachable``: the master's topology info per worker), what is sent to it
+waits in `_unsent`, and once a connection is made again (an attempt to connect is given up after
+half of `SILENT_SECS`, so one starts soon after the network heals) it says after how long. A
+spout whose tuples time out meanwhile names that worker as the cause
+(`squall.engine.transport.PeerReach`). All of it is the kernel's: nothing per message.
+Not ZMTP heartbeats (``HEARTBEAT_IVL``): with them the receiving end writes PONGs, and libzmq
+4.3.5 aborts the process when a read error and a write come in one batch of events
+(``Assertion failed: !_io_error (src/stream_engine_base.cpp:310)``, libzmq issue 4841), which
+killed a worker at the heal of a 25 s partition.
 """
 
 from __future__ import annotations
@@ -85,6 +101,12 @@ _CURVE_OVERHEAD = 33
 # long, and the master moves its tasks or their tuples time out).
 SNDHWM = 1000
 MAX_UNSENT = 1000
+# A peer whose kernel acknowledges nothing for this long is unreachable: its connection is closed
+# and the transport says so (the module docstring). A live peer's kernel acknowledges whatever its
+# worker does (its ZeroMQ I/O thread reads into RCVHWM without the GIL); shorter than the default
+# topology.message.timeout.secs (30), so that the cause is in the log before the first timeouts.
+# A 25 s partition between two workers said nothing of the peer without it.
+SILENT_SECS = 10.0
 # How often the receiving thread hands `_unsent` to ZeroMQ again while something waits there
 RETRY_SECS = 0.1
 _RECEIVE_BUDGET = 256 * 1024 * 1024
@@ -95,9 +117,21 @@ _HANDSHAKE_FAILED = int(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHA
 # frame, which was 4% of a worker's GIL time at 30,000 tuples/s between 2 workers.
 _NOBLOCK = int(zmq.NOBLOCK)
 # what a peer socket's watch is told (`ZmqTransport._heard`)
-_CONNECTION_EVENTS = int(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+# (the handshake, not the TCP connection: a connection to a relay, or to a port whose process
+# does not answer, is made at once and carries nothing; ZeroMQ hands messages over only after it)
+_CONNECTION_EVENTS = int(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
 _EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 _RCVMORE = int(zmq.RCVMORE)
+
+
+def _keep_alive(sock: zmq.Socket, silent_ms: int) -> None:
+    """Have the kernel close ``sock``'s idle connections whose other end has not answered
+    keepalive probes for about ``silent_ms`` (probes after half of it idle, three a sixth apart,
+    as `squall._connlimit.keep_alive`; whole seconds)."""
+    sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
+    sock.setsockopt(zmq.TCP_KEEPALIVE_IDLE, max(1, silent_ms // 2000))
+    sock.setsockopt(zmq.TCP_KEEPALIVE_INTVL, max(1, silent_ms // 6000))
+    sock.setsockopt(zmq.TCP_KEEPALIVE_CNT, 3)
 
 
 def receive_queue_limit(max_message_bytes: int) -> int:
@@ -114,12 +148,13 @@ class ZmqTransport(BatchingTransport):
         peers, serializer, secret, receive, origin, max_message_bytes: as `BatchingTransport`'s,
             and its other keyword arguments (``batching``).
         encryption: ``squall.encryption``: ``"auto"``, ``"true"`` or ``"false"`` (`squall.worker.curve`).
+        silent_secs: a peer whose kernel acknowledges nothing for this long is unreachable (`SILENT_SECS`).
     """
 
     def __init__(self, bind: str, peers: dict[int, str], serializer: Any, secret: bytes,
                  receive: Callable[[int, Any], None] | None = None, ctx: zmq.Context | None = None, *,
                  origin: Origin, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 encryption: str = AUTO, **batching: Any) -> None:
+                 encryption: str = AUTO, silent_secs: float = SILENT_SECS, **batching: Any) -> None:
         super().__init__(peers, serializer, secret, receive, origin=origin, max_message_bytes=max_message_bytes,
                          **batching)
         self._ctx = ctx or zmq.Context.instance()
@@ -127,6 +162,7 @@ class ZmqTransport(BatchingTransport):
         self._arrived: deque[bytes] = deque()
         self._waiting_since = 0.0  # when the oldest message in _arrived came
         self._encryption = encryption
+        self._silent_ms = max(1, int(silent_secs * 1000))  # a peer's connection closed after this silence
         self._keys = curve.server_keys(secret) if encryption != NEVER else None
         self._sockets: dict[str, zmq.Socket] = {}
         self._unsent: dict[str, list[bytes]] = {}
@@ -141,6 +177,7 @@ class ZmqTransport(BatchingTransport):
         self.encrypted = self._keys is not None and curve.wants_encryption(encryption, bind)
         self._pull.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes + (_CURVE_OVERHEAD if self.encrypted else 0))
         self._pull.setsockopt(zmq.RCVHWM, receive_queue_limit(self.max_message_bytes))
+        _keep_alive(self._pull, self._silent_ms)  # a silent sender's connection is closed too
         self._pull.setsockopt(zmq.RCVTIMEO, 200)  # the receiving thread looks at `_closed` this often
         self._discard = bytearray()  # the extra frames of a multipart message go into nothing
         if self.encrypted and self._keys is not None:  # encrypted: there are keys
@@ -192,6 +229,7 @@ class ZmqTransport(BatchingTransport):
             sock.disable_monitor()
             watch.close(0)
         sock.close(0)
+        self.reach.forget(key)
         self._away.discard(key)
         self._gave_up.discard(key)
 
@@ -204,8 +242,12 @@ class ZmqTransport(BatchingTransport):
             event = recv_monitor_message(watch, _NOBLOCK)["event"]
             if event == zmq.EVENT_DISCONNECTED:
                 self._away.add(key)
-            elif event == zmq.EVENT_CONNECTED:
+                self._unreachable(key, f"its connection closed (the worker stopped or died, or its machine "
+                                       f"acknowledged nothing for {self._silent_ms / 1000:g} s: a partition, "
+                                       f"a lost machine)")
+            elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._away.discard(key)
+                self._reached(key)
 
     def _send(self, key: str, message: bytes) -> None:
         sock = self._sockets.get(key)
@@ -214,6 +256,15 @@ class ZmqTransport(BatchingTransport):
             sock = self._ctx.socket(zmq.PUSH)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.SNDHWM, SNDHWM)  # batches, not tuples: up to ~2M tuples queued
+            # a silent peer's connection is closed, which the watch reports (the module docstring)
+            sock.setsockopt(zmq.TCP_MAXRT, self._silent_ms)
+            _keep_alive(sock, self._silent_ms)
+            # without it, an attempt to connect to an unreachable machine waits out the kernel's
+            # SYN retries (about 2 min), and the connection is made again that long after a heal
+            sock.setsockopt(zmq.CONNECT_TIMEOUT, max(1, self._silent_ms // 2))
+            # a connection made whose handshake does not come (through a relay to a silent peer)
+            # is closed as soon, and tried again
+            sock.setsockopt(zmq.HANDSHAKE_IVL, self._silent_ms)
             if self._keys is not None and curve.wants_encryption(self._encryption, address):
                 curve.make_client(sock, self._keys.public)
             self._watches[key] = sock.get_monitor_socket(_CONNECTION_EVENTS)

@@ -354,6 +354,44 @@ def test_what_is_sent_to_a_dead_peer_reaches_its_next_launch_without_another_sen
         b.close()
 
 
+def test_a_peer_that_cannot_be_reached_is_named_once_counted_and_its_return_said(caplog):
+    """Two workers cut off from each other for 25 s on the ZeroMQ wire: no line named the other
+    worker, and the topology info's transport figures showed nothing. ZeroMQ now closes such a
+    connection (kernel timeouts, the module docstring); whatever closed it, the transport says
+    once which worker it cannot reach (address, tasks, components), counts it in `statistics`,
+    and says when it is reached again. Here the peer's worker stops and comes back: every item
+    sent reaches a launch of it, once."""
+    got1, got2 = Collect(), Collect()
+    b = transport(receive=got1, slot="h:2")
+    address = b.address
+    a = transport(peers={7: address, 8: address})
+    a.reach.components = lambda tasks: ["sink"]
+    try:
+        with caplog.at_level(logging.INFO, logger="squall.worker"):
+            a.sender(7)((0,))
+            a.flush()
+            assert wait_until(lambda: got1.got == [(7, (0,))])
+            assert a.statistics()["peer_breaks"] == 0 and a.statistics()["unreachable"] == []
+            b.close()
+            assert wait_until(lambda: gone(a, address), 10), "ZeroMQ did not see the connection go"
+            assert gone(a, address) and a.statistics()["peer_breaks"] == 1  # heard again: counted once
+            assert a.statistics()["unreachable"] == [address]
+            a.sender(8)((1,))
+            a.flush()
+            b = ZmqTransport(address, {}, PlainSerializer(), b"s3cret", got2, origin=Origin(STORM, "h:2", 2))
+            assert wait_until(lambda: got2.got == [(8, (1,))], 10), got2.got
+            assert wait_until(lambda: a.statistics()["unreachable"] == [], 5)
+        said = [r.getMessage() for r in caplog.records if address in r.getMessage()]
+        assert len([m for m in said if m.startswith("cannot reach")]) == 1, said
+        assert f"cannot reach the worker at {address} (tasks 7, 8: sink)" in said[0]
+        assert any(m.startswith(f"reached the worker at {address} again, after") for m in said), said
+        assert a.statistics()["peer_breaks"] == 1
+        assert got1.got == [(7, (0,))]
+    finally:
+        a.close()
+        b.close()
+
+
 @pytest.mark.parametrize("encryption", ["false", "true"])
 def test_what_waits_for_a_dead_peer_reaches_its_next_launch_at_a_new_address_and_nothing_is_lost(encryption):
     """As on Spark, the dead peer's next launch comes at another port. What the sender sent

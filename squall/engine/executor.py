@@ -243,6 +243,7 @@ class Wiring:
     ackers: list[Callable[[Any], None]] = field(default_factory=list)
     tracker: Any = None             # this worker's WorkerCounts of a tracked topology (squall.engine.tracking), or None
     executing: Any = None           # a bolt executor's line on the worker's board (squall.engine.executing), or None
+    reach: Any = None               # the PeerReach of the worker's wire (squall.engine.transport), or None
 
     def __post_init__(self) -> None:
         self.ackers = [self.deliver[t] for t in self.plan.acker_tasks]

@@ -87,9 +87,12 @@ import logging
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .._config import Config, conf_value
+
+if TYPE_CHECKING:
+    from .transport import PeerReach
 
 log = logging.getLogger(__name__)
 
@@ -464,6 +467,7 @@ class MaxPending:
         self.timeout_secs = timeout_secs
         self._seen = (0, 0)  # completed and expired at the last `replay_storm` call
         self._warned = False
+        self._blamed = -1  # the breaks counted by the `PeerReach` when a warning last named its peers
         if self.tuners:
             self.limit = sum(t.limit for t in self.tuners.values())
             self.period = interval(conf)
@@ -493,17 +497,33 @@ class MaxPending:
             self.limit = self.rate.update(now, completed, expired, held)
         return self.limit
 
-    def replay_storm(self, completed: int, expired: int) -> str | None:
+    def replay_storm(self, completed: int, expired: int, reach: PeerReach | None = None) -> str | None:
         """Call at every timeout rotation with the executor's cumulative counters: tuples
         completed (acked or failed by the topology) and timed out. A fixed limit (a number) under
         which more tuples timed out since the last call than completed lets more wait than the
         topology completes within the message timeout: their replays queue behind copies that
         already failed, and may never complete (Storm's replay storm; measured, 0 acks in 150 s
         while the bolt worked). Returns the warning to log, naming the settings that end it
-        (the first such rotation only), else None. The other limits follow the completions."""
+        (the first such rotation only), else None. The other limits follow the completions.
+
+        But while a peer worker was unreachable within the message timeout (``reach``: this
+        worker's wire's), the tuples that crossed to it timed out for that, whatever the limit:
+        the warning names the peer instead (once per break), and the limit's stays due."""
         (done_before, expired_before), self._seen = self._seen, (completed, expired)
         done, timed_out = completed - done_before, expired - expired_before
-        if self._warned or self.paced or self.rate is not None or self.tuners or timed_out <= done:
+        if self.paced or self.rate is not None or self.tuners or timed_out <= done:
+            return None
+        peers = reach.recent(self.timeout_secs) if reach is not None else []
+        if peers:
+            assert reach is not None
+            if reach.breaks == self._blamed:
+                return None
+            self._blamed = reach.breaks
+            return (f"{timed_out} tuples timed out in the last {self.timeout_secs:g} s and {done} completed while "
+                    f"this worker could not reach {'; '.join(peers)}: what crossed to it fails at "
+                    f"{Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS} and replays once it is reached again "
+                    f"(not a matter of {Config.TOPOLOGY_MAX_SPOUT_PENDING})")
+        if self._warned:
             return None
         self._warned = True
         if not self.limit:

@@ -207,7 +207,7 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         for task, _msg_id, _stream in expired:
             self.expired_by_task[task] += 1
         self._fail(expired, _TIMED_OUT)
-        storm = self.pending_limit.replay_storm(self.completed(), self.expired)
+        storm = self.pending_limit.replay_storm(self.completed(), self.expired, self.wiring.reach)
         if storm is not None:
             log.warning("spout [%s] tasks %s: %s", self.component, self.task_ids, storm)
 

@@ -230,7 +230,7 @@ class Worker:
             wiring = Wiring(plan, self._deliver_map(lp, transport), clock, state, backpressure,
                             report_error, port, self.tasks, seed, self.inboxes, loop=lp,
                             loads=self.load_mapping if load_aware else None, tracker=self.tracker,
-                            executing=lines.get(e))
+                            executing=lines.get(e), reach=transport.reach)
             ex = self._make_executor(e, wiring, blobs)
             ex.depth = depths.get(e.component, 0)  # type: ignore[attr-defined]
             lp.add(ex)

@@ -15,6 +15,7 @@ from squall.engine.pending_tuner import (
     MaxPending,
     PendingTuner,
 )
+from squall.engine.transport import PeerReach
 
 MSP = "topology.max.spout.pending"
 
@@ -322,3 +323,40 @@ def test_a_replay_storm_with_no_limit_before_a_windowed_bolt_is_named_too():
                   "bolt [window] holds its inputs in windows", "replay storm", "a window's worth"):
         assert named in warning, (named, warning)
     assert m.replay_storm(completed=10, expired=400) is None  # said once
+
+
+def test_tuples_that_time_out_while_a_peer_is_unreachable_name_the_peer_not_max_spout_pending():
+    """Two workers cut off from each other for 25 s on the ZeroMQ wire (message timeout 10 s,
+    max spout pending 50): the only line the user saw blamed topology.max.spout.pending for a
+    replay storm, and named no worker. The wire notes the peers it cannot reach (`PeerReach`,
+    on an injected clock); a rotation that times out more than completes while one is, or was
+    within the message timeout, names it instead, once per break; the limit's warning stays due
+    for a real storm after."""
+    clock = [100.0]
+    reach = PeerReach(lambda: clock[0])
+    reach.components = lambda tasks: ["sink"]
+    peer = reach.describe("10.0.0.3:6700", [4, 3])
+    assert peer == "the worker at 10.0.0.3:6700 (tasks 3, 4: sink)"
+    assert reach.made("k") is None  # a first connection is no recovery
+    assert reach.broke("k", peer) and not reach.broke("k", peer)  # said once per break
+    assert reach.breaks == 1 and reach.away() == ["k"]
+    m = limit({MSP: 50}, timeout=10.0)
+    clock[0] = 112.0
+    warning = m.replay_storm(completed=50, expired=100, reach=reach)
+    assert warning is not None
+    for named in ("100 tuples timed out in the last 10 s and 50 completed", "could not reach", peer,
+                  "unreachable for 12 s now", "not a matter of topology.max.spout.pending"):
+        assert named in warning, (named, warning)
+    assert "replay storm" not in warning
+    assert m.replay_storm(completed=50, expired=200, reach=reach) is None  # this break was named
+    assert reach.made("k") == 12.0 and reach.away() == [] and reach.made("k") is None
+    clock[0] = 121.0  # back 9 s ago, within the timeout: what timed out still crossed to it
+    assert reach.recent(10.0) == [f"{peer} (unreachable until 9 s ago)"]
+    clock[0] = 130.0  # back 18 s ago: not the cause any more; the limit is named, once
+    assert reach.recent(10.0) == []
+    storm = m.replay_storm(completed=50, expired=300, reach=reach)
+    assert storm is not None and "replay storm" in storm and "topology.max.spout.pending 50 (per task)" in storm
+    assert reach.broke("k", peer)  # a second break is named again
+    assert m.replay_storm(completed=50, expired=400, reach=reach) is not None
+    reach.forget("k")
+    assert reach.away() == [] and reach.recent(10.0) == []

@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import cloudpickle
 
-from .._config import Config, conf_value, submit_warnings, topology_conf, visible_to_topology
+from .._config import Config, conf_value, setting, submit_warnings, topology_conf, visible_to_topology
 from .._error_lines import exception_text
 from .._errors import (
     AlreadyAliveException,
@@ -940,8 +940,25 @@ class Master:
         storm_id = f"{name}-{self.counter + 1}-{int(self.clock.wall())}"
         plan = make_plan(name, storm_id, topology, merged, conf)
         component_blobs(plan)  # names a component that cannot be pickled
+        self._check_state_layouts(plan)
         self._check_slots(name, plan.num_workers, releasing=0 if replaced is None else len(replaced.assignment))
         return plan, status
+
+    def _check_state_layouts(self, plan: TopologyPlan) -> None:
+        """Refuse a submission that gives a component other than the number of tasks an earlier
+        submission under its name kept its states in (`squall.state._names.state_namespace`'s
+        records): a fields grouping picks a task by that number, so its keys would go to tasks
+        whose state does not hold them. Its tasks refuse to start as well; said here, the
+        submitter gets the error, not a worker restarted until its launches run out."""
+        from ..state._names import earlier_task_counts, task_count_change_error
+        for component, tasks in plan.component_tasks.items():
+            if setting(plan.component_confs.get(component, plan.conf), Config.TOPOLOGY_STATE_ALLOW_TASK_COUNT_CHANGE,
+                       where=f"configuration of component [{component}]"):
+                continue
+            earlier = earlier_task_counts(self.store.tx_list, self.store.tx_get, plan.name, component, len(tasks))
+            if earlier:
+                raise InvalidTopologyException(task_count_change_error(
+                    f"component [{component}]", component, plan.name, len(tasks), earlier))
 
     def _new_plan(self, name: str, conf: dict[str, Any] | None, topology: Any,
                   initial_status: str) -> Planned:

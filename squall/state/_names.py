@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgpack
@@ -186,18 +186,30 @@ def task_count_change_error(owner: str, component: str, topology: str, tasks: in
             f"they are (docs/state.md)")
 
 
+def earlier_task_counts(list_keys: Callable[[str, str], list[str]], get: Callable[[str, str], bytes | None],
+                        topology: str, component: str, tasks: int) -> list[EarlierLayout]:
+    """The layouts an earlier submission of ``topology`` kept ``component``'s states in with
+    another number of tasks than ``tasks``, from the master's records (``list_keys(topology,
+    prefix)`` and ``get(topology, key)``: a worker's transactional backend, or the master's
+    store, which refuses such a submission before any task starts). None once this count has
+    records of its own: it started before (``topology.state.allow.task.count.change`` let it),
+    and goes on without the setting."""
+    from .._transactional import TASK_NAMESPACE_PREFIX, name_key
+    prefix = f"{TASK_NAMESPACE_PREFIX}/{name_key(component)}/"
+    keys = list_keys(topology, prefix)
+    if any(k.startswith(f"{prefix}{tasks}/") for k in keys):
+        return []
+    return earlier_layouts(keys, {k: get(topology, k) for k in keys}, prefix, tasks) if keys else []
+
+
 def _refuse_another_task_count(backend: Any, context: TopologyContext, topology: str, tasks: int) -> None:
     """Raise `StateError` when an earlier submission kept this component's states in another
-    number of tasks (``topology.state.allow.task.count.change`` not set)."""
-    from .._transactional import TASK_NAMESPACE_PREFIX, name_key
+    number of tasks (``topology.state.allow.task.count.change`` not set). The master refuses
+    such a submission first; this holds for a master that predates that check."""
     component = context.get_this_component_id()
-    owner = owner_of(f"{component}-{context.get_this_task_id()}", context)
-    prefix = f"{TASK_NAMESPACE_PREFIX}/{name_key(component)}/"
-    keys = [k for k in backend.list(topology, prefix) if not k.startswith(f"{prefix}{tasks}/")]
-    if not keys:
-        return
-    earlier = earlier_layouts(keys, {k: backend.get(topology, k) for k in keys}, prefix, tasks)
+    earlier = earlier_task_counts(backend.list, backend.get, topology, component, tasks)
     if earlier:
+        owner = owner_of(f"{component}-{context.get_this_task_id()}", context)
         raise StateError(task_count_change_error(owner, component, topology, tasks, earlier))
 
 

@@ -7,6 +7,7 @@ import pickle
 import time
 
 import cloudpickle
+import msgpack
 import pytest
 
 from squall import (AlreadyAliveException, Config, IllegalStateTransition, InvalidTopologyException, NotAliveException,
@@ -1197,3 +1198,38 @@ def test_the_slot_records_of_machines_that_came_and_went_are_not_kept_for_ever(c
     with pytest.raises(Refused) as e:
         opener.open(sealer.seal(0, sealer.route("tcp://10.1.0.0:7000"), b"x"))
     assert e.value.reason == "stale_launch"
+
+
+
+def test_a_submission_giving_a_stateful_component_another_task_count_is_refused_at_submit(conf):
+    """The master's records say an earlier submission of ``t`` kept [sink]'s states in 2 tasks;
+    submitted again with 3, its tasks refused to start (restarted until their launches ran out,
+    a traceback each time) while the submission itself succeeded. The submitter gets the
+    refusal, naming the component and its states; the same count, or the key that allows the
+    change set on the component, goes through."""
+    m = served(conf)
+    _register(m, ports=(7000, 7001, 7002))
+    m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology(sinks=2))
+    for index, ns in enumerate(["sink-3", "sink-4"]):  # what its stateful tasks record (state_namespace)
+        m.op_trident_state_put(topology="t", key=f"_squall_task/sink/2/{index}", value=msgpack.packb(ns))
+
+    def submit_again(topology):
+        m.op_kill(name="t", wait_secs=0)
+        m.monitor()
+        assert "t" not in m.topologies
+        m.op_submit(name="t", conf={"topology.workers": 1}, topology=topology)
+
+    with pytest.raises(InvalidTopologyException, match=r"component \[sink\]: topology 't' kept the states of "
+                       r"component \[sink\] in 2 tasks \(states sink-3, sink-4\).*now has 3 tasks.*set_num_tasks\(2\)"):
+        submit_again(_topology(sinks=3))
+    assert "t" not in m.topologies
+    m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology(sinks=2))  # its states' count
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["x"]), 1)
+    b.set_bolt("sink", AckBolt(), 3).shuffle_grouping("feed").add_configuration(
+        Config.TOPOLOGY_STATE_ALLOW_TASK_COUNT_CHANGE, True)
+    submit_again(cloudpickle.dumps(b.create_topology()))
+    assert len(m.topologies["t"].plan.component_tasks["sink"]) == 3
+    for index in range(3):  # its tasks started, and recorded their states under the new count
+        m.op_trident_state_put(topology="t", key=f"_squall_task/sink/3/{index}", value=msgpack.packb(f"sink-{index + 3}"))
+    submit_again(_topology(sinks=3))  # from then on without the setting (docs/state.md)

@@ -74,7 +74,8 @@ mean complete latency at the limit of that interval.
   and the tuner climbs again once tuples complete. But tuples that time out with none acked under
   a limit tuples were acked under, or under one that timed them out so before, waited in a queue
   longer than the timeout (a probe above what a slow bolt works off within it): the limit halves,
-  and probes stay below the lowest such limit.
+  and probes stay below the lowest such limit, until the topology completes more than it within
+  half the timeout (an outage's halvings do not cap the tuner for good).
 
 The limit stays within ``[low, high]``.
 
@@ -139,7 +140,9 @@ class PendingTuner:
     """The limit of one spout task (see the module docstring): call `update` every interval."""
 
     def __init__(self, low: int, high: int, *, step: float = STEP, min_step: float = MIN_STEP,
-                 stall_intervals: int = RATE_WINDOW) -> None:
+                 stall_intervals: int = RATE_WINDOW, timeout_secs: float | None = None) -> None:
+        """``timeout_secs``: the message timeout, by which a cap that timeouts set (`update`) is
+        raised again once the topology completes more within half of it (None: never raised)."""
         if not 1 <= low <= high:
             raise ValueError(f"bounds must be 1 <= low <= high, got {low} and {high}")
         if not step > min_step > 1:
@@ -163,6 +166,7 @@ class PendingTuner:
         self._held = 0  # intervals in a row held at the limit with no ack
         self._worked = 0  # the highest limit an interval with an ack was run under (`update`)
         self._over = high + 1  # the lowest limit tuples timed out in a queue under (`update`)
+        self.timeout_secs = timeout_secs
 
     def update(self, now: float, acked: int, latency_sum: float, latency_count: int, expired: int = 0,
                held: bool = False) -> int:
@@ -201,6 +205,16 @@ class PendingTuner:
         if last is None:
             return self.limit
         dt = now - last[0]
+        # the cap timeouts set is what the topology completed within the timeout then. Set by
+        # each halving of a series, it falls with them while the limit halves only because the
+        # tuples emitted before still time out: a store down for 10 s left a tuner that had
+        # run at 1,024 capped at 16 for the task's life (20,000 tuples/s before, 320 after).
+        # It rises to what is completed now within half the timeout, as `CompletionRateLimit`
+        # allows: no higher, so a bolt still slow keeps it (and its probes) where they queue
+        # no tuple past the timeout
+        if self.timeout_secs is not None and self._over <= self.high:
+            completes = int((acked - last[1]) / dt * PENDING_BUDGET * self.timeout_secs)
+            self._over = max(self._over, min(completes, self.high) + 1)
         n = latency_count - last[3]
         latency = (latency_sum - last[2]) / n if n > 0 else None
         if self._fresh:
@@ -333,7 +347,7 @@ def tuners(conf: Mapping[str, Any], tasks: Iterable[int], timeout_secs: float = 
     low = int(conf_value(conf, MIN_KEY))
     high = int(conf_value(conf, MAX_KEY))
     stall = max(1, min(RATE_WINDOW, int(PENDING_BUDGET * timeout_secs / interval(conf))))
-    return {t: PendingTuner(low, max(low, high), stall_intervals=stall) for t in tasks}
+    return {t: PendingTuner(low, max(low, high), stall_intervals=stall, timeout_secs=timeout_secs) for t in tasks}
 
 
 def interval(conf: Mapping[str, Any]) -> float:

@@ -14,6 +14,7 @@ from squall.engine.pending_tuner import (
     CompletionRateLimit,
     MaxPending,
     PendingTuner,
+    tuners,
 )
 from squall.engine.transport import PeerReach
 
@@ -263,6 +264,27 @@ def test_the_tuner_halves_when_its_probe_times_tuples_out_in_a_queue():
     done, expired = _replaying_slow_bolt(tuned, service=0.1, timeout=2.0, until=80.0)
     assert expired == 0, (expired, tuned.limit)
     assert done >= 0.95 * 400, done
+
+
+def test_the_tuner_climbs_back_after_an_outage_that_timed_tuples_out():
+    """max spout pending auto at 1,024 (20,000 tuples/s, 50 ms each), its store down 10 s:
+    tuples timed out with none acked, and each interval's halving also lowered the cap on
+    probes, to 16, for the task's life: 320 tuples/s after the store was back. The cap now
+    rises again to what is completed within half the timeout."""
+    tuner = tuners({MSP: "auto"}, [1], timeout_secs=30.0)[1]
+    acked = expired = 0
+    latency = 0.0
+    limits = []
+    for s in range(1, 400):
+        if 120 <= s < 130:  # the store is down: what is in flight times out
+            expired += tuner.limit
+        else:
+            n = int(min(tuner.limit / 0.05, 20_000))
+            acked += n
+            latency += n * max(0.05, tuner.limit / 20_000)
+        limits.append(tuner.update(float(s), acked, latency, acked, expired, held=True))
+    assert limits[110] >= 1_000 and limits[125] < 100, limits  # climbed, then halved in the outage
+    assert min(limits[-60:]) >= 500, limits[-60:]  # (the re-probes go down too; 16 before)
 
 
 def test_a_fixed_limit_under_which_tuples_time_out_faster_than_they_complete_is_named_as_a_replay_storm():

@@ -180,7 +180,8 @@ def task_count_change_error(owner: str, component: str, topology: str, tasks: in
             f"them: their counts split between states, or started again from nothing (Storm does so silently). "
             f"squall cannot move the keys between the tasks' states (a state's keys are whatever the bolt put, "
             f"not the fields it is grouped on), so it refuses. Submit [{component}] with the task count its states "
-            f"have (set_num_tasks({first}), with any parallelism up to it; `squall rebalance -e {component}=N` "
+            f"have (set_num_tasks({first}), with any parallelism up to it, or a Trident operation's "
+            f"parallelism_hint({first}); `squall rebalance -e {component}=N` "
             f"changes its executors without moving a key), or submit the topology under another name to start "
             f"afresh, or set {Config.TOPOLOGY_STATE_ALLOW_TASK_COUNT_CHANGE}: true to go on with the states as "
             f"they are (docs/state.md)")
@@ -234,8 +235,22 @@ def state_namespace(conf: Mapping[str, Any], context: TopologyContext) -> str:
         StateError: the master cannot be reached and never told this launch, or it refuses
             this worker.
     """
+    return recorded_namespace(conf, context, f"{context.get_this_component_id()}-{context.get_this_task_id()}")
+
+
+def recorded_namespace(conf: Mapping[str, Any], context: TopologyContext, own: str) -> str:
+    """`state_namespace` for a task whose state is named ``own`` on its layout's first start: the
+    namespace the master recorded for this task index of the component with this many tasks
+    (``own``, recorded now, on that first start), or `StateError` when an earlier submission kept
+    the component's states in another number of tasks. A Trident window's store
+    (`squall.trident.KeyValueWindowsStoreFactory`, named by task index) records its layout so too:
+    the tuples a removed index held would never reach a window, and the master refuses such a
+    submission by these records.
+
+    Raises:
+        StateError: as `state_namespace`.
+    """
     component = context.get_this_component_id()
-    own = f"{component}-{context.get_this_task_id()}"
     backend = getattr(context, "transactional_home", None)
     if backend is None:
         return own

@@ -172,7 +172,9 @@ class KeyValueWindowsStore(WindowsStore):
 
 class KeyValueWindowsStoreFactory(WindowsStoreFactory):
     """Each task's windows in the topology's state provider (``topology.state.provider``, see
-    ``squall.state``), namespace ``<component>-<task index>-<name>``: they outlive the worker."""
+    ``squall.state``), namespace ``<component>-<task index>-<name>``: they outlive the worker. Its
+    task count is recorded with the master: the topology submitted again with another
+    parallelism of the window is refused (``topology.state.allow.task.count.change``)."""
 
     def create(self, conf: dict, context: Any = None, name: str = "windows") -> WindowsStore:
         """See `WindowsStoreFactory.create`.
@@ -184,9 +186,15 @@ class KeyValueWindowsStoreFactory(WindowsStoreFactory):
             raise ValueError("KeyValueWindowsStoreFactory.create: needs the task's context (its state namespace "
                              "is the task's)")
         from ...state import get_state
+        from ...state._names import recorded_namespace
 
-        namespace = f"{context.get_this_component_id()}-{context.get_this_task_index()}-{name}"
-        return KeyValueWindowsStore(get_state(namespace, conf, context))
+        # The store is the task index's: submitted again with fewer tasks, the tuples a removed
+        # index held would never reach a window (lost), with more, a window's keys split. They
+        # cannot be moved (a count window is the tuples one task took, in its order), so the
+        # layout is recorded with the master as a stateful bolt's is, and another task count
+        # is refused at submit (`squall.cluster.master.Master._check_state_layouts`).
+        base = recorded_namespace(conf, context, f"{context.get_this_component_id()}-{context.get_this_task_index()}")
+        return KeyValueWindowsStore(get_state(f"{base}-{name}", conf, context))
 
 
 __all__ = ["KEY_SEPARATOR", "Entry", "InMemoryWindowsStore", "InMemoryWindowsStoreFactory", "KeyValueWindowsStore",

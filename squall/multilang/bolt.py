@@ -173,6 +173,9 @@ class ShellBolt(ShellComponent, Bolt):
         self._pending = PendingWrites(int(conf_value(self._conf, Config.TOPOLOGY_SHELLBOLT_MAX_PENDING)))
         self._reported: str | None = None  # the subprocess's last error (`reported_line`), for the fails after it
         self._death: MultilangError | None = None
+        # the place of the last tuple written when its failure was seen (`_fault_seen`): what
+        # the writer gave it afterwards, while its error was being made, was not in its hands
+        self._written_at_fault: int | None = None
         self._heard = 0  # messages read from the subprocess, any of which is a heartbeat
         self._heard_seen = -1
         self._heard_at = self._now() if self._now is not None else 0.0
@@ -247,9 +250,20 @@ class ShellBolt(ShellComponent, Bolt):
                 self._heard_seen, self._heard_at = self._heard, now
             elif now - self._heard_at > self._timeout and self._process is not None:
                 silent = now - self._heard_at
+                self._fault_seen(self._process)
                 self._die(self._process, self._process.failure(
                     f"it sent nothing, not even a sync for a heartbeat, for {silent:.0f} s "
                     f"(topology.subprocess.timeout.secs {self._timeout:g})"), "its heartbeat timed out")
+
+    def _fault_seen(self, process: ShellProcess) -> None:
+        """Note what ``process`` had been written when its failure was seen, before its error
+        is made: `ShellProcess.failure` waits up to half a second for its stderr while it still
+        runs (a protocol error), and the writer went on giving it tuples meanwhile. One that
+        broke the protocol after answering all it held (an ack twice, an emit anchored to a
+        tuple it acked) had the next tuple, written in that half second, charged as the one
+        it died on (`_suspect`), its record's retry spent for another's fault."""
+        if process is self._process and self._written_at_fault is None:
+            self._written_at_fault = self._written
 
     def _die(self, process: ShellProcess, error: MultilangError, because: str = "") -> None:
         """Record the first failure of ``process`` and end it; the bolt's thread handles it
@@ -322,7 +336,8 @@ class ShellBolt(ShellComponent, Bolt):
         if self._failed_after_error:
             return None
         answered = self._answered
-        written = max(self._written, answered)
+        written = self._written if self._written_at_fault is None else self._written_at_fault
+        written = max(written, answered)
         for tid, place in list(self._places.items()):  # in the order queued
             if answered < place <= written and tid in self._inputs:
                 return tid
@@ -362,13 +377,17 @@ class ShellBolt(ShellComponent, Bolt):
                 self._heard += 1
                 self._handle(process, msg)
         except ProtocolError as e:
+            self._fault_seen(process)
             self._die(process, process.protocol_error(e))
         except MultilangError as e:
             if self._running:
+                self._fault_seen(process)
                 self._die(process, e)
         except EmitError as e:
+            self._fault_seen(process)
             self._die(process, process.failure(f"its emit was refused: {e}"))
         except Exception as e:  # noqa: BLE001 (any failure here is the subprocess's fault, handled on the bolt's thread)
+            self._fault_seen(process)
             self._die(process, process.failure(f"handling its message raised {type(e).__name__}: {e}"))
 
     def _write_loop(self, process: ShellProcess) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -298,5 +299,75 @@ def test_a_subprocess_that_dies_before_reading_a_tuple_is_not_put_down_to_it(mon
         assert sorted(collector.causes) == ["r0", "r1", "r2"]  # every tuple failed, once
         assert {t for t, c in collector.causes.items() if c.record_caused} == ({"r0"} if charged else set())
         assert all(c.kind == WORKER_LOST for t, c in collector.causes.items() if not c.record_caused)
+    finally:
+        bolt.cleanup()
+
+
+# acks the first tuple, then acks it again (a protocol error, with nothing in hand), then reads
+# its input and answers nothing
+_ACKS_TWICE = (
+    "import json, os, sys\n"
+    "sys.stdin.readline(); sys.stdin.readline()\n"
+    "sys.stdout.write(json.dumps({'pid': os.getpid()}) + '\\nend\\n'); sys.stdout.flush()\n"
+    "first = json.loads(sys.stdin.readline()); sys.stdin.readline()\n"
+    "ack = json.dumps({'command': 'ack', 'id': first['id']}) + '\\nend\\n'\n"
+    "sys.stdout.write(ack + ack); sys.stdout.flush()\n"
+    "for line in sys.stdin: pass\n")
+
+
+def test_a_tuple_written_after_the_subprocess_broke_the_protocol_is_not_put_down_to_it(monkeypatch):
+    """A subprocess that acked its tuple and then broke the protocol (the same ack twice) had
+    nothing in hand; but its error waits up to half a second for its stderr while it still
+    runs, and the next tuple, written meanwhile, was charged as the one it died on (an
+    ``exception`` of the bolt, a retry spent for no fault of its own). Now what had been
+    written when the failure was seen decides: that tuple fails as lost, not charged."""
+    monkeypatch.setattr(process_module, "setup_message",
+                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
+
+    class Context:
+        def get_this_component_id(self) -> str:
+            return "count"
+
+        def get_this_task_id(self) -> int:
+            return 3
+
+    class Collector:
+        def __init__(self) -> None:
+            self.acked: list = []
+            self.causes: dict[str, FailureCause] = {}
+
+        def ack(self, tup) -> None:
+            self.acked.append(tup.values[0])
+
+        def fail_with(self, tup, cause) -> None:
+            self.causes[tup.values[0]] = cause
+
+        def report_error(self, error) -> None:
+            pass
+
+    bolt = ShellBolt([sys.executable, "-c", _ACKS_TWICE], ["n"])
+    collector = Collector()
+    making_error = process_module.ShellProcess.protocol_error
+    seen = threading.Event()
+
+    def slow_error(process, error, context=""):
+        # the error is made once the next tuple's writing started, as a busy bolt's is
+        seen.set()
+        assert wait_until(lambda: bolt._written >= 2, 30)
+        return making_error(process, error, context)
+
+    monkeypatch.setattr(process_module.ShellProcess, "protocol_error", slow_error)
+    bolt.prepare({}, Context(), collector)
+    try:
+        source = Source("lines", "default", 1, Fields(["line"]))
+        bolt.execute(Tuple(["r0"], source))
+        assert seen.wait(30) and collector.acked == ["r0"]  # the second ack is being refused
+        bolt.execute(Tuple(["r1"], source))
+        assert wait_until(lambda: bolt._death is not None, 30)
+        assert "ack of tuple id" in str(bolt._death)
+        bolt._recover()  # a new subprocess, in this worker
+        assert collector.acked == ["r0"]
+        assert list(collector.causes) == ["r1"]
+        assert collector.causes["r1"].kind == WORKER_LOST and not collector.causes["r1"].record_caused
     finally:
         bolt.cleanup()

@@ -138,7 +138,8 @@ class JsonSerializer:
                 out.append(json.loads(raw.decode("utf-8")))
             except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: "[[[[..." too deep
                 self._held_error.raise_or_hold(
-                    ProtocolError(f"a message that is not valid JSON ({e}): {shown(raw)}"), out)
+                    ProtocolError(f"a message that is not valid JSON ({e}){_printed(self._lines_of(raw))}: "
+                                  f"{shown(raw)}"), out)
                 return out
         if self._held() > MAX_MESSAGE_BYTES:
             self._held_error.raise_or_hold(self._over_limit(), out)
@@ -146,6 +147,10 @@ class JsonSerializer:
 
     def failed(self) -> ProtocolError | None:
         return self._held_error.error
+
+    @staticmethod
+    def _lines_of(raw: bytes) -> list[bytes]:
+        return raw[:_SHOWN * 4].split(b"\n")
 
     def _held(self) -> int:
         return self._lines_bytes + self._partial_bytes
@@ -158,6 +163,18 @@ class JsonSerializer:
 
     def pending(self) -> bytes:
         return b"\n".join([*self._lines, b"".join(self._partial)]).strip()
+
+
+def _printed(lines: list[bytes]) -> str:
+    """What to tell a subprocess whose message is text followed by a JSON object: the classic
+    ``print()`` to stdout in a multilang component (Storm's storm.py does not redirect it), which
+    read as 'Expecting value: line 1 column 1' and left the user to spot their debug line in
+    the excerpt. Empty when the message does not look like that."""
+    first = lines[0].lstrip()
+    if first[:1] in (b"{", b"[") or not any(line.lstrip().startswith(b"{") for line in lines[1:]):
+        return ""
+    return (f"; it starts with text that is no message, {shown(lines[0])}: a print to stdout? stdout carries "
+            f"only messages: write debug output to stderr or send it as a log command")
 
 
 class _ExtValue(ValueError):

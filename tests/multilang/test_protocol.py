@@ -76,6 +76,17 @@ def test_json_that_is_not_json_is_an_error_showing_it():
         JsonSerializer().feed(b"[" * 5000 + b"]" * 5000 + b"\nend\n")
 
 
+def test_a_print_to_stdout_before_a_message_is_named_as_one():
+    """A component's ``print`` to stdout read as 'Expecting value: line 1 column 1 (char 0)';
+    the error now says the message starts with text that is no message, and where it belongs."""
+    with pytest.raises(ProtocolError, match=r"it starts with text that is no message, 'debug: got 7': a print to "
+                                            r"stdout\? .*stderr or send it as a log command: 'debug: got 7\\n\{"):
+        JsonSerializer().feed(b'debug: got 7\n{"command": "ack", "id": "1"}\nend\n')
+    with pytest.raises(ProtocolError) as bad:  # garbage that is no print gets no such hint
+        JsonSerializer().feed(b"{command: emit}\nend\n")
+    assert "print" not in str(bad.value)
+
+
 def test_a_value_json_cannot_carry_is_named():
     with pytest.raises(ProtocolError, match="bytes is not JSON serializable.*msgpack"):
         JsonSerializer().encode({"tuple": [b"\x00"]})

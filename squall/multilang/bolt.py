@@ -61,6 +61,20 @@ log = logging.getLogger("squall.multilang")
 HEARTBEAT_SECS = 1.0  # Storm's: a heartbeat tuple every second, and the timeout checked as often
 
 
+def _field_not_carried(serializer: Any, tup: Tuple) -> str:
+    """`` field [name]`` for the first value of ``tup`` the wire cannot carry, for the error that
+    fails it: the encoder's own words (``Out of range float values are not JSON compliant``,
+    ``surrogates not allowed``) named no field, and a user with wide tuples guessed which one
+    held the NaN or the bytes. Empty if no value alone fails (only an error path pays this)."""
+    names = list(tup.fields)
+    for i, value in enumerate(tup.values):
+        try:
+            serializer.encode([value])
+        except ProtocolError:
+            return f" field [{names[i] if i < len(names) else i}]"
+    return ""
+
+
 class PendingWrites:
     """What the writer thread sends, in order: first the task-id lists and heartbeats (never
     held back: the subprocess may be waiting for them), then tuples, of which at most
@@ -210,7 +224,8 @@ class ShellBolt(ShellComponent, Bolt):
         try:
             data = process.serializer.encode(bolt_message(tuple_id, tup))
         except ProtocolError as e:
-            reason = f"{process.where}: a tuple from [{tup.source_component}] stream [{tup.source_stream}] {e}"
+            reason = (f"{process.where}: a tuple from [{tup.source_component}] stream [{tup.source_stream}]"
+                      f"{_field_not_carried(process.serializer, tup)} {e}")
             self.collector.report_error(reason)
             fail_because(self.collector, tup, *self._where, reason)
             return

@@ -84,7 +84,7 @@ def test_a_value_the_wire_cannot_carry_fails_its_tuple_only_and_is_reported():
         errors = cluster.get_topology_info("bytes")["errors"]
 
     assert [(e["component"], e["fatal"]) for e in errors] == [("direct", False)]
-    assert "a tuple from [feed] stream [default] cannot be written as JSON" in errors[0]["error"]
+    assert "a tuple from [feed] stream [default] field [value] cannot be written as JSON" in errors[0]["error"]
 
 
 def test_a_shell_spouts_acks_reach_it_between_its_nexts_as_in_storm(caplog):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import random
 import shutil
 import stat
 import sys
@@ -120,3 +121,38 @@ def test_a_subprocess_whose_pipes_are_past_descriptor_1023_is_read_and_written_w
             os.close(fd)
         if soft != resource.RLIM_INFINITY and soft < 1200:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("value, what", [(float("nan"), "Out of range float"), ("\ud800", "not allowed"),
+                                         (b"\xff", "bytes is not JSON serializable")])
+def test_a_value_the_wire_cannot_carry_is_named_by_its_field(value, what):
+    """A shell bolt's tuple holding a value JSON cannot carry (a NaN, a lone surrogate another
+    subprocess sent, bytes) fails and is reported, naming the stream; the encoder's words named
+    no field, and with wide tuples the user guessed which one. Now the field is named."""
+    from squall import Fields
+    from squall._tuple import Source, Tuple
+
+    class Collector:
+        def __init__(self):
+            self.errors, self.failed = [], []
+
+        def report_error(self, error):
+            self.errors.append(str(error))
+
+        def fail_with(self, tup, cause):
+            self.failed.append((tup.values[1], cause.message))
+
+    class Process:
+        serializer = JsonSerializer()
+        where = "ShellBolt [score] task 2"
+        owner = None
+
+    bolt = ShellBolt(["true"], ["n"])
+    bolt.collector, bolt._process, bolt._death, bolt._where = Collector(), Process(), None, ("score", 2)
+    bolt._ids = random.Random(7)
+    bolt.execute(Tuple(["ok", value, 3], Source("odd", "values", 5, Fields(["id", "reading", "n"]))))
+    assert len(bolt.collector.errors) == 1 and bolt.collector.failed == [(value, bolt.collector.failed[0][1])]
+    assert bolt.collector.errors[0].startswith(
+        "ShellBolt [score] task 2: a tuple from [odd] stream [values] field [reading] cannot be written as JSON (")
+    assert what in bolt.collector.errors[0]
+    assert "field [reading]" in bolt.collector.failed[0][1]

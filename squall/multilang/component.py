@@ -19,6 +19,19 @@ from .serializer import serializer_for
 
 log = logging.getLogger("squall.multilang")
 
+# the most of a ``log`` command's message a log line holds: a component that logged a tuple
+# (``self.log(f"got {tup}")``) of several MB made a log line as large, each time; a Python
+# traceback pystorm sends through ``log`` (its StormHandler) fits many times over
+SHELL_LOG_CHARS = 10_000
+
+
+def shell_log_text(msg: str) -> str:
+    """``msg`` as a log line shows it: at most `SHELL_LOG_CHARS` of it, then how long it was
+    (as a stderr line is cut, `squall.multilang.process.STDERR_LINE_CHARS`)."""
+    if len(msg) <= SHELL_LOG_CHARS:
+        return msg
+    return f"{msg[:SHELL_LOG_CHARS]}... ({len(msg)} characters)"
+
 
 def checked_command(command: Any, kind: str) -> list[str]:
     """``command`` as a list of strings.
@@ -95,13 +108,13 @@ class ShellComponent:
         """Handle ``log``, ``error`` and ``metrics``; False for another command."""
         command = msg.command
         if command == "log":
-            log.log(msg.level, "ShellLog %s pid %s: %s", process.where, process.pid, msg.msg)
+            log.log(msg.level, "ShellLog %s pid %s: %s", process.where, process.pid, shell_log_text(msg.msg))
         elif command == "error":
             if self._closing:
                 # squall closed its input on a clean shutdown, where Storm kills the process:
                 # storm.py then reports "Read EOF from stdin", which is no fault of the topology
                 log.info("%s pid %s: an error it sent after squall closed its input at shutdown (not "
-                         "reported): %s", process.where, process.pid, msg.msg)
+                         "reported): %s", process.where, process.pid, shell_log_text(msg.msg))
             else:
                 collector.report_error(f"Shell Process Exception: {msg.msg}")
         elif command == "metrics":

@@ -156,3 +156,23 @@ def test_a_value_the_wire_cannot_carry_is_named_by_its_field(value, what):
         "ShellBolt [score] task 2: a tuple from [odd] stream [values] field [reading] cannot be written as JSON (")
     assert what in bolt.collector.errors[0]
     assert "field [reading]" in bolt.collector.failed[0][1]
+
+
+def test_a_multi_megabyte_log_command_makes_no_multi_megabyte_log_line(caplog):
+    """A subprocess that logged a tuple of several MB (``self.log(f"got {tup}")``) made a log line
+    as large, each time (stderr lines were cut already). Now a ``log`` command's message is cut
+    at 10,000 characters, saying how long it was; a short one is logged whole."""
+    from squall.multilang.messages import ShellMsg
+
+    class Process:
+        where, pid = "ShellBolt [split] task 3", 4127
+
+    caplog.set_level("INFO", logger="squall.multilang")
+    bolt = ShellBolt(["true"], ["n"])
+    bolt._closing = False
+    for text in ["got [1]", "got [" + "x" * 3_000_000 + "]"]:
+        assert bolt._common(Process(), ShellMsg("log", msg=text), None, None)
+    first, second = (r.getMessage() for r in caplog.records if r.name == "squall.multilang")
+    assert first == "ShellLog ShellBolt [split] task 3 pid 4127: got [1]"
+    assert second.startswith("ShellLog ShellBolt [split] task 3 pid 4127: got [xxx")
+    assert second.endswith("xxx... (3000006 characters)") and len(second) < 10_100

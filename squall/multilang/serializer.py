@@ -193,6 +193,16 @@ def _refuse_ext(code: int, data: bytes) -> Any:
                     f"milliseconds, say)")
 
 
+class _Text(ValueError):
+    """A subprocess wrote text where a MessagePack message belongs (`_TEXT_BYTES`)."""
+
+
+# each byte of ASCII text is a MessagePack positive fixint, a whole message of its own: a print
+# to stdout read as the messages 100, 101, 98... and the error said 'expected an object with a
+# "command", got int 100'. No subprocess sends a bare number, so one of these is text.
+_TEXT_BYTES = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
+
+
 class MsgpackSerializer:
     """MessagePack: self-delimited objects, strings as UTF-8, bytes as bin (pystorm's). An
     ext-type value is a protocol error (`_refuse_ext`)."""
@@ -223,14 +233,21 @@ class MsgpackSerializer:
         start = self._unpacker.tell()  # where the message being read began, in all that was fed
         try:
             for message in self._unpacker:  # one at a time: those before a bad one are kept
+                if type(message) is int and message in _TEXT_BYTES:
+                    raise _Text
                 out.append(message)
                 start = self._unpacker.tell()
         except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
             # shown from the start of the bad message when it began in this read, not from the
             # read's start: the messages before it (handed over) pushed it out of the excerpt
             bad = data[max(0, start - (self._fed - len(data))):]
-            what = (str(e) if isinstance(e, _ExtValue) else
-                    f"a message that is not valid MessagePack ({type(e).__name__}: {e})")
+            if isinstance(e, _Text):
+                text = bad[:len(bad) - len(bad.lstrip(bytes(_TEXT_BYTES)))]
+                what = (f"text where a MessagePack message belongs, {shown(text)}: a print to stdout? stdout "
+                        f"carries only messages: write debug output to stderr or send it as a log command")
+            else:
+                what = (str(e) if isinstance(e, _ExtValue) else
+                        f"a message that is not valid MessagePack ({type(e).__name__}: {e})")
             self._held_error.raise_or_hold(ProtocolError(f"{what}: {shown(bad)}"), out)
         return out
 

@@ -87,6 +87,18 @@ def test_a_print_to_stdout_before_a_message_is_named_as_one():
     assert "print" not in str(bad.value)
 
 
+def test_a_print_to_stdout_on_the_msgpack_wire_is_named_as_one():
+    """Text is a run of MessagePack fixints, each a message: a print read as 'expected an
+    object with a "command", got int 100'. The message before it is handed over, then the
+    error names the text."""
+    ser = MsgpackSerializer()
+    assert ser.feed(msgpack.packb({"command": "sync"}) + b"debug: got 7\n" + msgpack.packb({"command": "sync"})) \
+        == [{"command": "sync"}]
+    with pytest.raises(ProtocolError, match=r"^text where a MessagePack message belongs, 'debug: got 7\\n': a print "
+                                            r"to stdout\? .*stderr or send it as a log command: 'debug: got 7"):
+        ser.feed(b"")
+
+
 def test_a_value_json_cannot_carry_is_named():
     with pytest.raises(ProtocolError, match="bytes is not JSON serializable.*msgpack"):
         JsonSerializer().encode({"tuple": [b"\x00"]})

@@ -41,7 +41,7 @@ from typing import Any
 from .._components import Bolt
 from .._config import Config, conf_value
 from .._errors import EmitError
-from .._failure import EXCEPTION, FailureCause, fail_because, fail_for
+from .._failure import EXCEPTION, FailureCause, fail_because, fail_for, shown_values
 from .._fields import Fields
 from .._tuple import Tuple
 from .component import ShellComponent
@@ -268,7 +268,7 @@ class ShellBolt(ShellComponent, Bolt):
                 self._fault_seen(self._process)
                 self._die(self._process, self._process.failure(
                     f"it sent nothing, not even a sync for a heartbeat, for {silent:.0f} s "
-                    f"(topology.subprocess.timeout.secs {self._timeout:g})"), "its heartbeat timed out")
+                    f"(topology.subprocess.timeout.secs {self._timeout:g}){self._in_hand()}"), "its heartbeat timed out")
 
     def _fault_seen(self, process: ShellProcess) -> None:
         """Note what ``process`` had been written when its failure was seen, before its error
@@ -357,6 +357,17 @@ class ShellBolt(ShellComponent, Bolt):
             if answered < place <= written and tid in self._inputs:
                 return tid
         return None
+
+    def _in_hand(self) -> str:
+        """``, processing a tuple from [c] stream [s]: [values]``: the tuple a silent subprocess
+        was given last without answering (`_suspect`), its values cut and masked (`shown_values`),
+        so that a slow call says which record it was slow on; empty if it held none."""
+        tid = self._suspect()
+        tup = self._inputs.get(tid) if tid is not None else None
+        if tup is None:
+            return ""
+        return (f", processing a tuple from [{tup.source_component}] stream [{tup.source_stream}]: "
+                f"{shown_values(tup.fields, tup.values)}")
 
     def _never_read(self, process: ShellProcess, tuple_id: str) -> bool:
         """Whether the dead ``process`` read nothing of tuple ``tuple_id``: all its input pipe

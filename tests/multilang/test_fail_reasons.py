@@ -371,3 +371,59 @@ def test_a_tuple_written_after_the_subprocess_broke_the_protocol_is_not_put_down
         assert collector.causes["r1"].kind == WORKER_LOST and not collector.causes["r1"].record_caused
     finally:
         bolt.cleanup()
+
+
+# reads its first tuple and never answers again (a call that does not return)
+_HANGS_ON_ITS_TUPLE = (
+    "import json, os, sys, time\n"
+    "sys.stdin.readline(); sys.stdin.readline()\n"
+    "sys.stdout.write(json.dumps({'pid': os.getpid()}) + '\\nend\\n'); sys.stdout.flush()\n"
+    "if sys.stdin.readline():\n"
+    "    time.sleep(60)\n")
+
+
+def test_a_subprocess_silent_past_the_timeout_names_the_tuple_it_was_given(monkeypatch):
+    """A bolt whose call hangs on one record was killed with 'it sent nothing, not even a sync
+    for a heartbeat, for 31 s (topology.subprocess.timeout.secs 30)': the user could not tell
+    which record it hung on. The error now names the tuple it held, its values cut and its
+    credentials masked."""
+    monkeypatch.setattr(process_module, "setup_message",
+                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
+
+    class Context:
+        def get_this_component_id(self) -> str:
+            return "geo"
+
+        def get_this_task_id(self) -> int:
+            return 4
+
+    class Collector:
+        def __init__(self) -> None:
+            self.causes: dict[str, FailureCause] = {}
+
+        def fail_with(self, tup, cause) -> None:
+            self.causes[tup.values[0]] = cause
+
+        def report_error(self, error) -> None:
+            pass
+
+    bolt = ShellBolt([sys.executable, "-c", _HANGS_ON_ITS_TUPLE], ["n"])
+    collector = Collector()
+    bolt.prepare({"topology.subprocess.timeout.secs": 5}, Context(), collector)
+    now = [100.0]
+    bolt._now = lambda: now[0]
+    try:
+        bolt.execute(Tuple(["k7", "password=hunter2 " + "x" * 5000],
+                           Source("addresses", "default", 1, Fields(["key", "line"]))))
+        assert wait_until(lambda: bolt._written == 1, 30)
+        bolt._check_silence()  # what it had heard so far, at 100 s
+        now[0] += 6
+        bolt._check_silence()
+        error = str(bolt._death)
+        assert "for 6 s (topology.subprocess.timeout.secs 5), processing a tuple from [addresses] stream " \
+               "[default]: ['k7', 'password=***" in error, error
+        assert "hunter2" not in error and len(error) < 1000
+        bolt._recover()
+        assert collector.causes["k7"].record_caused
+    finally:
+        bolt.cleanup()

@@ -53,6 +53,13 @@ TRANSFER_BATCH_KEY = Config.TOPOLOGY_TRANSFER_BATCH_SIZE
 FLUSH_INTERVAL_KEY = Config.TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS
 DEFAULT_TRANSFER_BATCH = default_of(TRANSFER_BATCH_KEY)
 DEFAULT_FLUSH_INTERVAL_MS = default_of(FLUSH_INTERVAL_KEY)
+# A peer whose kernel acknowledges nothing this worker sent for this long is unreachable (a
+# partition, a lost machine): the wire says so, naming it (`BatchingTransport._unreachable`;
+# ZeroMQ's closes the connection, `squall.worker.transport`; the TCP wire's keeps it,
+# `squall.worker.tcp`). Shorter than the default topology.message.timeout.secs (30), so that the
+# cause is in the log before the first timeouts. A 25 s partition between two workers said
+# nothing of the peer without it.
+SILENT_SECS = 10.0
 # When this worker holds its spouts back for a peer (`Transport.on_held`): as soon as anything
 # waits for a peer that is away (its connection broke or is refused: the worker died or is
 # restarting), and once HOLD_MESSAGES wait for one still connected that does not read (hung);
@@ -230,13 +237,15 @@ class BatchingTransport(Transport):
                            "message timeout and replay; with acking off they are lost",
                            messages, self._address[key], self.given_up)
 
-    def _unreachable(self, key: str, why: str) -> None:
-        """The connection to the peer first known as ``key`` broke (``why``): say so once, naming
-        the peer, until it is made again (`_reached`)."""
+    def _unreachable(self, key: str, why: str,
+                     waits: str = "what is sent to it waits for the connection to be made again") -> None:
+        """The connection to the peer first known as ``key`` broke, or its peer stopped
+        acknowledging (``why``; ``waits``: where what is sent to it goes meanwhile): say so once,
+        naming the peer, until it is reached again (`_reached`)."""
         description = self.reach.describe(self._address[key], [t for t, k in self._task_key.items() if k == key])
         if self.reach.broke(key, description):
-            log.info("cannot reach %s: %s; what is sent to it waits for the connection to be made "
-                        "again (its tuples fail at the message timeout and replay)", description, why)
+            log.info("cannot reach %s: %s; %s (its tuples fail at the message timeout and replay)",
+                     description, why, waits)
 
     def _reached(self, key: str) -> None:
         """A connection to the peer first known as ``key`` is made: say so if it was unreachable."""

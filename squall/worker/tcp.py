@@ -41,6 +41,24 @@ connection to it was made, or without one, before that launch was first heard fr
 must not fail. A peer stopped on purpose (a rebalance, a kill) hangs up
 the same way and fails nothing.
 
+A peer cut off by a partition (or whose machine is lost) hangs up nothing: what is written to it
+stays unacknowledged in the kernel. The data path sets no ``TCP_USER_TIMEOUT``, which Linux also
+applies to a receiver that keeps its window closed (a stopped worker, or one in a long round):
+closing the connection then loses what the receiver's kernel took and its worker did not read,
+whereas waiting loses nothing. So the connection is kept, and only looked at: about once a second
+(`TcpTransport._check_reach`, from a flush) each connected peer's kernel tells whether segments
+sent wait for its acknowledgement and how long ago the last one came (``TCP_INFO``:
+`unacknowledged_for`). A receiver with its window closed has acknowledged all that was sent (the
+rest waits for the window to open), so it stays reachable; a peer that acknowledged none of the
+segments sent to it for ``silent_secs`` is unreachable: the
+transport logs once which worker (address, tasks, components), counts it (``peer_breaks``,
+``unreachable``: the master's topology info per worker) and says its return once bytes are
+acknowledged again, as `squall.worker.transport.ZmqTransport` does (one `PeerReach` for both). The
+kernel goes on retransmitting meanwhile, so what was written is delivered after the heal. An idle
+connection (its worker's spouts wait for acks the partition holds) is found silent by keepalive
+probes within ``silent_secs`` too, which close it and say so the same way: nothing sent waits on
+it, and a stopped peer's kernel answers them.
+
 This wire does not encrypt: the worker process uses it only where ``squall.encryption`` asks
 for no encryption of the address (`squall.worker.curve.wants_encryption`: ``auto`` encrypts
 everything but loopback), and `ZmqTransport` with CurveZMQ everywhere else.
@@ -53,6 +71,7 @@ import logging
 import os
 import select
 import socket
+import struct
 import threading
 from collections import deque
 from collections.abc import Callable, Sized
@@ -63,7 +82,7 @@ from .._connlimit import keep_alive
 from .._encryption import AUTO
 from .._encryption import KEY as ENCRYPTION_KEY
 from .._native import StaleWatch, epoll_ready, recv_nb, send_nb
-from .batching import DEFAULT_MAX_MESSAGE_BYTES, BatchingTransport
+from .batching import DEFAULT_MAX_MESSAGE_BYTES, SILENT_SECS, BatchingTransport
 from .curve import wants_encryption
 from .envelope import DATA, Origin, sealed_parts
 
@@ -99,6 +118,33 @@ _HANGUP = select.EPOLLRDHUP
 _PEER_GONE = _HANGUP | _EPOLLIN | _BROKEN
 _GONE_EVENTS = select.POLLRDHUP | select.POLLIN | select.POLLHUP | select.POLLERR  # the same, to poll(2)
 _WOULD_BLOCK = (BlockingIOError, InterruptedError)
+# how often the connected peers' kernels are asked whether they acknowledge (`TcpTransport._check_reach`)
+REACH_CHECK_SECS = 1.0
+# struct tcp_info (linux/tcp.h, stable since Linux 2.6): 8 one-byte fields, of which tcpi_probes
+# (window or keepalive probes sent and not answered) is the 4th, then 32-bit ones, of which
+# tcpi_unacked (segments sent and not acknowledged) is the 5th and tcpi_last_ack_recv
+# (milliseconds since the last acknowledgement came) the 13th
+_TCP_INFO = struct.Struct("=3xB4x16xI28xI")  # probes, unacked, last_ack_recv
+_TCP_INFO_BYTES = _TCP_INFO.size
+
+
+def unacknowledged_for(sock: socket.socket) -> float:
+    """Seconds since ``sock``'s peer last acknowledged anything, while what was sent on it
+    waits for its acknowledgement: segments in flight, or probes unanswered (the kernel probes
+    with what it has not sent yet where nothing is in flight: a peer's window is closed, or
+    its packets cannot leave, as into a blackhole route); 0.0 when nothing waits, or where the
+    kernel does not tell. A receiver with its window closed (a stopped worker) answers each
+    probe before the next, ever more seldom (their interval doubles up to 2 min): its silence
+    between them is not counted."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_BYTES)
+    except (OSError, AttributeError):  # closed, or not Linux
+        return 0.0
+    if len(info) < _TCP_INFO.size:
+        return 0.0
+    probes, unacked, last_ack_recv = _TCP_INFO.unpack_from(info)
+    # one probe may be on its way to a live peer; a second goes only when the first went unanswered
+    return last_ack_recv / 1000.0 if unacked > 0 or probes > 1 else 0.0
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -133,7 +179,7 @@ class _Outbound:
     """The connection to a peer and what it has not taken yet (under the send lock)."""
 
     __slots__ = ("away", "backlog", "broken_at", "connected_at", "connecting", "gave_up", "gave_up_at", "retry_at",
-                 "sock", "watched")
+                 "silent", "sock", "watched")
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
@@ -150,6 +196,9 @@ class _Outbound:
         # the connection broke or was refused, and none has been made since: a connection being
         # made again is not the peer back (a lost machine answers no SYN for minutes)
         self.away = False
+        # connected, but the peer has acknowledged nothing for the transport's bound (a partition):
+        # said once, until it acknowledges again (`TcpTransport._check_reach`)
+        self.silent = False
 
 
 class LoopEvent:
@@ -218,6 +267,8 @@ class TcpTransport(BatchingTransport):
         keepalive: ``squall.tcp.keepalive.secs``: an idle connection, either way, whose other
             end has not answered keepalive probes for about this long is closed
             (`squall._connlimit.keep_alive`).
+        silent_secs: a peer that acknowledges nothing written to it for this long is said to be
+            unreachable (its connection is kept: the module docstring; `SILENT_SECS`).
 
     Raises:
         ValueError: ``bind`` is not a ``tcp://host:port`` address.
@@ -227,11 +278,15 @@ class TcpTransport(BatchingTransport):
     def __init__(self, bind: str, peers: dict[int, str], serializer: Any, secret: bytes,
                  receive: Callable[[int, Any], None] | None = None, *, origin: Origin,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, encryption: str = AUTO,
-                 now: Callable[[], float] = monotonic, keepalive: float = 60.0, **batching: Any) -> None:
+                 now: Callable[[], float] = monotonic, keepalive: float = 60.0, silent_secs: float = SILENT_SECS,
+                 **batching: Any) -> None:
         super().__init__(peers, serializer, secret, receive, origin=origin, max_message_bytes=max_message_bytes,
                          now=now, **batching)
         self._encryption = encryption
         self._keepalive = keepalive  # squall.tcp.keepalive.secs: a connection whose other end is gone is closed
+        self._silent_secs = silent_secs  # a connected peer that acknowledges nothing this long is unreachable
+        self._reach_at = 0.0  # when `_check_reach` looks next
+        self._unacknowledged_for = unacknowledged_for  # what the kernel says of a connection (a test's)
         host, port = split_address(bind)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._listener = socket.create_server((host, port), family=family, backlog=128)
@@ -505,9 +560,13 @@ class TcpTransport(BatchingTransport):
             return
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # batches are ours already
-        # an idle connection to a peer gone silent breaks (its backlog waits for the next); no limit
-        # on unacknowledged data: a peer in a long round may keep its window closed a while
-        keep_alive(sock, self._keepalive, unacknowledged=False)
+        # an idle connection to a peer gone silent breaks (its backlog waits for the next) within
+        # silent_secs, so that a worker that sends nothing (its spouts wait for acks that the
+        # partition holds) names the peer too; closing it loses nothing: probes go only when
+        # nothing sent waits for its acknowledgement, and a stopped peer's kernel answers them.
+        # No limit on unacknowledged data: a peer in a long round may keep its window closed a
+        # while (`_check_reach` only says so, once it acknowledges nothing)
+        keep_alive(sock, min(self._keepalive, self._silent_secs), unacknowledged=False)
         code = sock.connect_ex((host, port))
         out.sock = sock
         self._epoll.register(sock.fileno(), _HANGUP)  # the peer's end, however idle the connection
@@ -552,7 +611,10 @@ class TcpTransport(BatchingTransport):
             if out is None or out.sock is None:
                 return
             if not out.connecting and mask & _PEER_GONE:
-                self._broken(key, out, OSError(errno.ECONNRESET, "closed by the worker at the other end"))
+                # the kernel's error: ETIMEDOUT where its keepalive probes went unanswered (a partition)
+                code = out.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                self._broken(key, out, OSError(code, os.strerror(code)) if code else
+                             OSError(errno.ECONNRESET, "closed by the worker at the other end"))
             else:
                 self._write(key, out)
             self._check_held()  # the peer took its backlog (the spouts may go again), or went with it
@@ -565,11 +627,14 @@ class TcpTransport(BatchingTransport):
         part is lost: the peer dropped its beginning with the connection)."""
         if out.sock is not None:
             if not out.connecting:
-                self._unreachable(key, f"the connection broke: {error}")
+                self._unreachable(key, f"its machine answered nothing for about {self._silent_secs:g} s (a "
+                                       f"partition, a lost machine?)" if error.errno == errno.ETIMEDOUT
+                                  else f"the connection broke: {error}")
             self._close_outbound(out)
         out.sock = None
         out.connecting = False
         out.away = True
+        out.silent = False  # said unreachable already, if it was: the next connection made says its return
         out.broken_at = self._now()
         out.retry_at = out.broken_at + RECONNECT_SECS
         if out.backlog and _is_partial(out.backlog[0]):
@@ -632,7 +697,28 @@ class TcpTransport(BatchingTransport):
         for key, out in self._outbound.items():  # peers that refused or were slow: try again
             if out.backlog and (out.sock is not None or now >= out.retry_at):
                 self._write(key, out)
+        if now >= self._reach_at:  # not per message: a loop about to sleep flushes, the timer wakes it
+            self._reach_at = now + REACH_CHECK_SECS
+            self._check_reach()
         super()._flush_locked()
+
+    def _check_reach(self) -> None:
+        """Say which connected peers acknowledged nothing written to them for ``silent_secs``
+        (unreachable: a partition, a lost machine), and which of those acknowledge again; their
+        connections are kept (the module docstring)."""
+        for key, out in self._outbound.items():
+            if out.sock is None or out.connecting:
+                continue  # broken or not made yet: `_broken` and `_connected` say so
+            silent = self._unacknowledged_for(out.sock)
+            if silent >= self._silent_secs and not out.silent:
+                out.silent = True
+                self._unreachable(key, f"it has acknowledged nothing written to it for {silent:.0f} s (a "
+                                       f"partition, a lost machine?)",
+                                  "the connection is kept: what is written to it waits, and reaches it "
+                                  "once it acknowledges again")
+            elif silent < self._silent_secs and out.silent:
+                out.silent = False
+                self._reached(key)
 
     def _moved(self, key: str) -> bool:
         """The peer's worker restarted at a new address (a Spark task elsewhere): what its

@@ -72,7 +72,7 @@ from .._encryption import AUTO, NEVER
 from .._encryption import KEY as ENCRYPTION_KEY
 from ..engine.transport import IntoReceiver
 from . import curve
-from .batching import DEFAULT_MAX_MESSAGE_BYTES, MAX_BATCH, MAX_MESSAGE_KEY, BatchingTransport
+from .batching import DEFAULT_MAX_MESSAGE_BYTES, MAX_BATCH, MAX_MESSAGE_KEY, SILENT_SECS, BatchingTransport
 from .envelope import DATA, Origin, sealed_parts
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "MAX_BATCH", "MAX_MESSAGE_KEY", "ZmqTransport", "receive_queue_limit"]
@@ -101,12 +101,6 @@ _CURVE_OVERHEAD = 33
 # long, and the master moves its tasks or their tuples time out).
 SNDHWM = 1000
 MAX_UNSENT = 1000
-# A peer whose kernel acknowledges nothing for this long is unreachable: its connection is closed
-# and the transport says so (the module docstring). A live peer's kernel acknowledges whatever its
-# worker does (its ZeroMQ I/O thread reads into RCVHWM without the GIL); shorter than the default
-# topology.message.timeout.secs (30), so that the cause is in the log before the first timeouts.
-# A 25 s partition between two workers said nothing of the peer without it.
-SILENT_SECS = 10.0
 # How often the receiving thread hands `_unsent` to ZeroMQ again while something waits there
 RETRY_SECS = 0.1
 _RECEIVE_BUDGET = 256 * 1024 * 1024
@@ -256,7 +250,10 @@ class ZmqTransport(BatchingTransport):
             sock = self._ctx.socket(zmq.PUSH)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.SNDHWM, SNDHWM)  # batches, not tuples: up to ~2M tuples queued
-            # a silent peer's connection is closed, which the watch reports (the module docstring)
+            # a silent peer's connection is closed, which the watch reports (the module docstring);
+            # a live peer's kernel acknowledges whatever its worker does (its ZeroMQ I/O thread reads
+            # into RCVHWM without the GIL; the TCP wire, whose peers read in their loops, keeps its
+            # connections: `squall.worker.tcp`)
             sock.setsockopt(zmq.TCP_MAXRT, self._silent_ms)
             _keep_alive(sock, self._silent_ms)
             # without it, an attempt to connect to an unreachable machine waits out the kernel's

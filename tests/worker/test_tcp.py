@@ -928,3 +928,68 @@ def test_a_strangers_frame_cut_short_by_its_close_is_logged_with_its_address_and
         assert not b._inbound
     finally:
         b.close()
+
+
+def test_a_connected_peer_that_acknowledges_nothing_is_named_once_counted_kept_and_its_return_said(caplog):
+    """Two worker machines cut off from each other for 25 s on the TCP wire: its connections
+    stayed up (no TCP_USER_TIMEOUT on the data path: a receiver's closed window must not close
+    it) and no line named the peer, while a spout's warning blamed topology.max.spout.pending.
+    The transport now asks the kernel, at most once a second, how long what was sent to each
+    connected peer has waited for an acknowledgement (the answer is the test's here, the clock
+    injected): past ``silent_secs`` it names the peer once, counts it, keeps the connection, and
+    says its return once what waits is acknowledged. Every item arrives, once."""
+    clock = [100.0]
+    got = Collect()
+    b = tcp(receive=got, slot="h:2")
+    a = tcp(peers={7: b.address, 8: b.address}, now=lambda: clock[0], silent_secs=5.0)
+    a.reach.components = lambda tasks: ["sink"]
+    unacknowledged = [0.0]  # what the kernel says of a's connection to b, in seconds
+    a._unacknowledged_for = lambda sock: unacknowledged[0]
+    loop = Loop(b)
+
+    def check(secs, advance=1.0):
+        unacknowledged[0] = secs
+        clock[0] += advance
+        a.flush()
+        return a.statistics()
+    try:
+        with caplog.at_level(logging.INFO, logger="squall.worker"):
+            a.sender(7)((0,))
+            assert wait_until(lambda: (a.flush(), got.got)[1] == [(7, (0,))])
+            sock = a._outbound[b.address].sock
+            assert check(4.9)["unreachable"] == []
+            assert check(5.0, advance=0.5)["unreachable"] == []  # looked at once a second, not per flush
+            assert check(5.0, advance=0.5)["unreachable"] == [b.address]
+            assert check(6.0)["peer_breaks"] == 1  # said and counted once
+            a.sender(8)((1,))
+            a.flush()  # the connection is kept: what is sent meanwhile goes into it
+            assert wait_until(lambda: sorted(got.got) == [(7, (0,)), (8, (1,))]), got.got
+            stats = check(0.2)
+            assert stats["unreachable"] == [] and stats["peer_breaks"] == 1
+            assert a._outbound[b.address].sock is sock
+        said = [r.getMessage() for r in caplog.records if b.address in r.getMessage()]
+        assert len(said) == 2, said
+        assert said[0].startswith(f"cannot reach the worker at {b.address} (tasks 7, 8: sink): it has acknowledged "
+                                  f"nothing written to it for 5 s"), said
+        assert said[1] == f"reached the worker at {b.address} again, after 2 s unreachable", said
+        assert sorted(got.got) == [(7, (0,)), (8, (1,))]
+    finally:
+        loop.stop()
+        a.close()
+        b.close()
+
+
+def test_the_kernel_tells_no_silence_of_an_idle_connection_nor_of_a_receiver_with_its_window_closed():
+    """`unacknowledged_for` reads the kernel's TCP_INFO: a receiver that reads nothing (a
+    stopped worker, one in a long round) has acknowledged all that was sent, the rest waiting
+    for its window, so it is not a silent peer (its window probes' answers grow seldom)."""
+    with socket.create_server(("127.0.0.1", 0)) as server, \
+            socket.create_connection(server.getsockname()) as sender, server.accept()[0]:
+        assert tcp_module.unacknowledged_for(sender) == 0.0
+        sender.setblocking(False)
+        sent = 0
+        with pytest.raises(BlockingIOError):
+            for _ in range(10_000):
+                sent += sender.send(b"x" * 65536)
+        assert sent > 0
+        assert wait_until(lambda: tcp_module.unacknowledged_for(sender) == 0.0, 5)

@@ -58,8 +58,20 @@ DEFAULT_FLUSH_INTERVAL_MS = default_of(FLUSH_INTERVAL_KEY)
 # ZeroMQ's closes the connection, `squall.worker.transport`; the TCP wire's keeps it,
 # `squall.worker.tcp`). Shorter than the default topology.message.timeout.secs (30), so that the
 # cause is in the log before the first timeouts. A 25 s partition between two workers said
-# nothing of the peer without it.
+# nothing of the peer without it. A topology with a shorter message timeout gets a shorter bound
+# (`silent_bound`).
 SILENT_SECS = 10.0
+MIN_SILENT_SECS = 3.0  # at least this: a healthy network's retransmissions (200 ms, doubling) fit well within
+
+
+def silent_bound(message_timeout_secs: float) -> float:
+    """How long a peer may acknowledge nothing before it is said to be unreachable, for a
+    topology whose tuples time out after ``message_timeout_secs``: half of it, so that the
+    peer is named before the first tuples that crossed to it time out (a spout's warning about
+    them then names the peer, not ``topology.max.spout.pending``:
+    `squall.engine.pending_tuner.MaxPending.replay_storm`), but at most `SILENT_SECS` and at
+    least `MIN_SILENT_SECS`."""
+    return max(MIN_SILENT_SECS, min(SILENT_SECS, message_timeout_secs / 2))
 # When this worker holds its spouts back for a peer (`Transport.on_held`): as soon as anything
 # waits for a peer that is away (its connection broke or is refused: the worker died or is
 # restarting), and once HOLD_MESSAGES wait for one still connected that does not read (hung);

@@ -11,7 +11,7 @@ from typing import Any
 from .._config import Config, setting
 from .._encryption import encryption_setting
 from . import curve
-from .batching import FLUSH_INTERVAL_KEY, TRANSFER_BATCH_KEY, BatchingTransport
+from .batching import FLUSH_INTERVAL_KEY, TRANSFER_BATCH_KEY, BatchingTransport, silent_bound
 from .envelope import Origin
 from .tcp import TcpTransport
 from .transport import MAX_MESSAGE_KEY, ZmqTransport
@@ -53,4 +53,6 @@ def _transport_options(conf: dict[str, Any], topology_conf: dict[str, Any] | Non
     return {"max_message_bytes": setting(conf, MAX_MESSAGE_KEY),
             "encryption": encryption_setting(conf),
             "transfer_batch_size": batching(TRANSFER_BATCH_KEY),
-            "flush_interval_ms": batching(FLUSH_INTERVAL_KEY)}
+            "flush_interval_ms": batching(FLUSH_INTERVAL_KEY),
+            # a peer is said to be unreachable before the topology's tuples that crossed to it time out
+            "silent_secs": silent_bound(float(batching(Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS)))}

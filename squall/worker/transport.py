@@ -41,13 +41,14 @@ master's notice fails it (it was sent before the notice).
 
 A peer that goes silent without closing its connections (a partition, a lost machine) gives
 ZeroMQ nothing to see: the kernel is told to close a peer socket's connection once what it sent
-has gone unacknowledged for `SILENT_SECS` (``TCP_MAXRT``, Linux's ``TCP_USER_TIMEOUT``), or, idle,
+has gone unacknowledged for ``silent_secs`` (half the topology's message timeout, between 3
+and `SILENT_SECS`, 10 s: `squall.worker.batching.silent_bound`) (``TCP_MAXRT``, Linux's ``TCP_USER_TIMEOUT``), or, idle,
 once keepalive probes went unanswered for about as long (``TCP_KEEPALIVE*``, on the PULL socket's
 connections too). Its monitor then says the connection went, as at a death: the transport logs
 once which worker (address, tasks, components) it cannot reach and counts it (`statistics`,
 ``peer_breaks`` and ``unreachable``: the master's topology info per worker), what is sent to it
 waits in `_unsent`, and once a connection is made again (an attempt to connect is given up after
-half of `SILENT_SECS`, so one starts soon after the network heals) it says after how long. A
+half of that, so one starts soon after the network heals) it says after how long. A
 spout whose tuples time out meanwhile names that worker as the cause
 (`squall.engine.transport.PeerReach`). All of it is the kernel's: nothing per message.
 Not ZMTP heartbeats (``HEARTBEAT_IVL``): with them the receiving end writes PONGs, and libzmq
@@ -142,7 +143,8 @@ class ZmqTransport(BatchingTransport):
         peers, serializer, secret, receive, origin, max_message_bytes: as `BatchingTransport`'s,
             and its other keyword arguments (``batching``).
         encryption: ``squall.encryption``: ``"auto"``, ``"true"`` or ``"false"`` (`squall.worker.curve`).
-        silent_secs: a peer whose kernel acknowledges nothing for this long is unreachable (`SILENT_SECS`).
+        silent_secs: a peer whose kernel acknowledges nothing for this long is unreachable (`SILENT_SECS`;
+            a worker's: `squall.worker.batching.silent_bound` of its topology's message timeout).
     """
 
     def __init__(self, bind: str, peers: dict[int, str], serializer: Any, secret: bytes,

@@ -117,3 +117,15 @@ def test_the_topology_sets_the_batching_and_a_bad_value_names_its_key():
         _transport_options({}, {Config.TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS: -1})
     with pytest.raises(SquallError, match="topology.transfer.batch.size"):
         _transport_options({Config.TOPOLOGY_TRANSFER_BATCH_SIZE: 0}, {})
+
+
+def test_a_peer_is_said_unreachable_within_half_the_topologys_message_timeout_between_3_and_10_s():
+    """With topology.message.timeout.secs under ~10 s, the tuples that crossed to a peer cut off
+    timed out before the wires' fixed 10 s bound named it, and a spout's warning blamed
+    topology.max.spout.pending: the bound (both wires') is now half the message timeout, 3 to 10 s."""
+    timeout = Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS
+    assert _transport_options({}, None)["silent_secs"] == 10.0  # the default 30 s
+    assert _transport_options({}, {timeout: 10})["silent_secs"] == 5.0
+    assert _transport_options({timeout: 8}, {})["silent_secs"] == 4.0  # the cluster's, where the topology sets none
+    assert _transport_options({}, {timeout: 2})["silent_secs"] == 3.0
+    assert _transport_options({}, {timeout: 120})["silent_secs"] == 10.0

@@ -80,6 +80,7 @@ def cmd_trident(args: argparse.Namespace) -> int:
             from None
     from ..cluster.spark import checked_master
     from ..trident.spark import compile_topology, start
+    from ..trident.spark.checkpoint import CheckpointDamaged, check_checkpoint
     from ..trident.spark.launcher import use_installed_pyspark
 
     topology_over, daemon_over = parse_overrides(args.overrides)
@@ -95,6 +96,10 @@ def cmd_trident(args: argparse.Namespace) -> int:
             compile_topology(topology)  # what cannot run is refused before a JVM starts
         except ValueError as e:
             raise UserError(f"{path.name}: {e}") from None
+        try:
+            check_checkpoint(args.checkpoint)  # a damaged offsets/commits file named before a JVM starts
+        except CheckpointDamaged as e:
+            raise UserError(str(e)) from None
         builder = SparkSession.builder.appName(name)
         if args.spark_master:
             builder = builder.master(args.spark_master)

@@ -64,12 +64,15 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
         ValueError: something the topology holds cannot run on Spark's engine (a DRPC stream, a
             non-transactional spout, a broadcast or custom repartition, a window of several tasks
             after an identity or custom partitioning), named with the reason.
+        CheckpointDamaged: (a ValueError) the latest ``offsets/`` or ``commits/`` file of a local
+            ``checkpoint_location`` is not one Spark can read, named with what to do.
     """
     from dataclasses import replace
 
     from pyspark import cloudpickle
 
     from ..._config import Config, setting
+    from .checkpoint import check_checkpoint
     from .compiler import compile_topology
     from .rows import to_option
     from .runner import BatchRunner, quiet_call_sites, source_frame, union
@@ -77,6 +80,8 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
 
     if not isinstance(checkpoint_location, str) or not checkpoint_location:
         raise ValueError(f"start: checkpoint_location must be a non-empty path or URI, got {checkpoint_location!r}")
+    # a damaged offsets/commits file failed the query inside Spark's JSON decoder, naming no file
+    check_checkpoint(checkpoint_location)
     settings = dict(conf or {})
     plan = compile_topology(topology, field_types,
                             in_sources=bool(setting(settings, Config.TOPOLOGY_TRIDENT_SPARK_BOLT_IN_SOURCE,

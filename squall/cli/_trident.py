@@ -125,7 +125,7 @@ def cmd_trident(args: argparse.Namespace) -> int:
                       f"checkpoint {args.checkpoint}", file=sys.stderr, flush=True)
                 return query
 
-            return _run_until_stopped(start_query, name=name)
+            return _run_until_stopped(start_query, name=name, checkpoint=args.checkpoint)
         finally:
             spark.stop()
             shipped.cleanup()
@@ -168,12 +168,14 @@ def _wait(query: Any, stop: threading.Event) -> BaseException | None:
     return failed
 
 
-def _run_until_stopped(start_query: Callable[[], Any], retries: int | None = None, name: str = "trident") -> int:
+def _run_until_stopped(start_query: Callable[[], Any], retries: int | None = None, name: str = "trident",
+                       checkpoint: str | None = None) -> int:
     """Start the query (``start_query``) and wait for it; SIGTERM or Ctrl-C stops it. A query that
     failed because Spark's Python source process did not connect back in time is started again,
     up to ``retries`` times (default START_RETRIES: `squall.trident.spark.restart`, imported here
     and not with the CLI, which would import squall.trident for every verb). 0 when stopped, 1
-    when it failed."""
+    when it failed; then, when ``checkpoint`` (local) cannot be written, why and what to do."""
+    from ..trident.spark.checkpoint import checkpoint_unwritable
     from ..trident.spark.restart import START_RETRIES, ConnectBackMissed, run_restarting
 
     stop = threading.Event()
@@ -188,10 +190,15 @@ def _run_until_stopped(start_query: Callable[[], Any], retries: int | None = Non
     if failed is not None:
         text = str(failed)
         cause = _cause_of(text)
+        # Spark's failure to write a batch's offsets or commit says only "No space left on
+        # device", naming no file: the checkpoint itself is asked, and said next to the failure
+        unwritable = None if checkpoint is None else checkpoint_unwritable(checkpoint)
+        why = "" if unwritable is None else f"\nsquall trident: {unwritable}"
         if cause is None:
-            print(f"squall trident: the query failed: {text}", file=sys.stderr)
+            first, newline, rest = text.partition("\n")
+            print(f"squall trident: the query failed: {first}{why}{newline}{rest}", file=sys.stderr)
         else:  # what failed first, then Spark's whole report (tracebacks, the query's plan)
-            print(f"squall trident: the query failed: {cause}\nsquall trident: Spark's report of it:\n{text}",
+            print(f"squall trident: the query failed: {cause}{why}\nsquall trident: Spark's report of it:\n{text}",
                   file=sys.stderr)
         return 1
     return 0

@@ -4,6 +4,8 @@ test_driver_kill's)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from squall.cli import main
@@ -117,3 +119,32 @@ def test_a_failed_query_says_its_python_exception_first_then_sparks_report(capsy
                           "/data/t: MERGE of txid 2 failed: DeltaError: Read-only file system (os error 30)\n"
                           "squall trident: Spark's report of it:\nAn exception was raised by the Python Proxy.")
     assert "=== Streaming Query ===" in err
+
+
+def test_a_query_whose_checkpoint_cannot_be_written_says_so_naming_it(tmp_path, monkeypatch, capsys):
+    """A full disk under the checkpoint stopped the query with Spark's one line, "No space left on
+    device", naming no file (Spark's trace above it was Hadoop's writer): the checkpoint is now
+    asked, and said next to the failure with what to do. One that can be written adds nothing."""
+    import errno
+
+    from squall.cli._trident import _run_until_stopped
+    from squall.trident.spark import checkpoint
+
+    def full(path):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+    failure = "java.io.IOException: No space left on device\n=== Streaming Query ===\nIdentifier: wc"
+    start_query, _ = _starts(failure)
+    assert _run_until_stopped(start_query, checkpoint=str(tmp_path)) == 1
+    assert "cannot be written" not in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # the probe removed
+    monkeypatch.setattr(checkpoint, "_probe", full)
+    start_query, _ = _starts(failure)
+    assert _run_until_stopped(start_query, checkpoint=str(tmp_path)) == 1
+    assert capsys.readouterr().err.splitlines()[:3] == [
+        "squall trident: the query failed: java.io.IOException: No space left on device",
+        (f"squall trident: the checkpoint {tmp_path} cannot be written (No space left on device): Spark keeps "
+        "each batch's offsets and commit there. Make room there (or make it writable), then start the query "
+        "again: it resumes after the last batch the checkpoint holds, and a batch Spark ran but could not "
+        "commit runs again with the same txid, which the states take once"),
+        "=== Streaming Query ==="]

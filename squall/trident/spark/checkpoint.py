@@ -15,6 +15,7 @@ and the like Spark's own error is what the user gets.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from urllib.parse import urlparse
@@ -68,6 +69,44 @@ def check_checkpoint(location: str) -> None:
                                     f"the query from it. {what}")
 
 
+PROBE_BYTES = 64 * 1024
+"""What `checkpoint_unwritable` writes: more than the few KiB a batch's offsets and commit files
+take, so that a disk with room for the probe had room for Spark's files."""
+
+
+def checkpoint_unwritable(location: str) -> str | None:
+    """Why the local checkpoint at ``location`` cannot be written now (a full disk, a read-only
+    file system, no permission), said with what to do; None when a probe file of `PROBE_BYTES`
+    could be written there and removed, or the checkpoint is not a local directory.
+
+    Why: a query whose checkpoint write failed (Spark writes each batch's offsets before and its
+    commit after it runs) stopped with Spark's one line, "java.io.IOException: No space left on
+    device", naming no file, while Spark's own trace above it was 40 lines of Hadoop's writer."""
+    root = local_path(location)
+    if root is None or not os.path.isdir(root):
+        return None
+    try:
+        _probe(os.path.join(root, f".squall-probe-{os.getpid()}"))
+    except OSError as e:
+        return (f"the checkpoint {location} cannot be written ({e.strerror or e}): Spark keeps each batch's "
+                "offsets and commit there. Make room there (or make it writable), then start the query again: "
+                "it resumes after the last batch the checkpoint holds, and a batch Spark ran but could not "
+                "commit runs again with the same txid, which the states take once")
+    return None
+
+
+def _probe(path: str) -> None:
+    """Write `PROBE_BYTES` to ``path``, to the disk, and remove it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, b"\0" * PROBE_BYTES)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
 def _problem(path: str, log: str) -> str | None:
     """What makes ``path`` unreadable as Spark's ``log`` file, or None."""
     try:
@@ -96,4 +135,4 @@ def _problem(path: str, log: str) -> str | None:
     return None
 
 
-__all__ = ["CheckpointDamaged", "check_checkpoint", "local_path"]
+__all__ = ["CheckpointDamaged", "check_checkpoint", "checkpoint_unwritable", "local_path"]

@@ -4,6 +4,8 @@ batch for the same txid fails the task naming it."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from squall import Fields
@@ -196,3 +198,28 @@ def test_a_batch_spouts_empty_batch_is_acked_and_its_txid_passed_as_storm_commit
     assert spout.acked == [1, 2, 3, 4, 5, 6] and spout.batches == {}  # 6: the empty one after
     assert reader.latestOffset(offset, None) == offset  # txid 7 empty
     assert spout.acked == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_an_offset_another_spout_wrote_is_refused_naming_both(tmp_path):
+    """Spark matches a query's sources to its checkpoint's by position: after a stream was
+    renamed, or the new_stream calls reordered, a spout was handed another one's offsets and
+    read from them silently. Offsets now name their spout; one without (an older checkpoint's)
+    passes."""
+    from squall.external.trident_files import FileTridentSpout
+
+    write_lines(tmp_path / "a.txt", ["one", "two"])
+    lines = PartitionedSpoutReader(SpoutSpec("lines", FileTridentSpout(str(tmp_path)), {}))
+    first = lines.latestOffset(lines.initialOffset(), None)
+    assert first["spout"] == "lines" and sorted(_read(lines, lines.initialOffset(), first)) == [["one"], ["two"]]
+    renamed = PartitionedSpoutReader(SpoutSpec("sentences", FileTridentSpout(str(tmp_path)), {}))
+    said = ("new_stream('sentences', FileTridentSpout): the checkpoint's offset of txid 1 is spout 'lines''s, "
+            "not this one's: the topology's spouts changed since the checkpoint was written")
+    with pytest.raises(ValueError, match=re.escape(said)):
+        renamed.latestOffset(first, None)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        renamed.partitions({"txid": 0}, first)  # a batch the checkpoint planned, run again
+    queue = BatchSpoutReader(SpoutSpec("queue", _Drifting(), {}))
+    with pytest.raises(ValueError, match="offset of txid 1 is spout 'lines''s"):
+        queue.latestOffset(first, None)
+    older = {k: v for k, v in first.items() if k != "spout"}
+    assert renamed.latestOffset(older, None) == older  # nothing new after it, and no refusal

@@ -427,7 +427,24 @@ class _Reader(DataSourceStreamReader):
 
     def initialOffset(self) -> dict:
         """Before txid 1."""
-        return {"txid": 0}
+        return {"txid": 0, "spout": self.spec.txid}
+
+    def _owned(self, *offsets: dict) -> None:
+        """Refuse an offset of the checkpoint that another spout wrote. Spark hands each source
+        the offsets of the source at its position in the checkpoint, not by name: a topology
+        whose spouts were renamed, reordered or had one added before them since the checkpoint
+        was written got another spout's offsets, silently (a file spout reading another
+        directory's byte ranges). An offset written before offsets named their spout passes."""
+        for offset in offsets:
+            owner = offset.get("spout")
+            if owner is not None and owner != self.spec.txid:
+                raise ValueError(
+                    f"{self.spec.where()}: the checkpoint's offset of txid {offset.get('txid')} is spout {owner!r}'s, "
+                    "not this one's: the topology's spouts changed since the checkpoint was written (a stream "
+                    "renamed, the new_stream calls reordered, or one added before another), and Spark matches "
+                    "a query's sources to the checkpoint's by position. Start the query with its spouts as "
+                    "they were, or on a new checkpoint location (each spout then reads from its start: "
+                    "with a new state too, or the records already counted are counted again)")
 
     def stop(self) -> None:
         """Close what the driver opened."""
@@ -478,6 +495,7 @@ class BatchSpoutReader(_Reader):
         emits nothing is committed here (`_EmptyBatch`) and the next call plans the one after:
         asked again, a spout that remembers its batches by txid (Storm's ``FixedBatchSpout``, a
         queue's) would give the same empty batch forever and never read what came after."""
+        self._owned(start)
         last, prev = int(start["txid"]), from_offset(start.get("meta"), self.spec.where())
         if self._empty is not None and self._empty.txid > last:
             last, prev = self._empty.txid, self._empty.meta
@@ -496,10 +514,12 @@ class BatchSpoutReader(_Reader):
             self._succeed(txid)
             self._empty = _EmptyBatch(txid, meta)
             return start
-        return {"txid": txid, "meta": to_offset(meta, self.spec.where()), "tuples": out.count, "digest": out.digest()}
+        return {"txid": txid, "spout": self.spec.txid, "meta": to_offset(meta, self.spec.where()), "tuples": out.count,
+                "digest": out.digest()}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         """The batch ``end`` names, in one partition (none when nothing is new)."""
+        self._owned(start, end)
         if int(end["txid"]) == int(start["txid"]):
             return []
         return [InputPartition(end)]
@@ -615,6 +635,7 @@ class PartitionedSpoutReader(_Reader):
         """Each partition's next batch after its metadata in ``start``; ``start`` when none emits a
         tuple, dead-letters a record or moves past one (`_covers_records`): a batch that read
         records and emitted no tuple is a micro-batch of no rows."""
+        self._owned(start)
         txid = int(start["txid"]) + 1
         coordinator = self._coordinator()
         if not coordinator.is_ready(txid):
@@ -655,11 +676,13 @@ class PartitionedSpoutReader(_Reader):
         gone = [pid for pid in parts if pid not in listed]
         for pid in gone[:max(0, len(gone) - GONE_PARTITIONS_KEPT)]:
             del parts[pid]
-        return {"txid": txid, "info": to_offset(info, self.spec.where()), "parts": parts, "batch": sorted(batch)}
+        return {"txid": txid, "spout": self.spec.txid, "info": to_offset(info, self.spec.where()), "parts": parts,
+                "batch": sorted(batch)}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         """The spout partitions that have a range in the batch, in at most ``spec.tasks`` input
         partitions (`spread`)."""
+        self._owned(start, end)
         if int(end["txid"]) == int(start["txid"]):
             return []
         ordered = self._emitter().get_ordered_partitions(from_offset(end["info"], self.spec.where()))

@@ -524,9 +524,14 @@ class RedisMapState(IBackingMap):
         place = f"field {name!r} of hash {self.options.hash_key!r}" if self.options.data_type == "hash" \
             else f"key {name!r}"
         head = f"Redis map state at {self.where}, partition {self.marker!r} (writer {self.txids_field!r})"
+        # on Spark's engine the states run in the driver, one copy, and a lower txid means the
+        # query's checkpoint went back (its latest offsets/N removed, an older copy restored):
+        # the user who deleted a checkpoint file read only of dead workers
         stale = ("refused: it comes from a stale copy of the task (a worker taken for dead, which resumed after "
-                 "the task that replaced it committed its batch), whose values would undo the later ones; the "
-                 "batch fails, and its replay reads Redis again")
+                 "the task that replaced it committed its batch), or, on Spark's engine, from a query whose "
+                 "checkpoint is behind this state (its latest offsets file removed, or an older copy of it "
+                 "restored), whose values would undo the later ones; the batch fails, and its replay reads "
+                 "Redis again")
         if what == "txid":
             return ReportedFailedException(
                 f"{head} wrote txid {reply[1].decode()} already ({self.txids!r}); this write of txid {txid} is "

@@ -89,17 +89,19 @@ def test_a_resubmission_that_renumbers_the_tasks_keeps_each_keys_count(tmp_path)
     assert not short, f"(highest count, ids of the key acked) of keys counted short: {short}"
 
 
-class _Task:
-    """What `state_namespace` reads of a stateful task's context: its component's task ids
-    (``first`` on), its own, and the master's transactional state."""
+class LayoutTask:
+    """What `state_namespace` (and a Trident window store's factory) reads of a stateful task's
+    context: its component's task ids (``first`` on), its own and its index, and the master's
+    transactional state."""
 
-    def __init__(self, backend, tasks: int, index: int, first: int = 3):
+    def __init__(self, backend, tasks: int, index: int, first: int = 3, component: str = "count"):
         self.transactional_home = backend
         self.tasks = list(range(first, first + tasks))
         self.index = index
+        self.component = component
 
     def get_this_component_id(self):
-        return "count"
+        return self.component
 
     def get_this_task_id(self):
         return self.tasks[self.index]
@@ -120,19 +122,19 @@ def test_a_stateful_component_submitted_again_with_another_task_count_is_refused
     topology.state.allow.task.count.change lets the new count go on with its own."""
     backend = MemoryBackend()
     conf = {"topology.name": "wc"}
-    assert [state_namespace(conf, _Task(backend, 2, i)) for i in range(2)] == ["count-3", "count-4"]
+    assert [state_namespace(conf, LayoutTask(backend, 2, i)) for i in range(2)] == ["count-3", "count-4"]
     for tasks in (3, 1):
         for i in range(tasks):
             with pytest.raises(StateError) as refused:
-                state_namespace(conf, _Task(backend, tasks, i))
+                state_namespace(conf, LayoutTask(backend, tasks, i))
             said = str(refused.value)
             assert f"component [count] task {3 + i}: topology 'wc' kept the states of component [count] in 2 tasks " \
                    f"(states count-3, count-4)" in said, said
             assert f"now has {tasks} task" in said and "set_num_tasks(2)" in said, said
             assert "topology.state.allow.task.count.change: true" in said, said
     assert backend.list("wc", "_squall_task/count/") == ["_squall_task/count/2/0", "_squall_task/count/2/1"]
-    assert [state_namespace(conf, _Task(backend, 2, i, first=5)) for i in range(2)] == ["count-3", "count-4"]
+    assert [state_namespace(conf, LayoutTask(backend, 2, i, first=5)) for i in range(2)] == ["count-3", "count-4"]
     allowed = {**conf, "topology.state.allow.task.count.change": True}
-    assert [state_namespace(allowed, _Task(backend, 3, i)) for i in range(3)] == ["count-3", "count-4", "count-5"]
+    assert [state_namespace(allowed, LayoutTask(backend, 3, i)) for i in range(3)] == ["count-3", "count-4", "count-5"]
     # once allowed, that count has its own record: it goes on without the setting
-    assert state_namespace(conf, _Task(backend, 3, 2)) == "count-5"
+    assert state_namespace(conf, LayoutTask(backend, 3, 2)) == "count-5"

@@ -32,6 +32,7 @@ from squall.trident import (
     TumblingDurationWindow,
 )
 
+from ..state.test_task_ids import LayoutTask
 from .exactly_once import Faults, FlakyMapState, Store, Watched, plain, replays
 from .windowing_ops import FlakyPass, Span
 
@@ -219,28 +220,6 @@ def test_spark_engine_runs_a_window_as_the_tasks_it_has_here():
     assert [route for _, route in bolt.routes] == [TaskRoute("key", (1,))]
 
 
-class _WindowTask:
-    """What `KeyValueWindowsStoreFactory.create` reads of a window's task context: its component's
-    task ids, its index, and the master's transactional state."""
-
-    def __init__(self, backend, tasks: int, index: int):
-        self.transactional_home = backend
-        self.tasks = list(range(3, 3 + tasks))
-        self.index = index
-
-    def get_this_component_id(self):
-        return "b-0"
-
-    def get_this_task_id(self):
-        return self.tasks[self.index]
-
-    def get_this_task_index(self):
-        return self.index
-
-    def get_component_tasks(self, component):
-        return self.tasks
-
-
 def test_a_key_value_window_store_with_another_task_count_is_refused():
     """The store is the task index's (`<component>-<index>-<name>`): resubmitted with 1 task
     instead of 2, the tuples index 1 held never reached a window (LocalCluster, 20 records in
@@ -255,12 +234,12 @@ def test_a_key_value_window_store_with_another_task_count_is_refused():
     conf = {"topology.name": "tw"}
     factory = KeyValueWindowsStoreFactory()
     for i in range(2):
-        factory.create(conf, _WindowTask(backend, 2, i), "window-w0").put("k", i)
+        factory.create(conf, LayoutTask(backend, 2, i, component="b-0"), "window-w0").put("k", i)
     assert backend.list("tw", "_squall_task/b-0/") == ["_squall_task/b-0/2/0", "_squall_task/b-0/2/1"]
     for tasks in (1, 3):
         with pytest.raises(StateError, match=r"topology 'tw' kept the states of component \[b-0\] in 2 tasks .* "
                                              rf"now has {tasks} task.*parallelism_hint\(2\)"):
-            factory.create(conf, _WindowTask(backend, tasks, 0), "window-w0")
+            factory.create(conf, LayoutTask(backend, tasks, 0, component="b-0"), "window-w0")
     # the same count goes on, each index with the store it was given: <component>-<index>-<name>
-    factory.create(conf, _WindowTask(backend, 2, 1), "window-w0")
+    factory.create(conf, LayoutTask(backend, 2, 1, component="b-0"), "window-w0")
     assert msgpack.unpackb(backend.get("tw", "_squall_task/b-0/2/1")) == "b-0-1"

@@ -949,9 +949,15 @@ class Master:
         submission under its name kept its states in (`squall.state._names.state_namespace`'s
         records): a fields grouping picks a task by that number, so its keys would go to tasks
         whose state does not hold them. Its tasks refuse to start as well; said here, the
-        submitter gets the error, not a worker restarted until its launches run out."""
-        from ..state._names import earlier_task_counts, task_count_change_error
+        submitter gets the error, not a worker restarted until its launches run out. Only a
+        component that keeps such states now is held to them (`squall.state._names.keeps_task_states`):
+        a stateful bolt replaced by a stateless one of the same id (or a Trident bolt whose
+        generated name now holds no window) goes with any count, as its tasks would."""
+        from ..state._names import earlier_task_counts, keeps_task_states, task_count_change_error
         for component, tasks in plan.component_tasks.items():
+            spec = plan.topology.components.get(component)  # None: the ackers
+            if spec is None or not keeps_task_states(spec.obj):
+                continue  # keeps no states by task (now): its tasks never read an earlier layout's
             if setting(plan.component_confs.get(component, plan.conf), Config.TOPOLOGY_STATE_ALLOW_TASK_COUNT_CHANGE,
                        where=f"configuration of component [{component}]"):
                 continue

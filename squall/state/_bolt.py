@@ -257,6 +257,9 @@ class StatefulBoltExecutor(_CheckpointAware):
     (``squall_fail_fast``), and so does every bolt with ``topology.bolt.fail.fast`` true.
     """
 
+    squall_keeps_task_states = True
+    """Its tasks keep their states by task (`squall.state._names.KEEPS_TASK_STATES`)."""
+
     squall_acks_at_commit = True
     """Its inputs complete at its commits, on a timer: the automatic max spout pending of the
     spouts upstream does not double for want of completions (`squall.engine.pending_tuner`)."""

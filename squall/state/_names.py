@@ -187,6 +187,21 @@ def task_count_change_error(owner: str, component: str, topology: str, tasks: in
             f"they are (docs/state.md)")
 
 
+KEEPS_TASK_STATES = "squall_keeps_task_states"
+"""The attribute, true on a component object whose tasks may keep states named per task and
+recorded with the master (`recorded_namespace`): a `squall.state.StatefulBoltExecutor`, a
+Trident bolt with a window whose store outlives it. The master checks another task count only
+for these (`squall.cluster.master.Master._check_state_layouts`)."""
+
+
+def keeps_task_states(component: Any) -> bool:
+    """Whether ``component`` (a topology's bolt or spout object) may keep states laid out by its
+    task count (`KEEPS_TASK_STATES`). A component that no longer does (a stateful bolt replaced
+    by another of the same id) is not held to its predecessor's count: its tasks never read
+    those states, and they refuse nothing at their start either."""
+    return bool(getattr(component, KEEPS_TASK_STATES, False))
+
+
 def earlier_task_counts(list_keys: Callable[[str, str], list[str]], get: Callable[[str, str], bytes | None],
                         topology: str, component: str, tasks: int) -> list[EarlierLayout]:
     """The layouts an earlier submission of ``topology`` kept ``component``'s states in with

@@ -522,6 +522,12 @@ class TridentBoltExecutor(Bolt):
         self.spec = spec
         self.body = body
 
+    @property
+    def squall_keeps_task_states(self) -> bool:
+        """Whether its tasks keep states by task (a window's store that outlives them: the
+        master holds such a bolt to its earlier task count, `squall.state._names.KEEPS_TASK_STATES`)."""
+        return bool(getattr(self.body, "squall_keeps_task_states", False))
+
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         """Each output stream as ``["$tx", *fields]`` with its direct ``$pack-`` twin
         (``["$tx", "$values"]``), and the direct ``$coord-<group>`` stream of each batch group."""

@@ -1269,6 +1269,11 @@ class SubtopologyBody(BatchBody):
         self.input_fields = dict(input_fields)
         self.state_factories = dict(states)
 
+    @property
+    def squall_keeps_task_states(self) -> bool:
+        """Whether an operation of this bolt keeps a store by task (`TridentBoltExecutor`'s)."""
+        return any(getattr(node.processor, "squall_keeps_task_states", False) for node in self.nodes)
+
     def prepare(self, conf: dict, context: Any, output: BatchOutput) -> None:
         self._output = output
         tasks = context.get_component_tasks(context.get_this_component_id())

@@ -10,7 +10,7 @@ import cloudpickle
 import msgpack
 import pytest
 
-from squall import (AlreadyAliveException, Config, IllegalStateTransition, InvalidTopologyException, NotAliveException,
+from squall import (AlreadyAliveException, BaseStatefulBolt, Config, IllegalStateTransition, InvalidTopologyException, NotAliveException,
                     TopologyBuilder)
 from squall._config import cluster_conf
 from squall._errors import SquallError
@@ -24,10 +24,20 @@ from ..acceptance.components import AckBolt, UnrebuildableBolt
 from .served import served
 
 
-def _topology(sinks=2):
+class _StatefulSink(BaseStatefulBolt):
+    """Keeps a state by task (its layout recorded with the master), acks every input."""
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+def _topology(sinks=2, sink=AckBolt):
     b = TopologyBuilder()
     b.set_spout("feed", FeederSpout(["x"]), 1)
-    b.set_bolt("sink", AckBolt(), sinks).shuffle_grouping("feed")
+    b.set_bolt("sink", sink(), sinks).shuffle_grouping("feed")
     return cloudpickle.dumps(b.create_topology())
 
 
@@ -1209,7 +1219,7 @@ def test_a_submission_giving_a_stateful_component_another_task_count_is_refused_
     change set on the component, goes through."""
     m = served(conf)
     _register(m, ports=(7000, 7001, 7002))
-    m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology(sinks=2))
+    m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology(sinks=2, sink=_StatefulSink))
     for index, ns in enumerate(["sink-3", "sink-4"]):  # what its stateful tasks record (state_namespace)
         m.op_trident_state_put(topology="t", key=f"_squall_task/sink/2/{index}", value=msgpack.packb(ns))
 
@@ -1221,15 +1231,31 @@ def test_a_submission_giving_a_stateful_component_another_task_count_is_refused_
 
     with pytest.raises(InvalidTopologyException, match=r"component \[sink\]: topology 't' kept the states of "
                        r"component \[sink\] in 2 tasks \(states sink-3, sink-4\).*now has 3 tasks.*set_num_tasks\(2\)"):
-        submit_again(_topology(sinks=3))
+        submit_again(_topology(sinks=3, sink=_StatefulSink))
     assert "t" not in m.topologies
-    m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology(sinks=2))  # its states' count
+    m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology(sinks=2, sink=_StatefulSink))  # its states' count
     b = TopologyBuilder()
     b.set_spout("feed", FeederSpout(["x"]), 1)
-    b.set_bolt("sink", AckBolt(), 3).shuffle_grouping("feed").add_configuration(
+    b.set_bolt("sink", _StatefulSink(), 3).shuffle_grouping("feed").add_configuration(
         Config.TOPOLOGY_STATE_ALLOW_TASK_COUNT_CHANGE, True)
     submit_again(cloudpickle.dumps(b.create_topology()))
     assert len(m.topologies["t"].plan.component_tasks["sink"]) == 3
     for index in range(3):  # its tasks started, and recorded their states under the new count
         m.op_trident_state_put(topology="t", key=f"_squall_task/sink/3/{index}", value=msgpack.packb(f"sink-{index + 3}"))
-    submit_again(_topology(sinks=3))  # from then on without the setting (docs/state.md)
+    submit_again(_topology(sinks=3, sink=_StatefulSink))  # from then on without the setting (docs/state.md)
+
+
+def test_a_component_that_no_longer_keeps_states_goes_with_another_task_count(conf):
+    """[sink] kept its states in 2 tasks; submitted again as a stateless bolt with 3 tasks, the
+    master refused it with the stateful one's count, though its tasks read no state and would
+    have refused nothing (only a stateful task checks at its start)."""
+    m = served(conf)
+    _register(m, ports=(7000, 7001, 7002))
+    m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology(sinks=2, sink=_StatefulSink))
+    for index in range(2):
+        m.op_trident_state_put(topology="t", key=f"_squall_task/sink/2/{index}", value=msgpack.packb(f"sink-{index + 3}"))
+    m.op_kill(name="t", wait_secs=0)
+    m.monitor()
+    m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology(sinks=3))
+    assert len(m.topologies["t"].plan.component_tasks["sink"]) == 3
+

@@ -243,3 +243,18 @@ def test_a_key_value_window_store_with_another_task_count_is_refused():
     # the same count goes on, each index with the store it was given: <component>-<index>-<name>
     factory.create(conf, LayoutTask(backend, 2, 1, component="b-0"), "window-w0")
     assert msgpack.unpackb(backend.get("tw", "_squall_task/b-0/2/1")) == "b-0-1"
+
+
+def test_only_a_bolt_whose_window_store_outlives_it_is_held_to_its_task_count():
+    """The master holds a component to an earlier task count only where it keeps states by task
+    (`keeps_task_states`): a Trident bolt with a key-value window store does, one with an
+    in-memory store keeps nothing across submissions, nor does the spout."""
+    from squall.state._names import keeps_task_states
+    from squall.trident import KeyValueWindowsStoreFactory
+
+    for factory, expected in ((KeyValueWindowsStoreFactory(), True), (InMemoryWindowsStoreFactory(), False)):
+        topo = TridentTopology()
+        topo.new_stream("s", FeederBatchSpout(["a"])).tumbling_window(3, factory, Fields("a"), Count(), Fields("n"))
+        components = topo.build().components
+        assert {cid: keeps_task_states(c.obj) for cid, c in components.items()} == {
+            "$mastercoord-bg0": False, "$spoutcoord-spout-s": False, "spout-s": False, "b-0": expected}

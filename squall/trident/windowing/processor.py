@@ -38,7 +38,7 @@ from ..operation import BaseAggregator, CombinerAggregator, ReducerAggregator, T
 from ..processors import Processor, ProcessorContext, ReducerAggregatorImpl
 from ..tuple import TridentTuple
 from .config import WindowConfig
-from .store import KEY_SEPARATOR, Entry, WindowsStore, WindowsStoreFactory
+from .store import KEY_SEPARATOR, Entry, InMemoryWindowsStoreFactory, WindowsStore, WindowsStoreFactory
 
 log = logging.getLogger("squall.trident.windowing")
 
@@ -175,6 +175,12 @@ class WindowTridentProcessor(Processor):
         self.input_fields = input_fields
         self.aggregator = aggregator
         self.function_fields = function_fields
+
+    @property
+    def squall_keeps_task_states(self) -> bool:
+        """A store that outlives the task is named by task index and its layout recorded with the
+        master (`squall.trident.KeyValueWindowsStoreFactory`); a user's factory may do so too."""
+        return not isinstance(self.store_factory, InMemoryWindowsStoreFactory)
 
     # --- the task's life -------------------------------------------------------------------------
 

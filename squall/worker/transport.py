@@ -255,7 +255,9 @@ class ZmqTransport(BatchingTransport):
             # a silent peer's connection is closed, which the watch reports (the module docstring);
             # a live peer's kernel acknowledges whatever its worker does (its ZeroMQ I/O thread reads
             # into RCVHWM without the GIL; the TCP wire, whose peers read in their loops, keeps its
-            # connections: `squall.worker.tcp`)
+            # connections: `squall.worker.tcp`). A stopped one (SIGSTOP, a frozen VM) keeps its
+            # window closed, which Linux's TCP_USER_TIMEOUT counts too: its connection is closed
+            # after the bound and what the kernels held for it lost (docs/cluster.md)
             sock.setsockopt(zmq.TCP_MAXRT, self._silent_ms)
             _keep_alive(sock, self._silent_ms)
             # without it, an attempt to connect to an unreachable machine waits out the kernel's

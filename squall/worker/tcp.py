@@ -71,7 +71,6 @@ import logging
 import os
 import select
 import socket
-import struct
 import threading
 from collections import deque
 from collections.abc import Callable, Sized
@@ -85,6 +84,7 @@ from .._native import StaleWatch, epoll_ready, recv_nb, send_nb
 from .batching import DEFAULT_MAX_MESSAGE_BYTES, SILENT_SECS, BatchingTransport
 from .curve import wants_encryption
 from .envelope import DATA, Origin, sealed_parts
+from .tcp_info import REACH_CHECK_SECS, unacknowledged_for
 
 log = logging.getLogger("squall.worker")
 
@@ -118,33 +118,6 @@ _HANGUP = select.EPOLLRDHUP
 _PEER_GONE = _HANGUP | _EPOLLIN | _BROKEN
 _GONE_EVENTS = select.POLLRDHUP | select.POLLIN | select.POLLHUP | select.POLLERR  # the same, to poll(2)
 _WOULD_BLOCK = (BlockingIOError, InterruptedError)
-# how often the connected peers' kernels are asked whether they acknowledge (`TcpTransport._check_reach`)
-REACH_CHECK_SECS = 1.0
-# struct tcp_info (linux/tcp.h, stable since Linux 2.6): 8 one-byte fields, of which tcpi_probes
-# (window or keepalive probes sent and not answered) is the 4th, then 32-bit ones, of which
-# tcpi_unacked (segments sent and not acknowledged) is the 5th and tcpi_last_ack_recv
-# (milliseconds since the last acknowledgement came) the 13th
-_TCP_INFO = struct.Struct("=3xB4x16xI28xI")  # probes, unacked, last_ack_recv
-_TCP_INFO_BYTES = _TCP_INFO.size
-
-
-def unacknowledged_for(sock: socket.socket) -> float:
-    """Seconds since ``sock``'s peer last acknowledged anything, while what was sent on it
-    waits for its acknowledgement: segments in flight, or probes unanswered (the kernel probes
-    with what it has not sent yet where nothing is in flight: a peer's window is closed, or
-    its packets cannot leave, as into a blackhole route); 0.0 when nothing waits, or where the
-    kernel does not tell. A receiver with its window closed (a stopped worker) answers each
-    probe before the next, ever more seldom (their interval doubles up to 2 min): its silence
-    between them is not counted."""
-    try:
-        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_BYTES)
-    except (OSError, AttributeError):  # closed, or not Linux
-        return 0.0
-    if len(info) < _TCP_INFO.size:
-        return 0.0
-    probes, unacked, last_ack_recv = _TCP_INFO.unpack_from(info)
-    # one probe may be on its way to a live peer; a second goes only when the first went unanswered
-    return last_ack_recv / 1000.0 if unacked > 0 or probes > 1 else 0.0
 
 
 def split_address(address: str) -> tuple[str, int]:

@@ -40,17 +40,29 @@ lost with it (and what ZeroMQ took before it said so, if the peer comes back els
 master's notice fails it (it was sent before the notice).
 
 A peer that goes silent without closing its connections (a partition, a lost machine) gives
-ZeroMQ nothing to see: the kernel is told to close a peer socket's connection once what it sent
-has gone unacknowledged for ``silent_secs`` (half the topology's message timeout, between 3
-and `SILENT_SECS`, 10 s: `squall.worker.batching.silent_bound`) (``TCP_MAXRT``, Linux's ``TCP_USER_TIMEOUT``), or, idle,
-once keepalive probes went unanswered for about as long (``TCP_KEEPALIVE*``, on the PULL socket's
-connections too). Its monitor then says the connection went, as at a death: the transport logs
-once which worker (address, tasks, components) it cannot reach and counts it (`statistics`,
-``peer_breaks`` and ``unreachable``: the master's topology info per worker), what is sent to it
-waits in `_unsent`, and once a connection is made again (an attempt to connect is given up after
-half of that, so one starts soon after the network heals) it says after how long. A
-spout whose tuples time out meanwhile names that worker as the cause
-(`squall.engine.transport.PeerReach`). All of it is the kernel's: nothing per message.
+ZeroMQ nothing to see. Its connection is kept, and only looked at, as the TCP wire's
+(`squall.worker.tcp`): each peer socket's monitor tells the descriptor of its connection
+(``EVENT_CONNECTED``; forgotten at ``EVENT_DISCONNECTED``/``EVENT_CLOSED``, so a descriptor
+reused after a disconnect is not asked about for that peer), and about once a second (a flush,
+or the receiving thread's `RETRY_SECS` work: one comparison of times otherwise, nothing per
+message) `ZmqTransport._check_reach` asks the kernel (``TCP_INFO``, through a duplicate of the
+descriptor: `squall.worker.tcp_info`) how long what was sent on it has gone unacknowledged. Past
+``silent_secs`` (half the topology's message timeout, between 3 and `SILENT_SECS`, 10 s:
+`squall.worker.batching.silent_bound`) the transport logs once which worker (address, tasks,
+components) it cannot reach and counts it (`statistics`, ``peer_breaks`` and ``unreachable``: the
+master's topology info per worker), and says after how long once it acknowledges again; the
+kernel retransmits meanwhile, so what was sent is delivered after the heal. No
+``TCP_MAXRT`` (Linux's ``TCP_USER_TIMEOUT``): Linux applies it to a receiver that keeps its window
+closed too (a stopped worker, a frozen VM, answering the window probes), whose connection it
+closed, losing what the kernels held for it (597 of 14,476 messages to a worker stopped 6 s under
+a 3 s bound); such a receiver acknowledges all that was sent, so it is not called unreachable
+and loses nothing. An idle connection is closed once keepalive probes went unanswered for about
+``silent_secs`` (``TCP_KEEPALIVE*``, on the PULL socket's connections too; nothing waits on it,
+and a stopped peer's kernel answers them): its monitor says the connection went, as at a death,
+the peer is named the same way, what is sent to it waits in `_unsent`, and once a connection is
+made again (an attempt to connect is given up after half the bound, so one starts soon after
+the network heals) it says after how long. A spout whose tuples time out meanwhile names that
+worker as the cause (`squall.engine.transport.PeerReach`).
 Not ZMTP heartbeats (``HEARTBEAT_IVL``): with them the receiving end writes PONGs, and libzmq
 4.3.5 aborts the process when a read error and a write come in one batch of events
 (``Assertion failed: !_io_error (src/stream_engine_base.cpp:310)``, libzmq issue 4841), which
@@ -75,6 +87,7 @@ from ..engine.transport import IntoReceiver
 from . import curve
 from .batching import DEFAULT_MAX_MESSAGE_BYTES, MAX_BATCH, MAX_MESSAGE_KEY, SILENT_SECS, BatchingTransport
 from .envelope import DATA, Origin, sealed_parts
+from .tcp_info import REACH_CHECK_SECS, fd_unacknowledged_for
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "MAX_BATCH", "MAX_MESSAGE_KEY", "ZmqTransport", "receive_queue_limit"]
 
@@ -111,10 +124,12 @@ _HANDSHAKE_FAILED = int(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHA
 # Plain ints: pyzmq's send_multipart/recv_multipart combine its Flag enums in Python on every
 # frame, which was 4% of a worker's GIL time at 30,000 tuples/s between 2 workers.
 _NOBLOCK = int(zmq.NOBLOCK)
-# what a peer socket's watch is told (`ZmqTransport._heard`)
-# (the handshake, not the TCP connection: a connection to a relay, or to a port whose process
-# does not answer, is made at once and carries nothing; ZeroMQ hands messages over only after it)
-_CONNECTION_EVENTS = int(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+# what a peer socket's watch is told (`ZmqTransport._heard`): a connection made is the handshake,
+# not the TCP connection (a connection to a relay, or to a port whose process does not answer, is
+# made at once and carries nothing; ZeroMQ hands messages over only after it); the TCP connection
+# and its closing tell the descriptor that `_check_reach` asks the kernel about (the event's value)
+_CONNECTION_EVENTS = int(zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
+                         | zmq.EVENT_CLOSED)
 _EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 _RCVMORE = int(zmq.RCVMORE)
 
@@ -158,7 +173,7 @@ class ZmqTransport(BatchingTransport):
         self._arrived: deque[bytes] = deque()
         self._waiting_since = 0.0  # when the oldest message in _arrived came
         self._encryption = encryption
-        self._silent_ms = max(1, int(silent_secs * 1000))  # a peer's connection closed after this silence
+        self._silent_ms = max(1, int(silent_secs * 1000))  # a peer silent this long is unreachable
         self._keys = curve.server_keys(secret) if encryption != NEVER else None
         self._sockets: dict[str, zmq.Socket] = {}
         self._unsent: dict[str, list[bytes]] = {}
@@ -168,6 +183,12 @@ class ZmqTransport(BatchingTransport):
         self._watches: dict[str, zmq.Socket] = {}
         self._away: set[str] = set()
         self._gave_up: set[str] = set()
+        # per peer socket, the descriptor of its TCP connection (ZeroMQ's: only read, through a
+        # duplicate), while it is connected; the peers named silent on it (`_check_reach`)
+        self._fds: dict[str, int] = {}
+        self._silent: set[str] = set()
+        self._reach_at = 0.0  # when `_check_reach` looks next
+        self._unacknowledged_for = fd_unacknowledged_for  # what the kernel says of a descriptor (a test's)
         self._pull = self._ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.LINGER, 0)
         self.encrypted = self._keys is not None and curve.wants_encryption(encryption, bind)
@@ -225,6 +246,8 @@ class ZmqTransport(BatchingTransport):
             sock.disable_monitor()
             watch.close(0)
         sock.close(0)
+        self._fds.pop(key, None)
+        self._silent.discard(key)
         self.reach.forget(key)
         self._away.discard(key)
         self._gave_up.discard(key)
@@ -235,12 +258,19 @@ class ZmqTransport(BatchingTransport):
         move), or made again (its next launch at the same address: it goes on to ZeroMQ)."""
         watch = self._watches.get(key)
         while watch is not None and int(watch.get(_EVENTS)) & _POLLIN:
-            event = recv_monitor_message(watch, _NOBLOCK)["event"]
-            if event == zmq.EVENT_DISCONNECTED:
-                self._away.add(key)
-                self._unreachable(key, f"its connection closed (the worker stopped or died, or its machine "
-                                       f"acknowledged nothing for {self._silent_ms / 1000:g} s: a partition, "
-                                       f"a lost machine)")
+            told = recv_monitor_message(watch, _NOBLOCK)
+            event = told["event"]
+            if event == zmq.EVENT_CONNECTED:
+                self._fds[key] = int(told["value"])  # its descriptor
+            elif event == zmq.EVENT_DISCONNECTED or event == zmq.EVENT_CLOSED:
+                # ZeroMQ closed the descriptor, which may now be reused for anything
+                self._fds.pop(key, None)
+                self._silent.discard(key)
+                if event == zmq.EVENT_DISCONNECTED:
+                    self._away.add(key)
+                    self._unreachable(key, f"its connection closed (the worker stopped or died, or, idle, its "
+                                           f"machine answered no keepalive probe for about "
+                                           f"{self._silent_ms / 1000:g} s: a partition, a lost machine)")
             elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._away.discard(key)
                 self._reached(key)
@@ -252,13 +282,9 @@ class ZmqTransport(BatchingTransport):
             sock = self._ctx.socket(zmq.PUSH)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.SNDHWM, SNDHWM)  # batches, not tuples: up to ~2M tuples queued
-            # a silent peer's connection is closed, which the watch reports (the module docstring);
-            # a live peer's kernel acknowledges whatever its worker does (its ZeroMQ I/O thread reads
-            # into RCVHWM without the GIL; the TCP wire, whose peers read in their loops, keeps its
-            # connections: `squall.worker.tcp`). A stopped one (SIGSTOP, a frozen VM) keeps its
-            # window closed, which Linux's TCP_USER_TIMEOUT counts too: its connection is closed
-            # after the bound and what the kernels held for it lost (docs/cluster.md)
-            sock.setsockopt(zmq.TCP_MAXRT, self._silent_ms)
+            # a silent peer is found by `_check_reach`, its connection kept; no TCP_MAXRT, which
+            # would close a stopped peer's too (its window closed), losing what the kernels held
+            # (the module docstring). An idle connection's silence is keepalive's to find.
             _keep_alive(sock, self._silent_ms)
             # without it, an attempt to connect to an unreachable machine waits out the kernel's
             # SYN retries (about 2 min), and the connection is made again that long after a heal
@@ -321,7 +347,36 @@ class ZmqTransport(BatchingTransport):
     def _flush_locked(self) -> None:
         for key in list(self._unsent):  # peers that were away or slow: try again
             self._retry(key)
+        self._check_reach_due()
         super()._flush_locked()
+
+    def _check_reach_due(self) -> None:
+        """`_check_reach` if it has not looked for `REACH_CHECK_SECS` (under the send lock): one
+        comparison otherwise."""
+        now = self._now()
+        if now >= self._reach_at:
+            self._reach_at = now + REACH_CHECK_SECS
+            self._check_reach()
+
+    def _check_reach(self) -> None:
+        """Say which connected peers acknowledged nothing sent to them for ``silent_secs``
+        (unreachable: a partition, a lost machine), and which of those acknowledge again; their
+        connections are kept (the module docstring). What the watches said is taken first, so
+        no descriptor closed since is asked about (under the send lock)."""
+        for key in list(self._watches):
+            self._heard(key)
+        bound = self._silent_ms / 1000
+        for key, fd in list(self._fds.items()):
+            silent = self._unacknowledged_for(fd)
+            if silent >= bound and key not in self._silent:
+                self._silent.add(key)
+                self._unreachable(key, f"it has acknowledged nothing sent to it for {silent:.0f} s (a "
+                                       f"partition, a lost machine?)",
+                                  "the connection is kept: what is sent to it waits, and reaches it once "
+                                  "it acknowledges again")
+            elif silent < bound and key in self._silent:
+                self._silent.discard(key)
+                self._reached(key)
 
     def _retry_unsent(self) -> None:
         """From the receiving thread, every `RETRY_SECS`: what waits in `_unsent` goes once the
@@ -335,6 +390,7 @@ class ZmqTransport(BatchingTransport):
                     self._heard(key)
                 for key in list(self._unsent):
                     self._retry(key)
+                self._check_reach_due()
                 self._check_held()  # a peer took what waited for it: the spouts may go again
         finally:
             self._send_lock.release()

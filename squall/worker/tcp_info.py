@@ -1,0 +1,59 @@
+"""What the kernel says of a TCP connection's peer: whether it acknowledges what was sent
+(``TCP_INFO``). Both wires ask it about once a second to name a peer that has gone silent (a
+partition, a lost machine) without closing the connection: Linux's ``TCP_USER_TIMEOUT`` would
+close it, but also closes one to a receiver that keeps its window closed (a stopped worker),
+losing what the kernels held for it. `squall.worker.tcp` asks of its own sockets
+(`unacknowledged_for`), `squall.worker.transport` of ZeroMQ's connections by their descriptor
+(`fd_unacknowledged_for`)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+__all__ = ["REACH_CHECK_SECS", "fd_unacknowledged_for", "unacknowledged_for"]
+
+# how often each wire asks the kernel of its connected peers (`squall.worker.tcp.TcpTransport._check_reach`,
+# `squall.worker.transport.ZmqTransport._check_reach`): not per message
+REACH_CHECK_SECS = 1.0
+
+# struct tcp_info (linux/tcp.h, stable since Linux 2.6): 8 one-byte fields, of which tcpi_probes
+# (window or keepalive probes sent and not answered) is the 4th, then 32-bit ones, of which
+# tcpi_unacked (segments sent and not acknowledged) is the 5th and tcpi_last_ack_recv
+# (milliseconds since the last acknowledgement came) the 13th
+_TCP_INFO = struct.Struct("=3xB4x16xI28xI")  # probes, unacked, last_ack_recv
+_TCP_INFO_BYTES = _TCP_INFO.size
+
+
+def unacknowledged_for(sock: socket.socket) -> float:
+    """Seconds since ``sock``'s peer last acknowledged anything, while what was sent on it
+    waits for its acknowledgement: segments in flight, or probes unanswered (the kernel probes
+    with what it has not sent yet where nothing is in flight: a peer's window is closed, or
+    its packets cannot leave, as into a blackhole route); 0.0 when nothing waits, or where the
+    kernel does not tell. A receiver with its window closed (a stopped worker) answers each
+    probe before the next, ever more seldom (their interval doubles up to 2 min): its silence
+    between them is not counted."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_BYTES)
+    except (OSError, AttributeError):  # closed, or not Linux
+        return 0.0
+    if len(info) < _TCP_INFO.size:
+        return 0.0
+    probes, unacked, last_ack_recv = _TCP_INFO.unpack_from(info)
+    # one probe may be on its way to a live peer; a second goes only when the first went unanswered
+    return last_ack_recv / 1000.0 if unacked > 0 or probes > 1 else 0.0
+
+
+def fd_unacknowledged_for(fd: int) -> float:
+    """`unacknowledged_for` of the connection whose descriptor is ``fd``, owned by someone else
+    (ZeroMQ's I/O thread): read through a duplicate, closed right after, so the owner's
+    descriptor is never closed; 0.0 when ``fd`` is no longer a socket."""
+    try:
+        sock = socket.socket(fileno=os.dup(fd))
+    except OSError:  # closed meanwhile, or reused for something that is not a socket
+        return 0.0
+    try:
+        return unacknowledged_for(sock)
+    finally:
+        sock.close()

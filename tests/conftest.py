@@ -355,3 +355,55 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         directory = _in_test_files(item.config)
         if directory is not None:
             (directory / str(os.getpid())).write_text("")
+
+
+# --- pytest-xdist 3.8.0: a crashed worker's replacement left idle --------------------------------
+# Under --dist loadgroup, when a worker crashes (the hang watch above ends it, a test kills its own
+# process), LoadScopeScheduling.remove_node puts the worker's whole workload back on the queue,
+# the groups it had finished too: handed to a worker later they are empty (`send_runtest_some([])`),
+# nothing of them completes, and a worker is only given more when a test of its completes. And a
+# worker runs a test only once it knows the next one or that none follows, so one handed a single
+# test and nothing after it waits for ever. Either way every worker ends idle and the run hangs
+# until CI's limit (pytest-xdist issues 1323, 1327, 1378; fixed upstream after 3.8.0, the newest
+# release here). Seen here: the hang watch ended a worker at 99%, its replacement sat idle, and the
+# run hung, as stop 77's CI run had ("[100%] ......Terminated").
+try:
+    from xdist.scheduler import LoadGroupScheduling
+except ImportError:  # pragma: no cover (pytest-xdist is in the test extra)
+    LoadGroupScheduling = None
+
+
+if LoadGroupScheduling is not None:
+    class _LoadGroupAfterCrash(LoadGroupScheduling):
+        """pytest-xdist's loadgroup, with a crashed worker's finished groups dropped and no
+        worker left holding one test with nothing to follow it (the note above)."""
+
+        def remove_node(self, node):
+            workload = self.assigned_work.get(node, {})
+            for group in [g for g, tests in workload.items() if all(tests.values())]:
+                del workload[group]  # finished before the crash: nothing in it runs again
+            return super().remove_node(node)
+
+        def _assign_work_unit(self, node):
+            while self.workqueue:
+                group, tests = next(iter(self.workqueue.items()))
+                if not all(tests.values()):
+                    super()._assign_work_unit(node)
+                    return
+                del self.workqueue[group]  # nothing left to run in it
+
+        def _reschedule(self, node):
+            super()._reschedule(node)
+            # a worker with one test to run waits to hear of the next: it gets another group, or
+            # is told that none follows
+            if not node.shutting_down and node in self.assigned_work \
+                    and self._pending_of(self.assigned_work[node]) == 1:
+                if self.workqueue:
+                    self._assign_work_unit(node)
+                if not self.workqueue:
+                    node.shutdown()
+
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getvalue("dist") == "loadgroup":
+            return _LoadGroupAfterCrash(config, log)
+        return None

@@ -3,6 +3,8 @@ with is the one pytest-timeout applies."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from .conftest import _timeout_of
@@ -51,3 +53,60 @@ def test_the_hang_watch_takes_the_timeout_pytest_timeout_applies(monkeypatch) ->
     monkeypatch.setenv("PYTEST_TIMEOUT", "600")
     assert _timeout_of(_Item(_Config())) == 600
     assert _timeout_of(_Item(_Config(option=30.0))) == 30
+
+
+_CRASHING_GROUPS = '''
+import os
+from pathlib import Path
+
+import os
+
+import pytest
+
+
+@pytest.mark.xdist_group("done-before")
+def test_a_group_finished_before_the_crash():
+    pass
+
+
+@pytest.mark.xdist_group("crashed")
+def test_crashes_its_worker_once():
+    mark = Path(__file__).with_name("crashed-once")
+    if not mark.exists():
+        mark.touch()
+        os._exit(1)
+
+
+@pytest.mark.xdist_group("crashed")
+def test_after_the_crash():
+    pass
+
+
+@pytest.mark.xdist_group("after")
+def test_a_group_after_the_crashed_one():
+    pass
+'''
+
+
+def test_a_crashed_workers_replacement_is_given_the_rest_and_the_run_ends(tmp_path) -> None:
+    """pytest-xdist 3.8.0's loadgroup put a crashed worker's finished groups back on the queue,
+    and handed one to the replacement as an empty batch: it never completed anything, so nothing
+    was handed to it again, and the run hung (`_LoadGroupAfterCrash`). The run ends, each test
+    reported."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_xdist_make_scheduler  # noqa: F401\n")
+    (tmp_path / "test_groups.py").write_text(_CRASHING_GROUPS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "1", "--dist", "loadgroup", "-p", "no:cacheprovider", "-rA",
+         "-c", str(tmp_path / "pytest.ini"), str(tmp_path)],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=90)
+    out = done.stdout
+    assert "crashed while running" in out, out
+    assert "PASSED test_groups.py::test_a_group_finished_before_the_crash" in out, out
+    assert "PASSED test_groups.py::test_after_the_crash" in out, out
+    assert "PASSED test_groups.py::test_a_group_after_the_crashed_one" in out, out

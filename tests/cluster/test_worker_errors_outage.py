@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextlib import contextmanager
 
 from squall._errors import RpcError
 from squall.cluster.master import Master
@@ -31,17 +32,14 @@ class _Link:
             return self.master.handle(op, args).reply
 
 
-def test_errors_reported_while_the_master_is_unreachable_stay_bounded_and_keep_their_counts(conf):  # noqa: F811
-    """A bolt that keeps failing while the master is down (for hours, say) made the worker keep
-    every error for the next heartbeat: its memory grew by a record (with its traceback) per
-    error, and the heartbeat that finally went out carried them all. The master keeps only the
-    newest 10 per component, folding repeats into a count: the worker keeps the same, so its
-    memory stays bounded and no count is lost, over the two beats after the outage."""
+@contextmanager
+def _running_agent(conf, topology_conf):  # noqa: F811 (conf: the fixture's value)
+    """A one-worker topology submitted to a `Master`, and its `WorkerAgent` running on a thread
+    with a `_Link` to the master (``link.down`` cuts it), once the agent is active; the agent is
+    stopped after. Yields (master, link, agent)."""
     master = Master(conf)
     _register(Served(master))
-    storm_id = master.op_submit(name="t", conf={"topology.workers": 1,
-                                                "topology.max.error.report.per.interval": 1_000_000},
-                                topology=_topology())
+    storm_id = master.op_submit(name="t", conf={"topology.workers": 1, **topology_conf}, topology=_topology())
     topo = master.topologies["t"]
     link = _Link(master)
     network = InMemoryNetwork()
@@ -58,6 +56,20 @@ def test_errors_reported_while_the_master_is_unreachable_stay_bounded_and_keep_t
     thread.start()
     try:
         assert wait_until(lambda: agent.state is not None and agent.state.active, 10)
+        yield master, link, agent
+    finally:
+        agent.stop()
+        thread.join(10)
+
+
+def test_errors_reported_while_the_master_is_unreachable_stay_bounded_and_keep_their_counts(conf):  # noqa: F811
+    """A bolt that keeps failing while the master is down (for hours, say) made the worker keep
+    every error for the next heartbeat: its memory grew by a record (with its traceback) per
+    error, and the heartbeat that finally went out carried them all. The master keeps only the
+    newest 10 per component, folding repeats into a count: the worker keeps the same, so its
+    memory stays bounded and no count is lost, over the two beats after the outage."""
+    with _running_agent(conf, {"topology.max.error.report.per.interval": 1_000_000}) as (master, link, agent):
+        topo = master.topologies["t"]
         feed, sink = (next(ex for ex in agent.worker.executors if ex.component == c) for c in ("feed", "sink"))
         link.down = True
         rounds, per_round = 200, 25
@@ -82,9 +94,6 @@ def test_errors_reported_while_the_master_is_unreachable_stay_bounded_and_keep_t
                                for i in range(per_round - MAX_ERRORS_PER_COMPONENT, per_round)]
         [same] = [e for e in topo.errors if e.component == "feed"]
         assert same.error == "ValueError: the same bad record" and same.count == rounds * per_round
-    finally:
-        agent.stop()
-        thread.join(10)
 
 
 def test_a_heartbeat_that_does_not_reach_the_master_is_said_in_the_workers_log_naming_it(conf, caplog):  # noqa: F811
@@ -93,25 +102,8 @@ def test_a_heartbeat_that_does_not_reach_the_master_is_said_in_the_workers_log_n
     holding the interpreter?)" its log held no trace of the network. The first failure is said,
     with the error naming the master; the next ones within a minute are not; the first beat
     through again says so."""
-    master = Master(conf)
-    _register(Served(master))
-    storm_id = master.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
-    topo = master.topologies["t"]
-    link = _Link(master)
-    network = InMemoryNetwork()
-    slot = min(topo.assignment)
-
-    def make_transport(plan, origin, receive):
-        transport = InMemoryTransport(network, f"mem:{slot}")
-        transport.set_receiver(receive)
-        return transport
-
-    agent = WorkerAgent(link, storm_id, slot, topo.launch_ids[slot], {**conf, "worker.heartbeat.frequency.secs": 600},
-                        make_transport=make_transport, peer_poll_secs=0.01, seed=1)
-    thread = threading.Thread(target=agent.run, daemon=True)
-    thread.start()
-    try:
-        assert wait_until(lambda: agent.state is not None and agent.state.active, 10)
+    with _running_agent(conf, {}) as (_master, link, agent):
+        slot = agent.slot
         caplog.set_level(logging.INFO, logger="squall.worker")
         link.down = True
         for _ in range(3):
@@ -124,9 +116,6 @@ def test_a_heartbeat_that_does_not_reach_the_master_is_said_in_the_workers_log_n
         agent.beat()
         said = [r.getMessage() for r in caplog.records if "heartbeat" in r.getMessage()]
         assert len(said) == 2 and said[1].startswith(f"worker {slot}: its heartbeats reach the master again, after "), said
-    finally:
-        agent.stop()
-        thread.join(10)
 
 
 def test_a_worker_waits_for_a_leader_that_cannot_write_to_zookeeper_and_runs_on(conf, tmp_path, monkeypatch):  # noqa: F811

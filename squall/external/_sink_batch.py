@@ -411,8 +411,7 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
         """The error of a task that could not open its sink (create the table or directory, or
         read what it committed): naming the sink, the task and where it writes, and for a disk's
         trouble what it means and what to do."""
-        trouble = disk_trouble(errno_of(error), self._location(), f"the {type(self).__name__}'s {self.LOCATION_ARGUMENT}")
-        said = f": {trouble}" if trouble else ""
+        said = self._disk_said(error)
         return SinkWriteError(f"sink {self.component!r} task {self.task}: cannot open {self._location()} "
                               f"({type(error).__name__}: {plain_text(error)}){said}")
 
@@ -421,11 +420,16 @@ class BatchingSinkBolt(Bolt, CountsDeadLetters):
         the sink, the batch and where it writes, and for a disk's trouble (full, a quota,
         read-only, permissions) what that means and what to do. Before, it named only the
         exception: "No space left on device (os error 28)", and no directory to free space on."""
-        trouble = disk_trouble(errno_of(error), self._location(), f"the {type(self).__name__}'s {self.LOCATION_ARGUMENT}")
-        said = f": {trouble}" if trouble else ""
+        said = self._disk_said(error)
         return SinkWriteError(f"sink {self.component!r}: batch {self.task_name}#{self._seq} of {rows} rows was not "
                               f"written to {self._location()} ({type(error).__name__}: {plain_text(error)}){said}; its tuples are "
                               f"failed and replay")
+
+    def _disk_said(self, error: Exception) -> str:
+        """``": "`` and what a disk's trouble behind ``error`` (full, a quota, read-only,
+        permissions) means for where the sink writes and what to do; "" for any other error."""
+        trouble = disk_trouble(errno_of(error), self._location(), f"the {type(self).__name__}'s {self.LOCATION_ARGUMENT}")
+        return f": {trouble}" if trouble else ""
 
     LOCATION_ARGUMENT = "path"
     """The constructor argument that says where the sink writes (`_location`), for its errors."""

@@ -28,7 +28,7 @@ class TopologyContext:
     def __init__(self, topology: StormTopology, storm_id: str, task_to_component: dict[int, str],
                  task_id: int, worker_port: int, worker_tasks: list[int], conf: dict[str, Any],
                  state_home: Any = None, transactional_home: Any = None,
-                 worker_resources: WorkerResources | None = None) -> None:
+                 worker_resources: WorkerResources | None = None, root_origins: Any = None) -> None:
         self._topology = topology
         self._storm_id = storm_id
         self._task_to_component = task_to_component
@@ -45,6 +45,9 @@ class TopologyContext:
         # what the worker lends all of its tasks (None outside a worker): the spouts that keep
         # retry budgets share their squall.external.retry.WorkerGate through it
         self.worker_resources = worker_resources
+        # how roots name their spout task (squall.engine.origins.RootOrigins; None: they do not,
+        # or outside a worker): an event-time window behind a bolt keys its watermark by them
+        self.root_origins = root_origins
         # bucket secs -> name -> metric; registration closes when open/prepare returns (`seal_metrics`)
         self._metrics: dict[int, dict[str, Any]] = {}
         self._metric_names: set[str] = set()

@@ -15,8 +15,9 @@ from typing import Any
 
 from .._config import Config, component_conf
 from .._errors import InvalidTopologyException
-from .._system import ACKER_COMPONENT, CHECKPOINT_STREAM, SYSTEM_STREAM, TICK_STREAM
+from .._system import ACKER_COMPONENT
 from .._topology import StormTopology
+from .origins import RootOrigins, feeding_spouts, root_origins
 
 SUBMIT_CHECK = "squall_check_at_submit"
 """The method a bolt may define to check itself at submit, once its component's configuration
@@ -26,8 +27,6 @@ streams (stream -> `StreamInfo`), the `StreamInfo` of each (component, stream) i
 whose tuples reach it (directly or through other bolts); it raises `InvalidTopologyException` to refuse the topology. A bolt that wraps
 another passes the call on (Storm checks a windowed bolt's window against the message timeout
 so; `squall.windowing` does it through this)."""
-
-_CONTROL_STREAMS = frozenset((CHECKPOINT_STREAM, SYSTEM_STREAM, TICK_STREAM))
 
 _SYSTEM_TRANSFORMS: list[Callable[[StormTopology, dict[str, Any]], StormTopology]] = []
 
@@ -98,6 +97,12 @@ class TopologyPlan:
     def acker_tasks(self) -> list[int]:
         """The acker's task ids."""
         return self.component_tasks.get(ACKER_COMPONENT, [])
+
+    @property
+    def root_origins(self) -> RootOrigins | None:
+        """How the roots name their spout task, for event-time windows behind bolts (None: they
+        do not; `squall.engine.origins`)."""
+        return root_origins(self.topology, self.task_to_component)
 
     def downstream(self, component: str) -> set[str]:
         """Every component that ``component``'s tuples can reach (its subscribers, theirs, and
@@ -179,7 +184,7 @@ def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str,
         if check is not None:  # e.g. Storm's checks of a window against the message timeout
             inputs = {s: topology.components[s[0]].streams.get(s[1]) for s in spec.inputs}
             if _takes_spouts(check):
-                check(cid, confs[cid], spec.streams, inputs, spouts={s: confs[s] for s in _feeding_spouts(topology, cid)})
+                check(cid, confs[cid], spec.streams, inputs, spouts={s: confs[s] for s in feeding_spouts(topology, cid)})
             else:  # a check written before ``spouts`` was given
                 check(cid, confs[cid], spec.streams, inputs)
     workers = conf[Config.TOPOLOGY_WORKERS]
@@ -208,21 +213,6 @@ def _takes_spouts(check: Callable[..., Any]) -> bool:
     except (TypeError, ValueError):  # a callable without a signature: the four arguments it was always given
         return False
     return "spouts" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-
-
-def _feeding_spouts(topology: StormTopology, bolt: str) -> list[str]:
-    """The spouts whose tuples reach ``bolt``, directly or through other bolts, by data streams
-    (a checkpoint, tick or system stream carries none of a spout's trees)."""
-    seen: set[str] = set()
-    todo = [bolt]
-    while todo:
-        spec = topology.components[todo.pop()]
-        for src, stream in spec.inputs:
-            if stream in _CONTROL_STREAMS or src in seen or src not in topology.components:
-                continue
-            seen.add(src)
-            todo.append(src)
-    return sorted(c for c in seen if topology.components[c].kind == "spout")
 
 
 def _executors(component_tasks: dict[str, list[int]], parallelism: dict[str, int]) -> list[ExecutorSpec]:

@@ -334,11 +334,23 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         which means untracked), except that with several ackers, some
         in this worker, the root names one of those (the acker of a root is ``root % ackers``,
         on every worker). Any acker may track any tree; the local one spares the tree's init
-        and this spout's reply a crossing each, and the acks of the bolts in this worker."""
+        and this spout's reply a crossing each, and the acks of the bolts in this worker. In a
+        topology with an event-time window behind a bolt, the root also names this spout task
+        (`squall.engine.origins`), so the window's watermark waits for it."""
         ackers = w.plan.acker_tasks
         n = len(ackers)
         here = set(w.worker_tasks)
         local = [i for i, t in enumerate(ackers) if t in here]
+        origins = w.plan.root_origins
+        if origins is not None and self._task in origins.spout_tasks:
+            choices = local if local else list(range(n))
+            span, base = origins.span, origins.offset(self._task, 0)
+            assert base is not None  # one of its spout tasks
+            if len(choices) == 1:
+                return IdSource(w.seed ^ (self._task << 22), origins.random_bits, times=span, plus=base + choices[0])
+            drawn = IdSource(w.seed ^ (self._task << 22), origins.random_bits)
+            choose = random.Random(w.seed ^ (self._task << 21)).choice
+            return lambda: (drawn() or 1) * span + base + choose(choices)
         rand = self._rand
         if n < 2 or not local or len(local) == n or n > 256:
             return rand

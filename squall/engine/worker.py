@@ -300,8 +300,10 @@ class Worker:
                 f"Component [{e.component}] cannot be rebuilt for its tasks from its pickle "
                 f"({exception_text(err)}); squall copies each component "
                 f"per task, so it must unpickle as well as pickle") from err
+        origins = plan.root_origins
         contexts = {t: TopologyContext(plan.topology, plan.storm_id, plan.task_to_component, t, self.port,
-                                       self.tasks, conf, self.state_home, self.transactional_home, self.resources)
+                                       self.tasks, conf, self.state_home, self.transactional_home, self.resources,
+                                       origins)
                     for t in e.tasks}
         kind = plan.topology.components[e.component].kind
         cls = SpoutExecutor if kind == "spout" else BoltExecutor

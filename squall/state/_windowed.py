@@ -196,8 +196,7 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
             if kind == "add" or kind == "late":
                 tup, ts = entry[1], entry[2]
                 if watermarks is not None:
-                    watermarks.track((tup.source_component, tup.source_stream, tup.source_task), ts,
-                                     self._clock.wall())
+                    self.track(tup, ts)
                 if kind == "add":
                     self.add(tup, ts)
                 else:
@@ -255,6 +254,7 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
             self.manager.restore_state([since, unruns(prev), unruns(expired), eviction, trigger], events)
             if wm is not None and self.watermarks is not None:
                 self.watermarks.restore_state(wm)
+                self.resume_origins()
         self.restored = True
         self.fired_since_prepare = False
         self.since_prepare = []

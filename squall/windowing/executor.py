@@ -208,6 +208,12 @@ class WindowedBoltExecutor(Bolt):
             self._idle_timeout_ms = watermark_idle_timeout_ms(self.spec, conf)
             self._sources = context.get_this_sources()
             self._context = context
+            # an input stream of a bolt whose tuples' roots name their spout task: followed by
+            # those spout tasks (`squall.engine.origins`), as if they fed this window directly
+            self._origins = getattr(context, "root_origins", None)
+            feeding = self._origins.feeding if self._origins is not None else {}
+            self._origin_streams = {(c, s): feeding[c] for c, s in watermark_sources(self._sources, context)
+                                    if c in feeding}
             self.watermarks = self.new_watermarks()
             self._stall_secs = STALLED_WATERMARK_TIMEOUTS * float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
             self._watermark_moved: tuple[float, int | None] | None = None  # when (engine clock), newest ts then
@@ -219,6 +225,7 @@ class WindowedBoltExecutor(Bolt):
     def new_watermarks(self) -> WatermarkGenerator:
         """A watermark afresh, waiting for every task of every input stream."""
         assert self.spec is not None  # prepare() read it
+        self._followed: set[tuple[str, str]] = set()  # the streams now followed by their spout tasks
         return WatermarkGenerator(self.spec.lag_ms, watermark_sources(self._sources, self._context),
                                   self._idle_timeout_ms)
 
@@ -237,12 +244,46 @@ class WindowedBoltExecutor(Bolt):
         assert self.watermarks is not None  # prepare() made them: the window keeps event time
         # at the watermark itself it is late only if a window ending there was evaluated (a
         # watermark between two window ends leaves the window that holds it open, as Storm does)
-        if self.watermarks.track((tup.source_component, tup.source_stream, tup.source_task), ts,
-                                 self._clock.wall()) or (
+        if self.track(tup, ts) or (
                 ts == self.watermarks.last_watermark and not manager.trigger.evaluated_through(ts)):
             self.add(tup, ts)
             return
         self.late(tup, ts)
+
+    def track(self, tup: Tuple, ts: int) -> bool:
+        """Note ``tup``'s timestamp ``ts`` for the watermark; False if it may be late.
+
+        A tuple from a bolt whose roots name their spout task (`squall.engine.origins`) counts
+        for that spout task, so a spout task behind the others holds the watermark through
+        the bolts in front of this window, which mix its tuples with theirs; any other tuple
+        counts for the task it came from."""
+        watermarks = self.watermarks
+        assert watermarks is not None  # prepare() made them: the window keeps event time
+        src, root, now = tup._src, tup._root, self._clock.wall()
+        stream = (src.component, src.stream)
+        spouts = self._origin_streams.get(stream) if root else None
+        if spouts is None:
+            return watermarks.track((src.component, src.stream, src.task), ts, now)
+        if stream not in self._followed:
+            watermarks.follow_origins(stream, spouts)
+            self._followed.add(stream)
+        assert self._origins is not None  # _origin_streams come from it
+        origin = self._origins.origin
+        if type(root) is dict:  # anchored to several trees: each one's spout task has got this far
+            fresh = True
+            for r in root:
+                fresh = watermarks.track((src.component, src.stream, origin(r)), ts, now) and fresh
+            return fresh
+        return watermarks.track((src.component, src.stream, origin(root)), ts, now)
+
+    def resume_origins(self) -> None:
+        """After the watermark's state was restored: follow again by their spout tasks the
+        streams that were so followed when it was saved."""
+        assert self.watermarks is not None
+        for stream, spouts in self._origin_streams.items():
+            if stream not in self._followed and self.watermarks.follows_origins(stream, spouts):
+                self.watermarks.follow_origins(stream, spouts)
+                self._followed.add(stream)
 
     def late(self, tup: Tuple, ts: int) -> None:
         """``tup`` (timestamp ``ts``) came after the windows it belongs to fired: count it (the
@@ -374,7 +415,7 @@ class WindowedBoltExecutor(Bolt):
         if newest == newest_then and not silent:
             return
         self._watermark_moved = (now, newest_then)  # warned: again after as long, if still stuck
-        tasks = ", ".join(f"[{c}:{s}]" if t < 0 else f"[{c}:{s}] task {t}" for c, s, t in silent or slowest)
+        tasks = ", ".join(self._source_text(c, s, t) for c, s, t in silent or slowest)
         if silent:
             why = f"source task{'s' if len(silent) > 1 else ''} {tasks} delivered nothing yet"
         else:
@@ -388,6 +429,15 @@ class WindowedBoltExecutor(Bolt):
             "window holds %d tuples, kept from timing out, until it moves", self.component, self.task,
             int(now - since), last, "" if newest == newest_then else " though newer tuples came", newest, why,
             len(manager))
+
+    def _source_text(self, component: str, stream: str, task: int) -> str:
+        """A source task as the stalled-watermark warning names it: ``[split:default] task 4``,
+        or for a stream followed by its spout tasks ``[split:default] from spout [events] task 2``."""
+        if task < 0:
+            return f"[{component}:{stream}]"
+        if (component, stream) in self._followed and task in self._origin_streams[(component, stream)]:
+            return f"[{component}:{stream}] from spout [{self._context.get_component_id(task)}] task {task}"
+        return f"[{component}:{stream}] task {task}"
 
     def keep_alive(self) -> None:
         """Reset the message timeout of each tuple the window holds whenever half a timeout

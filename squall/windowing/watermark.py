@@ -17,6 +17,10 @@ Storm (a join's side that sends nothing: the stalled-watermark warning names it)
 of whose tasks are idle is where its newest task got, as in Storm. So an idle timeout of 0 is
 exactly Storm's rule: per stream, the newest timestamp of any of its tasks.
 
+Behind a bolt that mixes several spout tasks' tuples, a stream's source tasks are the spout
+tasks its tuples' roots name, when the topology's roots carry them (`follow_origins`;
+`squall.engine.origins`): the bolt's tasks would each run as far as the fastest spout task.
+
 It only moves forward. A tuple before the last watermark is late, as in Storm, and so is one
 before 0 (Storm's first watermark). One at the watermark is late only if a window ending there
 was evaluated (the owner asks its trigger: Storm counts such a tuple in time, though that
@@ -63,6 +67,19 @@ class WatermarkGenerator:
             self.latest[source] = ts
         self.seen_at[source] = now
         return ts >= 0 if self.last_watermark is None else ts > self.last_watermark
+
+    def follow_origins(self, stream: Stream, spout_tasks: Iterable[int]) -> None:
+        """From now on ``stream`` (a bolt's) is followed by the spout tasks its tuples' trees
+        started at (`squall.engine.origins`), not by the bolt's tasks: each of ``spout_tasks`` is
+        waited for as a source task of the stream. The owner calls it at the stream's first
+        tuple that names its spout task, before which no watermark could pass the stream's
+        tasks (none had delivered); an untracked tuple still counts for its bolt task."""
+        self.tasks[stream] = frozenset(spout_tasks)
+
+    def follows_origins(self, stream: Stream, spout_tasks: Iterable[int]) -> bool:
+        """Whether any of ``spout_tasks`` is known as a source task of ``stream`` (restored from
+        a state saved while it was followed by its spout tasks)."""
+        return any((stream[0], stream[1], t) in self.latest for t in spout_tasks)
 
     def _stream_time(self, stream: Stream, now: float) -> tuple[int | None, list[Source], list[Source]]:
         """What ``stream`` allows the watermark (before the lag; None: it must wait), with the

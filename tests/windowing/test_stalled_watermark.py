@@ -17,6 +17,7 @@ from squall.windowing.executor import WindowedBoltExecutor
 from ..conftest import wait_until
 from .test_core import _Ctx, _Nothing, _ResetRecorder, _SettableClock, _Timers
 from .test_late_in_timeout import RunningSpout
+from .test_no_tuple_lost_topology import Parse
 from .test_topology import RecordingWindowBolt
 
 TIMEOUT_SECS = 30
@@ -26,20 +27,25 @@ def _stalled(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if "the watermark has not moved" in r.getMessage()]
 
 
-@pytest.mark.parametrize("quiet_first", [None, ("q0", 2500)], ids=["silent stream", "stream behind"])
-def test_a_watermark_held_back_by_one_input_stream_is_reported_naming_it(caplog, quiet_first):
+@pytest.mark.parametrize("quiet_first, through", [(None, None), (("q0", 2500), None), (("q0", 2500), "parse")],
+                         ids=["silent stream", "stream behind", "stream behind, through a bolt"])
+def test_a_watermark_held_back_by_one_input_stream_is_reported_naming_it(caplog, quiet_first, through):
     """Two spouts feed an event-time window; "events" sends on, "quiet" sends nothing (or one
     old record). The watermark waits on "quiet": before, the window held the events without a
     word (kept from timing out, they no longer even failed). Now a warning names [quiet:default]
     after a message timeout, once, and the events are still held, none failed; when "quiet"
-    delivers, the window fires with every record of it. Then every stream pauses: no warning."""
+    delivers, the window fires with every record of it. Then every stream pauses: no warning.
+    ``through``: "quiet" reaches the window through a shuffled bolt of two tasks; the warning
+    names the spout task behind it (its tuples' roots name it: `squall.engine.origins`)."""
     caplog.set_level(logging.WARNING, logger="squall.windowing")
     events, quiet = RunningSpout(), RunningSpout()
     bolt = RecordingWindowBolt().with_tumbling_window(Duration.seconds(10)).with_timestamp_field("ts")
     b = TopologyBuilder()
     b.set_spout("events", events)
     b.set_spout("quiet", quiet)
-    b.set_bolt("window", bolt).global_grouping("events").global_grouping("quiet")
+    if through:
+        b.set_bolt(through, Parse(), 2).shuffle_grouping("quiet")
+    b.set_bolt("window", bolt).global_grouping("events").global_grouping(through or "quiet")
     conf = Config()
     conf.set_message_timeout_secs(TIMEOUT_SECS)
     first = [(f"r{i}", 1000 * (i + 1)) for i in range(5)]  # event times 1 .. 5 s
@@ -73,8 +79,10 @@ def test_a_watermark_held_back_by_one_input_stream_is_reported_naming_it(caplog,
         failed = events.failed.items() + quiet.failed.items()
         windows = bolt.windows()
     assert len(warned) == 1, warned
-    assert "Component [window] task" in warned[0] and "[quiet:default]" in warned[0]
-    if quiet_first:
+    assert "Component [window] task" in warned[0]
+    if through:
+        assert "the newest timestamp of source task [parse:default] from spout [quiet] task 5 is 2500" in warned[0]
+    elif quiet_first:
         assert "the newest timestamp of source task [quiet:default] task 3 is 2500" in warned[0]
     else:
         assert "source task [quiet:default] task 3 delivered nothing yet" in warned[0]

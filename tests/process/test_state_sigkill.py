@@ -10,12 +10,12 @@ from ..state.counting import (
     check_counts,
     committed_counts,
     counting_topology,
+    in_flight,
     stop_and_wait,
     windowed_counting_topology,
 )
 from .recovery_topology import kill_a_worker_without
 from .semantics_topology import topology_conf
-
 
 
 def test_state_rolls_back_and_no_update_is_lost_after_a_worker_is_sigkilled(shared_cluster, tmp_path):
@@ -28,6 +28,7 @@ def test_state_rolls_back_and_no_update_is_lost_after_a_worker_is_sigkilled(shar
         # endless, until the test stops it: the kill hits tuples in flight
         m.submit_topology("counting", conf, counting_topology(None))
         assert wait_until(lambda: len(acked(out)) > 300, 60), "the topology did not start committing"
+        assert wait_until(lambda: in_flight(out) >= 100, 30), f"{in_flight(out)} tuples in flight, not 100"
         kill_a_worker_without(m, "counting", "source")
         n = stop_and_wait(out, resume=300, timeout=120)
         m.kill_topology("counting", wait_secs=0)
@@ -52,6 +53,7 @@ def test_persistent_windows_resume_from_the_file_store_after_a_worker_is_sigkill
     with cluster.client() as m:
         m.submit_topology("windows", conf, windowed_counting_topology(None))  # endless, as above
         assert wait_until(lambda: len(counted()) > 300, 60), "the topology did not start committing"
+        assert wait_until(lambda: in_flight(out) >= 100, 30), f"{in_flight(out)} tuples in flight, not 100"
         kill_a_worker_without(m, "windows", "source")
         n = stop_and_wait(out, resume=300, done=counted, timeout=120)
         m.kill_topology("windows", wait_secs=0)

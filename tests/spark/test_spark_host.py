@@ -20,7 +20,7 @@ from ..process.restart_log_topology import Logs, Ticker
 from ..process.semantics_topology import (FailsAll, ListSpout, records, task_counts, topology_conf, total,
                                           word_count)
 from ..process.worker_log_reading import kill_mid_stream_and_count
-from ..state.counting import check_counts, committed_counts, counting_topology
+from ..state.counting import check_counts, committed_counts, counting_topology, in_flight
 from .conftest import Running, ended, python_workers, spark_cluster_of, spark_task_process
 from .watcher_topology import HELD, HOLDING, IDS, fails, sink_ids, watcher_topology
 
@@ -225,6 +225,7 @@ def test_state_rolls_back_and_no_update_is_lost_after_a_spark_worker_is_sigkille
     # endless, until the test stops it: the kill hits tuples in flight
     with Running(spark_cluster, "counting", conf, counting_topology(None)) as c:
         assert wait_until(lambda: len(acked(out)) > 300, 90), "the topology did not start committing"
+        assert wait_until(lambda: in_flight(out) >= 100, 30), f"{in_flight(out)} tuples in flight, not 100"
         kill_a_worker_without(c, "counting", "source")
         n = stop_and_wait(out, resume=300, timeout=120)
     conf = spark_cluster.conf

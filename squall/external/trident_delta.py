@@ -20,9 +20,11 @@ in the topology's errors) naming the table, partition and txid and whether a rep
 (`Failure`: a table whose columns changed under the state, a path not writable ... cannot),
 counted in `FAILURES_METRIC`. The table's columns are checked before each read and MERGE, which
 would write into a changed table without a word. A write of a txid below the
-partition's ``txid`` in the table is refused (`squall.FailedException`): it comes from a stale
-copy of the task (a zombie whose worker was taken for dead and resumed, its batch committed by
-the task that replaced it), whose values were read before the later batches' writes. An opaque
+partition's ``txid`` in the table is refused (`squall.ReportedFailedException`, in the
+topology's errors, worded as `RedisMapState`'s): it comes from a stale copy of the task (a zombie
+whose worker was taken for dead and resumed, its batch committed by the task that replaced it),
+whose values were read before the later batches' writes, or on Spark's engine from a query whose
+checkpoint went back behind the table. An opaque
 write whose ``prev`` is not what the table holds before its txid is refused too
 (`DeltaMapState._check_prevs`): a zombie at the same txid as its replacement, building on its own
 cached version of a txid the replacement replayed.
@@ -49,7 +51,7 @@ from deltalake.exceptions import (
 )
 
 from .._config import Config, conf_value
-from .._errors import FailedException, ReportedFailedException
+from .._errors import ReportedFailedException
 from ..metric import MultiCountMetric
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
 from ._sink_batch import drops_a_fraction, safe_name
@@ -333,11 +335,13 @@ class DeltaMapState(IBackingMap):
         later batches' writes, and would put their counts back."""
         last = table.transaction_version(self.app_id)
         if last is not None and last > txid:
-            raise FailedException(
-                f"DeltaMapState {self.f.table_uri}: partition {self.app_id} wrote txid {last} already; this "
-                f"write of txid {txid} is refused: it comes from a stale copy of the task (a worker taken for "
-                f"dead, which resumed, whose batch its replacement committed), or from another topology "
-                f"using the app id {self.f.app_id!r} on this table (give each its own)")
+            raise ReportedFailedException(
+                f"DeltaMapState {self.f.table_uri} (partition {self.app_id}): wrote txid {last} already (the "
+                f"table's transaction_version({self.app_id!r})); this write of txid {txid} is {self._stale()}. "
+                f"(Another topology writing this table under the same app id, or this one numbering its batches "
+                f"from 1 again, its transactional state gone (run again on another LocalCluster, or a state made "
+                f"outside a topology), is refused too: give each its own app_id "
+                f"(DeltaMapState.transactional(..., app_id=...)) or run it under another topology name)")
 
     def _check_prevs(self, table: DeltaTable, rows: dict[tuple, Any], source: pa.Table, txid: int) -> None:
         """Refuse opaque batch ``txid``'s write unless each new value's ``prev`` is what the
@@ -360,12 +364,23 @@ class DeltaMapState(IBackingMap):
             row = stored.get(key)
             before = None if row is None else row.prev if row.curr_txid == txid else row.curr
             if not _same(prev, before) or (row is not None and row.curr_txid is not None and row.curr_txid > txid):
-                raise FailedException(
-                    f"DeltaMapState {self.f.table_uri}: partition {self.app_id}'s value for txid {txid} of key "
+                raise ReportedFailedException(
+                    f"DeltaMapState {self.f.table_uri} (partition {self.app_id}): the value of txid {txid} of key "
                     f"{key!r:.100} was computed from prev {value.prev!r:.100} but the table holds {before!r:.100} "
-                    f"before txid {txid}: refused, it was read from a stale copy (a task's cache written by a "
-                    f"copy of it taken for dead, or by one whose batch another copy replayed); the batch's "
-                    f"replay reads the table again")
+                    f"before txid {txid}: this write is {self._stale()}")
+
+    def _stale(self) -> str:
+        """What a refused write (`_check_not_stale`, `_check_prevs`) comes from and what happens
+        to its batch, said as `RedisMapState` says it: the refusal is reported (a plain
+        `FailedException` failed the batch without a word in the topology's errors, for ever if
+        it was no zombie but a numbering from 1 again)."""
+        # on Spark's engine the states run in the driver, one copy, and a lower txid means the
+        # query's checkpoint went back (its latest offsets/N removed, an older copy restored)
+        return ("refused: it comes from a stale copy of the task (a worker taken for dead, which resumed after "
+                "the task that replaced it committed its batch), or, on Spark's engine, from a query whose "
+                "checkpoint is behind this table (its latest offsets file removed, or an older copy of it "
+                "restored), whose values would undo the later ones; nothing is written, the batch fails, and "
+                "its replay reads the table again")
 
 
 def _plain(t: pa.DataType) -> pa.DataType:

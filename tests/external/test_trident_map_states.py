@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from squall import FailedException
+from squall import FailedException, ReportedFailedException
 from squall.trident.state import OpaqueValue, TransactionalValue, ValueUpdater
 
 redis = pytest.importorskip("redis")
@@ -410,9 +410,18 @@ def test_delta_a_zombie_tasks_stale_batch_does_not_undo_later_batches(tmp_path, 
         batch(f, 2, {"a": 10})
         batch(f, 3, {"a": 100})
 
-    with pytest.raises(FailedException, match="txid 3 already; this write of txid 2 is refused"):
+    with pytest.raises(ReportedFailedException, match="txid 3 already") as refused:
         zombie.multi_update([["a"]], [AddWhileFrozen(10, replaced)])  # an opaque map writes here
         zombie.commit(2)  # a transactional one here
+    # worded as RedisMapState's: the state, what was wrong, its causes, what to do; and reported
+    # (a plain FailedException failed the batch without a word in the topology's errors)
+    message = str(refused.value)
+    assert f"DeltaMapState {uri} (partition squall-trident-0)" in message
+    assert "this write of txid 2 is refused: it comes from a stale copy of the task" in message
+    assert "on Spark's engine, from a query whose checkpoint is behind this table" in message
+    assert "the batch fails, and its replay reads the table again" in message
+    assert "numbering its batches from 1 again" in message and "app_id=" in message
+    assert "app id None" not in message  # the default app id was shown as None
     assert read(f, "a") == [111]
     assert batch(f, 4, {"a": 1000}) == {"a": 1111}
 
@@ -442,8 +451,9 @@ def test_delta_opaque_zombie_writing_its_replacements_txid_from_a_stale_prev_is_
     assert opaque_batch(zombie, 2, {"a": 10}) == {"a": 11}
     replacement = f.make_state({}, None, 0, 1)
     assert opaque_batch(replacement, 2, {"a": 20}) == {"a": 21}  # the replay, from prev 1
-    stale = pytest.raises(FailedException, match=r"txid 3 of key \('a',\) was computed from prev 11 but the table "
-                                                 r"holds 21 before txid 3.*stale copy")
+    stale = pytest.raises(ReportedFailedException, match=r"txid 3 of key \('a',\) was computed from prev 11 but the "
+                                                         r"table holds 21 before txid 3: this write is refused: it "
+                                                         r"comes from a stale copy of the task .*on Spark's engine")
     if zombie_first:
         with stale:
             opaque_batch(zombie, 3, {"a": 100})

@@ -6,6 +6,7 @@ UI or the worker's log."""
 from __future__ import annotations
 
 import re
+import traceback
 from collections.abc import Iterable
 
 # what `traceback.format_exc()` gives outside an ``except``: pystorm's ``raise_exception(e, tup)``
@@ -65,6 +66,24 @@ def exception_message(error: BaseException) -> str:
     return text
 
 
+WITHOUT_FRAMES = "squall_without_frames"
+"""The attribute (true) of an exception whose message says all a user needs, where its frames
+are squall's own insides (`error_traceback`): a shell subprocess's death
+(`squall.multilang.MultilangError`) names its component, task, command, pid, how it ended and
+what the subprocess wrote to stderr, its own traceback included."""
+
+
+def error_traceback(error: BaseException) -> str:
+    """The traceback an error's record keeps (the topology's errors, the worker log's line of a
+    crash or a report): Python's, but for an error marked `WITHOUT_FRAMES` only its own text.
+    A shell spout's crash carried a dozen frames of the executor loop down to a pipe's read above
+    what its subprocess said, and a shell bolt's those of its reader thread: neither is the
+    user's code, whose traceback is the subprocess's own, in the message."""
+    if getattr(error, WITHOUT_FRAMES, False):
+        return "".join(traceback.format_exception_only(type(error), error))
+    return "".join(traceback.format_exception(type(error), error, error.__traceback__))
+
+
 def telling_lines(text: str) -> list[str]:
     """The non-blank lines of ``text``, stripped, but `NO_EXCEPTION`'s."""
     return [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() != NO_EXCEPTION]
@@ -72,12 +91,20 @@ def telling_lines(text: str) -> list[str]:
 
 def exception_line(text: str) -> str | None:
     """The line that names the exception of a Python traceback in ``text`` (the first one after
-    the last frame's ``  File ...`` line and the indented lines under it), or None."""
+    the last frame's ``  File ...`` line and the indented lines under it, or, for one shown
+    without its frames, the line above `STDERR_HEAD`), or None."""
     raw = text.splitlines()
     frames = [i for i, ln in enumerate(raw) if ln.startswith('  File "')]
-    if not frames:
-        return None
-    for i, ln in enumerate(raw[frames[-1] + 1:], frames[-1] + 1):
+    if frames:
+        start = frames[-1] + 1
+    else:
+        # a shell subprocess's error shown without squall's frames (`error_traceback`) under a
+        # log line's words ("worker 1024 crashed in component [bad] task 2:"): its line is the
+        # one above its stderr's. As an error's own text (its first line), there is none to tell
+        start = next((i - 1 for i, ln in enumerate(raw) if ln == STDERR_HEAD), -1)
+        if start < 1 or not raw[start].strip() or raw[start].startswith(" "):
+            return None
+    for i, ln in enumerate(raw[start:], start):
         if ln.strip() and not ln.startswith(" "):
             # a shell subprocess's error: its first line says only that the subprocess exited,
             # the last line of its stderr (indented under `STDERR_HEAD`) what went wrong

@@ -12,14 +12,13 @@ import logging
 import random
 import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._config import Config, conf_value
-from .._error_lines import exception_text, first_and_last
+from .._error_lines import error_traceback, exception_text, first_and_last
 from .._native import TaskStatsBase
 from .._redact import shown_text
 from .plan import ExecutorSpec, TopologyPlan
@@ -173,7 +172,7 @@ def error_record(component: str, task: int, error: BaseException | str, worker: 
     """An `ErrorRecord` for ``error`` (an exception keeps its traceback)."""
     if isinstance(error, BaseException):
         text = exception_text(error)
-        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        tb = error_traceback(error)  # a shell subprocess's death: its own words, not squall's frames
     else:
         text = str(error)
         tb = ""

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._error_lines import NO_EXCEPTION
+from .._error_lines import NO_EXCEPTION, WITHOUT_FRAMES
 from .._errors import SquallError
 from .._failure import MAX_MESSAGE_CHARS
 from .._system import DEFAULT_STREAM, SYSTEM_TASK
@@ -42,11 +42,16 @@ class MultilangError(SquallError):
 
     ``failure_message``: the same in one line, with only the last line of that stderr (a
     traceback's exception): what the cause of a tuple failed by it carries to the spout and its
-    dead letter (`squall.FailureCause.of_exception`), where a whole traceback would not do."""
+    dead letter (`squall.FailureCause.of_exception`), where a whole traceback would not do.
 
-    def __init__(self, message: str, failure_message: str | None = None) -> None:
+    ``without_frames``: the message says all of it (the subprocess's death, `ShellProcess.failure`),
+    so its record and log line show the message alone, not squall's frames from the executor loop
+    down to the pipe's read (`squall._error_lines.WITHOUT_FRAMES`)."""
+
+    def __init__(self, message: str, failure_message: str | None = None, *, without_frames: bool = False) -> None:
         super().__init__(message)
         self.failure_message = failure_message
+        setattr(self, WITHOUT_FRAMES, without_frames)
 
 
 @dataclass(frozen=True)

@@ -189,7 +189,7 @@ class ShellProcess:
         except OSError as e:
             self._remove_dirs()
             raise MultilangError(f"{self.where}: cannot start {self.command} "
-                                 f"(in {self.cwd or os.getcwd()}): {e.strerror or e}") from None
+                                 f"(in {self.cwd or os.getcwd()}): {e.strerror or e}", without_frames=True) from None
         _REAPER.watch(self)
         self._record_group(self._proc.pid)
         self._stderr_thread = threading.Thread(target=self._log_stderr, name=f"{self.where} stderr", daemon=True)
@@ -452,9 +452,9 @@ class ShellProcess:
         head = "; ".join(parts)
         last = stderr_cause(self._stderr)
         if not self._stderr:
-            return MultilangError(head)
+            return MultilangError(head, without_frames=True)
         return MultilangError(head + f"\n{STDERR_HEAD}\n  " + "\n  ".join(self._stderr),
-                              head + (f"; {STDERR_HEAD} {last}" if last else ""))
+                              head + (f"; {STDERR_HEAD} {last}" if last else ""), without_frames=True)
 
     def protocol_error(self, error: ProtocolError, context: str = "") -> MultilangError:
         """`failure` for a message that broke the protocol."""

@@ -299,9 +299,15 @@ def test_a_malformed_message_is_an_error_naming_the_component_and_what_was_wrong
     assert "broke the multilang protocol: a message that is not valid JSON" in first
     assert "'{command: emit, tuple: [1]}'" in first
     assert "json/decoder.py" not in error["traceback"]  # squall's error, not the parser's insides
+    # nor squall's own frames (its reader thread down to the pipe's read): the error is all of it
+    assert error["traceback"].startswith("squall.multilang.messages.MultilangError: ShellBolt [bad] task ")
+    assert 'File "' not in error["traceback"]
 
 
 def test_a_spout_subprocess_that_raises_shows_its_own_traceback_in_the_error():
+    """The crash's record and the worker log's line show what the subprocess said and where
+    (component, task, command, pid), as a shell bolt's do. They carried a dozen frames of
+    squall's executor loop down to the pipe's read above it, none of them the user's."""
     b = TopologyBuilder()
     b.set_spout("bad", ShellSpout([sys.executable, "dies.py"], ["x"], cwd=str(BARE)))
     with LocalCluster() as cluster:
@@ -313,6 +319,11 @@ def test_a_spout_subprocess_that_raises_shows_its_own_traceback_in_the_error():
     assert error["error"].startswith("MultilangError: ShellSpout [bad] task ")
     assert "it exited; exit code 1" in error["error"]
     assert "ValueError: the source is gone" in error["error"]  # the last lines of its stderr
+    tb = error["traceback"]
+    assert tb.startswith("squall.multilang.messages.MultilangError: ShellSpout [bad] task ")
+    assert "'dies.py'] (pid " in tb and "it exited; exit code 1" in tb
+    assert 'File "' + str(BARE / "dies.py") + '", line 9' in tb  # the subprocess's own frame
+    assert "squall/engine" not in tb and "squall/multilang" not in tb  # and none of squall's
 
 
 CRASH = {"armed": False}

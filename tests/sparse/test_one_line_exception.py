@@ -5,6 +5,8 @@ text's last line."""
 
 from __future__ import annotations
 
+import pytest
+
 from squall.cli._local import one_line
 
 _REPORT = "Python {name} raised while processing Tuple(id=7, component='words', values=['x'])"
@@ -75,17 +77,23 @@ def test_a_log_record_carrying_a_traceback_shows_the_exception_line():
     assert record.getMessage() == "failed ValueError: bad record (--debug shows the traceback)"
 
 
-def test_a_worker_crashed_by_a_shell_subprocess_logs_what_the_subprocess_said():
+_SQUALLS_FRAMES = ('Traceback (most recent call last):\n  File "squall/engine/loop.py", line 314, in _main\n'
+                   "    self._run()\n")
+
+
+@pytest.mark.parametrize("frames", [_SQUALLS_FRAMES, ""], ids=["with-squalls-frames", "without-frames"])
+def test_a_worker_crashed_by_a_shell_subprocess_logs_what_the_subprocess_said(frames):
     """``squall sparse run --multilang`` on a bolt whose ``initialize`` raised logged "worker
     ... crashed ...: MultilangError: ... it exited; exit code 1 (--debug shows the traceback)":
     the exception's line of squall's traceback, whose message goes on under it with the
-    subprocess's stderr, where the error was. The line ends with that stderr's last line now."""
+    subprocess's stderr, where the error was. The line ends with that stderr's last line now.
+    A shell subprocess's death is logged without squall's frames now (its error's text alone,
+    `squall._error_lines.error_traceback`): the line says the same."""
     import logging
 
     from squall.cli._local import _OneLine
 
-    text = ("worker 1024 crashed in component [count_bolt] task 3:\nTraceback (most recent call last):\n"
-            '  File "squall/engine/loop.py", line 314, in _main\n    self._run()\n'
+    text = ("worker 1024 crashed in component [count_bolt] task 3:\n" + frames +
             "squall.multilang.messages.MultilangError: ShellBolt [count_bolt] task 3: subprocess ['python3', "
             "'-m', 'streamparse.run'] (pid 27815): it exited; exit code 1\nits stderr ended with:\n"
             "  Traceback (most recent call last):\n"

@@ -210,7 +210,7 @@ class ShellProcess:
         except SubprocessTimeout:
             self.kill("")
             raise self.failure(f"no answer to the handshake within {timeout:g} s (it must write its pid, "
-                               f"{{\"pid\": N}}, first)") from None
+                               f"{{\"pid\": N}}, first){self._printed(self.serializer.pending())}") from None
         except ProtocolError as e:
             self.kill("")
             raise self.protocol_error(e, "the handshake: ") from None
@@ -223,6 +223,12 @@ class ShellProcess:
             raise self.failure(f"the handshake's answer must be {{\"pid\": N}}, got {shown(repr(answer))}")
         self.pid = pid
         return pid
+
+    @staticmethod
+    def _printed(left: bytes) -> str:
+        """What a subprocess that gave no handshake's answer wrote to its stdout, for its error
+        (a usage line, a banner), or nothing."""
+        return f"; it wrote to its stdout only {shown(left)}" if left else ""
 
     def _record_group(self, pid: int) -> None:
         """Write the subprocess's process group, with its leader's start time, in its task
@@ -322,6 +328,8 @@ class ShellProcess:
             if not data:
                 self._eof = True
                 left = self.serializer.pending()
+                if self.pid is None:  # no message yet: what it printed is no message it broke off
+                    raise self.failure("it exited before answering the handshake" + self._printed(left))
                 raise self.failure("it exited" if not left else f"it exited in the middle of a message: {shown(left)}")
             self._ready.extend(self.serializer.feed(data))
         return self._ready.popleft()
@@ -434,8 +442,11 @@ class ShellProcess:
         how it ended (if it did) and the last lines of its stderr."""
         if self.killed_because:
             what = f"{self.killed_because} (squall killed it); then {what}"
-        parts = [f"{self.where}: subprocess {self.command} (pid {self.pid or '?'}): {what}"]
         proc = self._proc
+        # before its handshake's answer the subprocess has said no pid: the one Popen started
+        # (a wrapper script's, which answers with its child's, is the one squall kills anyway)
+        pid = self.pid if self.pid is not None else proc.pid if proc is not None else "?"
+        parts = [f"{self.where}: subprocess {self.command} (pid {pid}): {what}"]
         code = None
         if proc is not None:
             try:  # after end of file it is exiting: wait a moment for its status

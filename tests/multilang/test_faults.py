@@ -378,12 +378,45 @@ def test_a_shell_subprocess_does_not_outlive_its_worker_crashed_by_another_compo
 @pytest.mark.parametrize("command, what", [
     (["/nonexistent/program"], "cannot start ['/nonexistent/program']"),
     ([sys.executable, "-c", "print('[1]'); print('end'); input()"], "the handshake's answer must be {\"pid\": N}"),
-    ([sys.executable, "-c", "print('hello')"], "it exited in the middle of a message: 'hello'"),
+    ([sys.executable, "-c", "print('hello')"], ("it exited before answering the handshake; it wrote to its stdout "
+                                               "only 'hello'; exit code 0")),
 ])
 def test_a_subprocess_that_cannot_start_is_a_failed_start_naming_the_command(command, what):
     error = _run_until_error("nostart", ShellBolt(command))
 
     assert error["fatal"] and what in error["error"]
+
+
+@pytest.mark.parametrize("script, said", [
+    ("sys.stderr.write('cannot read config.yaml\\n'); sys.exit(3)",
+     r"it exited before answering the handshake; exit code 3\nits stderr ended with:\n  cannot read config.yaml$"),
+    ("print('usage: split.py INPUT'); sys.exit(2)",
+     r"it exited before answering the handshake; it wrote to its stdout only 'usage: split.py INPUT'; exit code 2$"),
+    ("print('starting...', flush=True); time.sleep(60)",
+     (r"no answer to the handshake within 1 s \(it must write its pid, \{\"pid\": N\}, first\); it wrote to its "
+     r"stdout only 'starting...'; killed by SIGKILL$")),
+], ids=["exits", "prints-usage", "prints-and-waits"])
+def test_a_subprocess_that_fails_before_its_handshake_is_named_by_its_pid_and_what_it_said(monkeypatch, script, said):
+    """Before its handshake's answer a subprocess has given no pid, and its error said "(pid ?)";
+    one that printed a usage line to its stdout and exited "exited in the middle of a message".
+    Now the pid is the one squall started, and what it wrote and how it ended are named."""
+    from squall.multilang import process as process_module
+    from squall.multilang.messages import MultilangError
+    from squall.multilang.process import ShellProcess
+    from squall.multilang.serializer import JsonSerializer
+
+    monkeypatch.setattr(process_module, "setup_message", lambda conf, context, pid_dir: {"conf": {}, "context": {}})
+    command = [sys.executable, "-c", f"import os, sys, time; sys.stderr.write(f'pid {{os.getpid()}}\\n'); {script}"]
+    p = ShellProcess(command, JsonSerializer(), "ShellBolt [t] task 1")
+    with pytest.raises(MultilangError) as failed:
+        p.launch({}, None, 1)
+    message = str(failed.value)
+    told = re.search(r"\n  pid (\d+)", message)  # its stderr's first line: its own pid
+    assert told, message
+    pid = told.group(1)
+    assert message.startswith(f"ShellBolt [t] task 1: subprocess {command} (pid {pid}): "), message
+    assert re.search(said, message.replace(f"\n  pid {pid}", ""), re.MULTILINE), message
+    assert not p.running()
 
 
 def test_a_command_that_never_reads_its_large_handshake_fails_its_start_instead_of_hanging(monkeypatch):

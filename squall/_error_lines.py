@@ -129,6 +129,16 @@ def first_and_last(text: str) -> tuple[str, str | None]:
     return lines[0], (None if last == lines[0] else last)
 
 
+def cause_line(text: str, last: str) -> str:
+    """``last``, the line of ``text`` that says what went wrong (`first_and_last`), as it is
+    shown on its own: a shell subprocess's stderr line named as its stderr's (`STDERR_HEAD`),
+    which after the error's first line read as part of it ("no answer ...; killed by SIGKILL
+    waiting")."""
+    if STDERR_HEAD in telling_lines(text) and STDERR_HEAD not in last:
+        return f"{STDERR_HEAD} {last}"
+    return last
+
+
 def _stderr_or_last(text: str, lines: list[str]) -> str:
     """The last of ``lines``, or for a shell subprocess's error (`STDERR_HEAD` on a line of its
     own, its stderr under it) the stderr's `stderr_cause`."""

@@ -453,7 +453,9 @@ def test_the_list_names_what_a_shell_subprocess_said_before_it_exited():
     """A streamparse bolt over multilang raised in ``initialize`` (its database was down): the
     error's first line says only that the subprocess exited, the last line of its stderr what
     went wrong. ``squall list``'s last error (`ErrorRecord.describe`) showed the first line alone:
-    "... it exited; exit code 1", with nothing of the database; it ends with the exception now."""
+    "... it exited; exit code 1", with nothing of the database; then the two joined by " ... ",
+    read as one sentence. The first line is the summary now, and what went wrong is indented
+    under it, named as the subprocess's stderr, as `squall local` and `squall monitor` say it."""
     from squall.cli._cluster import _errors_note
     from squall.engine.executor import ErrorRecord
 
@@ -465,16 +467,38 @@ def test_the_list_names_what_a_shell_subprocess_said_before_it_exited():
              "  RuntimeError: cannot reach the counts database at db:5432")
     record = ErrorRecord("count_bolt", 3, 1.0, error, "", fatal=True, count=4)
     note = _errors_note({"name": "wordcount", "errors": 1, "last_error": record.describe()})
-    assert note == ("wordcount: 1 error; last: [count_bolt] MultilangError: ShellBolt [count_bolt] task 3: subprocess "
-                    "['python3', '-m', 'streamparse.run', '-s', 'json', 'bolts.wordcount.WordCountBolt'] (pid 27047): "
-                    "it exited; exit code 1 ... RuntimeError: cannot reach the counts database at db:5432 (x4) "
-                    "(squall info wordcount)")
+    assert note.splitlines() == [
+        ("wordcount: 1 error; last: [count_bolt] MultilangError: ShellBolt [count_bolt] task 3: subprocess ['python3', "
+         "'-m', 'streamparse.run', '-s', 'json', 'bolts.wordcount.WordCountBolt'] (pid 27047): it exited; exit code 1 "
+         "(x4) (squall info wordcount)"),
+        "    its stderr ended with: RuntimeError: cannot reach the counts database at db:5432"]
+    assert " ... " not in note
     # a one-line error, and pystorm's report with its traceback, read as before and as `squall local` shows them
     assert ErrorRecord("b", 1, 1.0, "ValueError: boom", "").describe() == "[b] ValueError: boom"
     report = ("Python ValueError raised while processing Tuple Tuple(id='1', values=['x'])\nTraceback (most recent "
               "call last):\n  File \"bolt.py\", line 3, in process\n    int(x)\nValueError: invalid literal\n")
     assert ErrorRecord("b", 1, 1.0, report, "").describe() == (
-        "[b] Python ValueError raised while processing Tuple Tuple(id='1', values=['x']) ... ValueError: invalid literal")
+        "[b] Python ValueError raised while processing Tuple Tuple(id='1', values=['x'])\nValueError: invalid literal")
+    assert _errors_note({"name": "b", "errors": 2, "last_error": ErrorRecord("b", 1, 1.0, "ValueError: boom", "",
+                                                                            count=2).describe()}) \
+        == "b: 2 errors; last: [b] ValueError: boom (x2) (squall info b)"
+
+
+def test_monitor_shows_what_a_shell_subprocess_said_under_its_error(capsys):
+    """`squall monitor`'s line of a new error showed its first line only: a shell subprocess's
+    "... it exited; exit code 1", nothing of why. What went wrong is indented under it now, as
+    `squall list` shows it."""
+    from squall.cli._cluster import _print_errors
+
+    error = ("MultilangError: ShellBolt [split] task 3: subprocess ['python3', 'split.py'] (pid 4127): it exited; "
+             "exit code 1\nits stderr ended with:\n  Traceback (most recent call last):\n"
+             '    File "split.py", line 5, in <module>\n  RuntimeError: cannot reach db:5432')
+    err = {"component": "split", "task": 3, "error": error, "time": 10.0, "last_time": 10.0, "count": 1}
+    _print_errors({"name": "wc", "errors": [err]}, since=None)
+    assert capsys.readouterr().err.splitlines() == [
+        ("squall: wc: error in [split]: MultilangError: ShellBolt [split] task 3: subprocess ['python3', 'split.py'] "
+         "(pid 4127): it exited; exit code 1"),
+        "    its stderr ended with: RuntimeError: cannot reach db:5432"]
 
 
 def test_a_run_counts_each_crash_of_a_worker_and_not_a_report_of_the_same_error():

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .._config import Config, conf_value, find_conf_file, submit_warnings
+from .._error_lines import cause_line, first_and_last
 from .._errors import RpcError, SquallError, transient
 from .._redact import redact_logs
 from .._submitter import StormSubmitter
@@ -502,12 +503,17 @@ def _trident_note(master: MasterClient, t: dict[str, Any]) -> str | None:
 
 
 def _errors_note(t: dict[str, Any]) -> str | None:
-    """A topology's error count and last error (a row of ``list``), if it has any."""
+    """A topology's error count and last error (a row of ``list``), if it has any: its summary
+    on the topology's line, and the line that says what went wrong, if another
+    (`squall.engine.executor.ErrorRecord.describe`), indented under it, as ``squall local``'s
+    summary puts an error's traceback under its line."""
     if not t.get("errors"):
         return None
     n = t["errors"]
-    last = f"; last: {t['last_error']}" if t.get("last_error") else ""
-    return f"{t['name']}: {n} error{'s' if n != 1 else ''}{last} (squall info {t['name']})"
+    summary, _, rest = str(t.get("last_error") or "").partition("\n")
+    last = f"; last: {summary}" if summary else ""
+    under = "".join(f"\n    {line}" for line in rest.splitlines() if line.strip())
+    return f"{t['name']}: {n} error{'s' if n != 1 else ''}{last} (squall info {t['name']}){under}"
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -759,8 +765,11 @@ def _print_errors(info: dict[str, Any], since: float | None) -> float:
     new = [e for e in errors if since is None or last_time(e) > since]
     for e in new[-1:] if since is None else new:
         text = str(e.get("error") or "").strip()
-        print(f"squall: {info['name']}: error in [{e.get('component')}]: {text.splitlines()[0] if text else ''}"
-              f"{times(e)}", file=sys.stderr, flush=True)
+        first, last = first_and_last(text)
+        # the line that says what went wrong, if another, under it, as `squall list` shows it
+        under = f"\n    {cause_line(text, last)}" if last else ""
+        print(f"squall: {info['name']}: error in [{e.get('component')}]: {first}{times(e)}{under}",
+              file=sys.stderr, flush=True)
     return max((last_time(e) for e in errors), default=since or 0.0)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from .._config import Config
-from .._error_lines import STDERR_HEAD, exception_line, first_and_last, telling_lines
+from .._error_lines import cause_line, exception_line, first_and_last, telling_lines
 from .._errors import NotAliveException
 from .._redact import RedactingFilter
 from .._system import is_system_id
@@ -78,12 +78,9 @@ def one_line(text: str) -> str:
     first, last = first_and_last(text)
     if last is None:
         return first
-    if STDERR_HEAD in telling_lines(text) and STDERR_HEAD not in last:
-        # a shell subprocess's error: its stderr's line said after the first without a word
-        # between read as one phrase ("no answer ...; killed by SIGKILL waiting")
-        last = f"{STDERR_HEAD} {last}"
-        return f"{first}; {last} (--debug shows the traceback)"
-    return f"{first} {last} (--debug shows the traceback)"
+    said = cause_line(text, last)
+    # a shell subprocess's stderr line, named as such, goes after a semicolon
+    return f"{first}{'; ' if said != last else ' '}{said} (--debug shows the traceback)"
 
 
 class _OneLine(logging.Filter):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._config import Config, conf_value
-from .._error_lines import error_traceback, exception_text, first_and_last
+from .._error_lines import cause_line, error_traceback, exception_text, first_and_last
 from .._native import TaskStatsBase
 from .._redact import shown_text
 from .plan import ExecutorSpec, TopologyPlan
@@ -121,10 +121,11 @@ class ErrorRecord:
                    max(1, get("count", int, 1)), get("last_time", float, when), get("host", str, ""))
 
     def describe(self) -> str:
-        """One line (``squall list``'s last error): ``[component]``, the error's first line and
-        the line that says what went wrong, when another does (`first_and_last`: a shell
-        subprocess's error, whose first line says only that it exited, ends with the exception
-        its stderr ended with), and ``(xN)`` if it repeated."""
+        """``squall list``'s last error: a summary line, ``[component]``, the error's first line
+        and ``(xN)`` if it repeated; then, on a line of its own, the line that says what went
+        wrong, when another does (`first_and_last`: a shell subprocess's error, whose first line
+        says only that it exited, ends with the exception its stderr ended with, named as its
+        stderr's: `cause_line`). The two were joined by " ... ", which read as one sentence."""
         first, last = first_and_last(self.error)
         first = first or "(no message)"
         # an error that names its component first already (the watchdog's "[slow] task 7 has
@@ -132,8 +133,8 @@ class ErrorRecord:
         # "[slow] [slow] task 7 ..."
         named = f"[{self.component}]"
         said = first.startswith((named + " ", f"component {named} "))
-        line = f"{'' if said else named + ' '}{first}{f' ... {last}' if last else ''}"
-        return f"{line} (x{self.count})" if self.count > 1 else line
+        line = f"{'' if said else named + ' '}{first}{f' (x{self.count})' if self.count > 1 else ''}"
+        return f"{line}\n{cause_line(self.error, last)}" if last else line
 
 
 MAX_ERRORS_PER_COMPONENT = 10  # as Storm's cluster state keeps: the newest 10 of each component

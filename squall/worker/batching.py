@@ -136,6 +136,7 @@ class BatchingTransport(Transport):
         self._tell_lock = threading.RLock()
         self.given_up = 0  # messages given up for a peer that did not take them (`_gave_up_messages`)
         self.reach: PeerReach = PeerReach(now)  # the peers whose connection broke, until it is made again
+        self._silent: set[str] = set()  # connected peers named silent (`_check_silences`), until they acknowledge
         # queues, sockets and backlogs are keyed by the address a peer worker first had: a
         # worker that restarts elsewhere (a Spark task on another executor) gets a new address
         # (`set_peers`), but the senders the executors hold keep appending to the same queue
@@ -258,6 +259,27 @@ class BatchingTransport(Transport):
         if self.reach.broke(key, description):
             log.info("cannot reach %s: %s; %s (its tuples fail at the message timeout and replay)",
                      description, why, waits)
+
+    def _check_silences(self, connected: Iterable[tuple[str, Any]], unacknowledged_for: Callable[[Any], float],
+                        bound: float, verb: str = "sent") -> None:
+        """Say which ``connected`` peers (the key of each, and what ``unacknowledged_for`` asks
+        the kernel about: the TCP wire's socket, the ZeroMQ wire's descriptor of ZeroMQ's
+        connection) acknowledged nothing ``verb`` to them for ``bound`` seconds (unreachable: a
+        partition, a lost machine), once, and which of those acknowledge again; their connections
+        are kept. Each wire's ``_check_reach``, under its send lock: the wires differ only in how
+        a connection's socket is reached, and each forgets a peer of `_silent` when its
+        connection goes."""
+        for key, conn in connected:
+            silent = unacknowledged_for(conn)
+            if silent >= bound and key not in self._silent:
+                self._silent.add(key)
+                self._unreachable(key, f"it has acknowledged nothing {verb} to it for {silent:.0f} s (a "
+                                       f"partition, a lost machine?)",
+                                  f"the connection is kept: what is {verb} to it waits, and reaches it once "
+                                  f"it acknowledges again")
+            elif silent < bound and key in self._silent:
+                self._silent.discard(key)
+                self._reached(key)
 
     def _reached(self, key: str) -> None:
         """A connection to the peer first known as ``key`` is made: say so if it was unreachable."""

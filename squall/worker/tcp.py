@@ -152,7 +152,7 @@ class _Outbound:
     """The connection to a peer and what it has not taken yet (under the send lock)."""
 
     __slots__ = ("away", "backlog", "broken_at", "connected_at", "connecting", "gave_up", "gave_up_at", "retry_at",
-                 "silent", "sock", "watched")
+                 "sock", "watched")
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
@@ -169,9 +169,6 @@ class _Outbound:
         # the connection broke or was refused, and none has been made since: a connection being
         # made again is not the peer back (a lost machine answers no SYN for minutes)
         self.away = False
-        # connected, but the peer has acknowledged nothing for the transport's bound (a partition):
-        # said once, until it acknowledges again (`TcpTransport._check_reach`)
-        self.silent = False
 
 
 class LoopEvent:
@@ -607,7 +604,7 @@ class TcpTransport(BatchingTransport):
         out.sock = None
         out.connecting = False
         out.away = True
-        out.silent = False  # said unreachable already, if it was: the next connection made says its return
+        self._silent.discard(key)  # said unreachable already, if it was: the next connection made says its return
         out.broken_at = self._now()
         out.retry_at = out.broken_at + RECONNECT_SECS
         if out.backlog and _is_partial(out.backlog[0]):
@@ -678,20 +675,10 @@ class TcpTransport(BatchingTransport):
     def _check_reach(self) -> None:
         """Say which connected peers acknowledged nothing written to them for ``silent_secs``
         (unreachable: a partition, a lost machine), and which of those acknowledge again; their
-        connections are kept (the module docstring)."""
-        for key, out in self._outbound.items():
-            if out.sock is None or out.connecting:
-                continue  # broken or not made yet: `_broken` and `_connected` say so
-            silent = self._unacknowledged_for(out.sock)
-            if silent >= self._silent_secs and not out.silent:
-                out.silent = True
-                self._unreachable(key, f"it has acknowledged nothing written to it for {silent:.0f} s (a "
-                                       f"partition, a lost machine?)",
-                                  "the connection is kept: what is written to it waits, and reaches it "
-                                  "once it acknowledges again")
-            elif silent < self._silent_secs and out.silent:
-                out.silent = False
-                self._reached(key)
+        connections are kept (the module docstring). A connection broken or not made yet is not
+        asked about: `_broken` and `_connected` say so."""
+        connected = [(key, out.sock) for key, out in self._outbound.items() if out.sock is not None and not out.connecting]
+        self._check_silences(connected, self._unacknowledged_for, self._silent_secs, verb="written")
 
     def _moved(self, key: str) -> bool:
         """The peer's worker restarted at a new address (a Spark task elsewhere): what its
@@ -703,6 +690,7 @@ class TcpTransport(BatchingTransport):
         and a frame given up."""
         out = self._outbound.pop(key, None)
         self.reach.forget(key)
+        self._silent.discard(key)  # its connection goes: a new one is asked about afresh
         if out is None:
             return False
         lost = out.gave_up
@@ -729,6 +717,7 @@ class TcpTransport(BatchingTransport):
                 if out.sock is not None:
                     self._close_outbound(out)
             self._outbound.clear()
+            self._silent.clear()
         with self._poll_lock:
             for fd in list(self._inbound):
                 self._drop_inbound(fd)

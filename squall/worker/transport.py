@@ -184,9 +184,8 @@ class ZmqTransport(BatchingTransport):
         self._away: set[str] = set()
         self._gave_up: set[str] = set()
         # per peer socket, the descriptor of its TCP connection (ZeroMQ's: only read, through a
-        # duplicate), while it is connected; the peers named silent on it (`_check_reach`)
+        # duplicate), while it is connected (`_check_reach`)
         self._fds: dict[str, int] = {}
-        self._silent: set[str] = set()
         self._reach_at = 0.0  # when `_check_reach` looks next
         self._unacknowledged_for = fd_unacknowledged_for  # what the kernel says of a descriptor (a test's)
         self._pull = self._ctx.socket(zmq.PULL)
@@ -365,18 +364,7 @@ class ZmqTransport(BatchingTransport):
         no descriptor closed since is asked about (under the send lock)."""
         for key in list(self._watches):
             self._heard(key)
-        bound = self._silent_ms / 1000
-        for key, fd in list(self._fds.items()):
-            silent = self._unacknowledged_for(fd)
-            if silent >= bound and key not in self._silent:
-                self._silent.add(key)
-                self._unreachable(key, f"it has acknowledged nothing sent to it for {silent:.0f} s (a "
-                                       f"partition, a lost machine?)",
-                                  "the connection is kept: what is sent to it waits, and reaches it once "
-                                  "it acknowledges again")
-            elif silent < bound and key in self._silent:
-                self._silent.discard(key)
-                self._reached(key)
+        self._check_silences(list(self._fds.items()), self._unacknowledged_for, self._silent_ms / 1000)
 
     def _retry_unsent(self) -> None:
         """From the receiving thread, every `RETRY_SECS`: what waits in `_unsent` goes once the

@@ -51,7 +51,8 @@ def one_run(corpus: Path, claim: bool, timeout: float = 300.0) -> tuple[float, b
             shutil.copyfile(f, src / f.name)
             names.append(f.name)
         builder = TopologyBuilder()
-        builder.set_spout("sentences", FileSpout(src, ["sentence"], claim_files=claim, poll_secs=0.1,
+        # every file is copied in whole before the run: none to wait quiet for (as before quiet_secs)
+        builder.set_spout("sentences", FileSpout(src, ["sentence"], quiet_secs=0, claim_files=claim, poll_secs=0.1,
                                                  progress_dir=work / "state"), WORKERS)
         builder.set_bolt("split", SplitSentence(), WORKERS).shuffle_grouping("sentences")
         builder.set_bolt("count", WordCount(), WORKERS).fields_grouping("split", Fields("word")) \

@@ -68,7 +68,8 @@ def build(events_dir: str, table: str, local_dir: str) -> StormTopology:
     import pyarrow as pa
     schema = pa.schema([(n, pa.string() if t == "string" else pa.int64()) for n, t in SCHEMA])
     builder = TopologyBuilder()
-    builder.set_spout("events", FileSpout(events_dir, poll_secs=0.1, progress_dir=local_dir))
+    # every file is moved in whole (write_event_files): none is still being written, none to wait quiet for
+    builder.set_spout("events", FileSpout(events_dir, quiet_secs=0, poll_secs=0.1, progress_dir=local_dir))
     builder.set_bolt("parse", ParseEvent(), 2).shuffle_grouping("events")
     builder.set_bolt("delta", DeltaSinkBolt(table, schema, "event_id", batch_size=100, tick_secs=1), 2) \
         .fields_grouping("parse", Fields(["user_id"]))

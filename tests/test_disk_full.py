@@ -152,7 +152,7 @@ def test_a_state_commit_on_a_full_disk_names_the_file_and_state_and_the_last_com
 
 
 def spout(src: Path, progress: Path, **kw) -> tuple[FileSpout, Collector]:
-    s = FileSpout(src, commit_every=1, poll_secs=0, progress_dir=progress, **kw)
+    s = FileSpout(src, quiet_secs=0, commit_every=1, poll_secs=0, progress_dir=progress, **kw)
     out = Collector()
     s.open({}, Context(0, 1), out)
     return s, out

@@ -31,6 +31,7 @@ import os
 import re
 import stat
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -82,6 +83,9 @@ READ_AHEAD_LINES = 512
 MAX_RECORD_KEY = Config.TOPOLOGY_FILESPOUT_MAX_RECORD_BYTES
 DEFAULT_MAX_RECORD_BYTES = default_of(MAX_RECORD_KEY)
 SKIP_CHUNK = 64 << 10  # what an oversized line is skipped by: the memory it takes, whatever its length
+# How long a file must have stayed unchanged before `FileSpout` takes it as finished (its last
+# line without a newline a record, the file renamed done): longer than a logger's pauses
+DEFAULT_QUIET_SECS = 5.0
 
 
 class FileConnectorError(SquallError):
@@ -748,9 +752,20 @@ class FileSpout(Spout, CountsDeadLetters):
     earlier run of the same task, a process gone from this host), is taken over, and the file
     resumed at its committed offset. A task that stalled past the timeout gives the file up at its next
     heartbeat. Close releases the task's lock. A directory is listed again when a task has no
-    file left (at most every ``poll_secs``), so new files are picked up. Files must be complete
-    when they appear: move them in, or write them with ``ignore_suffix`` and rename. Names
-    starting with ``.`` or ``_`` are skipped, as Spark does.
+    file left (at most every ``poll_secs``), so new files are picked up. Names starting with
+    ``.`` or ``_`` are skipped, as Spark does.
+
+    A file may still be written while it is read (a logger, ``cat >> f``): the task follows it as
+    it grows, and never emits a line before its newline (it is read again, whole, once the newline
+    is there; the committed offset is never inside a line). The file counts as finished, and is
+    renamed done, only once every record is acked and it has not changed (size or mtime) for
+    ``quiet_secs`` (default 5 s; a file whose mtime is older than that is finished at once); then a
+    last line without a newline is a record, as files often end so. A writer that pauses longer
+    than ``quiet_secs`` and goes on writes into the file renamed done, where no one reads: set it
+    above the writer's longest pause, or better, write elsewhere and move each file in whole (or
+    write it with ``ignore_suffix`` and rename it), with ``quiet_secs=0`` (a file is finished at
+    its end at once, its last line a record whatever it ends with). A file truncated while it is
+    read is reported (`_say_if_truncated`).
 
     A record longer than ``max_record_bytes`` (by default ``topology.filespout.max.record.bytes``,
     16 MiB) is not emitted: the default reader reads past it in 64 KiB chunks to the next newline,
@@ -818,6 +833,11 @@ class FileSpout(Spout, CountsDeadLetters):
             (HdfsSpout's ``setLockTimeoutSec``, default 300).
         max_record_bytes: the longest record emitted, in bytes (a line's newline included); None:
             the topology's ``topology.filespout.max.record.bytes`` (default 16 MiB).
+        quiet_secs: how long a file must stay unchanged (size and mtime) before it counts as
+            finished, its last line without a newline then a record (default 5 s); 0: a file is
+            finished at its end at once (files are moved in whole). A line without its newline
+            is held back while the file may grow with the default reader only: another reader's
+            record ends where the reader says.
     """
 
     def __init__(self, directory: str | os.PathLike, fields: Sequence[str] = ("line",), *,
@@ -829,7 +849,9 @@ class FileSpout(Spout, CountsDeadLetters):
                  poll_secs: float = 1.0, progress_dir: str | os.PathLike | None = None,
                  claim_files: bool = False, lock_timeout_secs: float = 300.0,
                  max_record_bytes: int | None = None, backoff: RetryBackoff | None = None,
-                 clock: Clock | None = None) -> None:
+                 quiet_secs: float = DEFAULT_QUIET_SECS, clock: Clock | None = None) -> None:
+        if not (isinstance(quiet_secs, (int, float)) and not isinstance(quiet_secs, bool) and 0 <= quiet_secs < float("inf")):
+            raise ValueError(f"FileSpout: quiet_secs must be a number of seconds >= 0, not {quiet_secs!r}")
         if commit_every < 1 or commit_secs <= 0 or poll_secs < 0:
             raise ValueError("FileSpout: commit_every must be >= 1, commit_secs > 0 and poll_secs >= 0")
         if not lock_timeout_secs > 0:
@@ -856,6 +878,10 @@ class FileSpout(Spout, CountsDeadLetters):
         self.commit_every = commit_every
         self.commit_secs = commit_secs
         self.poll_secs = poll_secs
+        self.quiet_secs = float(quiet_secs)
+        # a line read without its newline is one still being written, held back while the file
+        # may grow: for the default reader's lines (another reader's records end as it knows)
+        self.holds_tail = quiet_secs > 0 and reader is read_line
         self.claim_files = claim_files
         self.lock_timeout_secs = lock_timeout_secs
         self.clock = clock or Clock()
@@ -915,6 +941,7 @@ class FileSpout(Spout, CountsDeadLetters):
                                    self.kept.locks)
         self.head: tuple[int, str] | None = None  # the current file's head hash (length, hash), reused
         self.size_seen = 0  # the current file's largest size seen while it is read (`_say_if_truncated`)
+        self._watch_new_file()
         self.queue: deque[str] = deque()
         self.file: str | None = None
         self.handle: BinaryIO | None = None
@@ -1057,10 +1084,56 @@ class FileSpout(Spout, CountsDeadLetters):
         self.file, self.handle, self.tracker = name, handle, OffsetManager(name, start)
         self.head = None
         self.size_seen = 0
+        self._watch_new_file()
         self.at_end_since, self.end_said = None, False
         self.own[name] = FileMark(start, self._identity(start))
         self._load_file_charges(name, handle.fileno(), start, bool(rejected) and not start)
         return True
+
+    def _watch_new_file(self) -> None:
+        """A new current file (or none): not yet looked at for growth (`_still_growing`)."""
+        self.seen_stat: tuple[int, int] | None = None  # its (size, mtime_ns) when last looked at
+        self.changed_at = 0.0  # when (this task's clock) it was last seen to change
+        self.waiting: int | None = None  # its size when found at its end still growing: not read again till it changes
+        self.cut = False  # it shrank under the task (truncated): read to its end, never waited for
+        self.cut_said = False  # the truncation was reported (once a file)
+
+    def _still_growing(self) -> bool:
+        """Whether the current file, read to the end of what it holds (or up to a line without
+        its newline), may still grow: it changed (its size or mtime) within the last
+        ``quiet_secs`` by this task's clock; at the first look, within ``quiet_secs`` of its
+        mtime, so a file written long ago is finished at once. A file that shrank was truncated
+        under the task: it is never waited for (`_say_if_truncated` reports it). While it grows,
+        ``waiting`` keeps the size it was found at: `next_tuple` reads it again only once that
+        changed, or once it is quiet."""
+        self.waiting = None
+        if not self.quiet_secs or self.cut:
+            return False
+        assert self.handle is not None
+        st = os.fstat(self.handle.fileno())
+        now = self.clock.now()
+        if st.st_size < max(self.size_seen, self.handle.tell()):
+            self.cut = True  # a writer that goes on after a truncation writes where this task never reads
+            return False
+        self.size_seen = st.st_size
+        seen = (st.st_size, st.st_mtime_ns)
+        if seen != self.seen_stat:
+            if self.seen_stat is None:  # its mtime says how long it has been quiet (at most a quiet time, for a skewed clock)
+                self.changed_at = now - min(max(time.time() - st.st_mtime_ns / 1e9, 0.0), self.quiet_secs)
+            else:
+                self.changed_at = now
+            self.seen_stat = seen
+        if now - self.changed_at < self.quiet_secs:
+            self.waiting = st.st_size
+            return True
+        return False
+
+    def _unterminated(self) -> bool:
+        """Whether the record just read past (a line above the size limit) ended at the end of
+        the file without its newline."""
+        assert self.handle is not None
+        at = self.handle.tell()
+        return at > 0 and os.pread(self.handle.fileno(), 1, at - 1) != b"\n"
 
     def _reset_charges(self) -> None:
         """No file, or a new one: nothing in flight, no line read before, nothing charged."""
@@ -1204,6 +1277,13 @@ class FileSpout(Spout, CountsDeadLetters):
                 self._maybe_commit()
                 return
         assert self.handle is not None and self.tracker is not None
+        if self.waiting is not None:
+            was = self.waiting
+            if self._still_growing() and self.waiting == was:  # nothing new yet at the end of a growing file
+                self._watch_end()
+                self._maybe_commit()
+                return
+            self.waiting = None  # grown (or quiet): read on
         offset = self.handle.tell()
         suspect = self._suspect(offset)
         size = self._group_size(offset)
@@ -1214,9 +1294,15 @@ class FileSpout(Spout, CountsDeadLetters):
             record = self._read()
         except RecordTooLarge as e:
             size = e.size  # read here: the name e ends with the except block
+            if self.holds_tail and self._unterminated() and self._still_growing():
+                self.handle.seek(offset)  # still being written: skipped whole once its newline comes
+                self._maybe_commit()
+                return
             self._set_aside(offset, lambda: self._dead_letter_too_large(offset, size))
             return
-        if not record:
+        if not record or (record[-1] != 10 and self.holds_tail and self._still_growing()):
+            if record:  # a line still being written: read again, whole, once its newline is there
+                self.handle.seek(offset)
             self._maybe_finish()
             if self.handle is not None:
                 self._watch_end()
@@ -1456,9 +1542,13 @@ class FileSpout(Spout, CountsDeadLetters):
             return
         offset = self.handle.tell()
         try:
-            more = bool(self._read())
-        except RecordTooLarge:  # next_tuple dead-letters it
-            more = True
+            record = self._read()
+        except RecordTooLarge:  # next_tuple dead-letters it, or waits for its end
+            record = b"\n"
+        if record and (record[-1] == 10 or not self.holds_tail):
+            more = True  # a record to emit
+        else:  # at its end, or at a line without its newline: a record once the file is quiet (files often end so)
+            more = self._still_growing() or bool(record)
         if more:  # not finished
             self.handle.seek(offset)
             return
@@ -1494,18 +1584,35 @@ class FileSpout(Spout, CountsDeadLetters):
         was truncated (``truncate``, ``: > file``, logrotate's ``copytruncate``) under the task,
         and the records that were past ``end`` are read by no one. Before, the file was renamed
         done as if read whole, without a word: 15,000 of 20,000 lines gone from a file truncated
-        to its first 5,000 while the spout was at line 30."""
-        if self.size_seen <= end:
-            return
+        to its first 5,000 while the spout was at line 30. So too a file now shorter than what
+        was read of it (a writer going on after the cut writes where no one reads), and one whose
+        first bytes (hashed at the last commit) changed: cut and written again before the task
+        looked, by a logger going on after a ``copytruncate``."""
+        if self.cut_said:
+            return  # said once, though the rename done is tried again
         assert self.handle is not None
-        # its size at open or at a commit; the file as it is now, to be sure it shrank
-        self.size_seen = max(self.size_seen, os.fstat(self.handle.fileno()).st_size)
-        seen, self.size_seen = self.size_seen, end  # said once, though the rename done is tried again
+        fd = self.handle.fileno()
+        # its size at open, at a commit or while it was followed; the file as it is now, to be sure it shrank
+        size = os.fstat(fd).st_size
+        seen = max(self.size_seen, size)
+        rewritten = self.head is not None and self.head[0] > 0 and head_hash(fd, self.head[0]) != self.head[1]
+        if seen <= end and size >= end and not rewritten:
+            return
+        self.cut_said = True
+        if size < end:
+            lost = f"the records that were in bytes {end} to {seen} and " if seen > end else ""
+            said = (f"it is {size} bytes now, shorter than the {end} bytes read of it; {lost}whatever is written "
+                    f"into it from now on is read by no one")
+        elif seen > end:
+            said = f"it was {seen} bytes, and ends at byte {end} now; the records that were in bytes {end} to {seen} are read by no one"
+        else:
+            assert self.head is not None
+            said = (f"its first {self.head[0]} bytes changed since they were read (it was cut and written again); "
+                    f"the records written in place of the {end} bytes read are read by no one")
         self.collector.report_error(
             f"FileSpout {self.spout_id!r} task {self.index}: {os.path.join(self.directory, name)} was truncated while it "
-            f"was read: it was {seen} bytes, and ends at byte {end} now; the records that were in bytes {end} to "
-            f"{seen} are read by no one (the file is renamed done as read). Write a file elsewhere and move it in "
-            f"whole, and never truncate one the spout may be reading")
+            f"was read: {said} (the file is renamed done as read). Write a file elsewhere and move it in whole, and "
+            f"never truncate one the spout may be reading")
 
     def _rename_done(self, name: str, read: os.stat_result) -> None:
         """Renames the file read (``read``: its stat) with ``done_suffix``, unless it was moved or

@@ -79,7 +79,7 @@ def test_each_error_a_squall_component_reports_is_in_the_worker_log_once(tmp_pat
     builder = TopologyBuilder()
     for name, feeder in feeders.items():
         builder.set_spout(f"feed-{name}", feeder)
-    builder.set_spout("files", FileSpout(inbox, progress_dir=tmp_path / "progress", poll_secs=0.1))
+    builder.set_spout("files", FileSpout(inbox, quiet_secs=0, progress_dir=tmp_path / "progress", poll_secs=0.1))
     builder.set_bolt("batch", CoordinatedBolt(BatchBoltExecutor(Picky()))).shuffle_grouping("feed-batch")
     builder.set_bolt("sink", FileSinkBolt(tmp_path / "out", formatter=formatter, tick_secs=None,
                                           max_records=1)).shuffle_grouping("feed-sink")

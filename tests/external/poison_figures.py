@@ -76,7 +76,7 @@ class Check(Bolt):
 
 def topology(src: Path, local_dir: Path, notes: Path):
     b = TopologyBuilder()
-    b.set_spout("lines", FileSpout(src, ["line"], translator=translate, progress_dir=local_dir, poll_secs=0.05,
+    b.set_spout("lines", FileSpout(src, ["line"], translator=translate, quiet_secs=0, progress_dir=local_dir, poll_secs=0.05,
                                    commit_every=10, backoff=RetryBackoff(0.0, 0.001, 0, 0.01)))
     b.set_bolt("check", Check(str(notes)), 2).shuffle_grouping("lines")
     return b.create_topology()

@@ -86,7 +86,7 @@ def write_input(src: Path, files: int = 1) -> None:
 def topology(src: Path, local_dir: Path, notes: Path, local: bool = False, spout_tasks: int = 1):
     """``spout_tasks`` tasks of the spout and 2 of the bolt (``local``: local-or-shuffle grouped)."""
     b = TopologyBuilder()
-    b.set_spout("lines", FileSpout(src, ["line"], progress_dir=local_dir, poll_secs=0.05,
+    b.set_spout("lines", FileSpout(src, ["line"], quiet_secs=0, progress_dir=local_dir, poll_secs=0.05,
                                    backoff=RetryBackoff(0.0, 0.001, MAX_RETRIES, 0.01)), spout_tasks)
     bolt = b.set_bolt("check", Check(str(notes)), 2)
     (bolt.local_or_shuffle_grouping if local else bolt.shuffle_grouping)("lines")

@@ -212,7 +212,7 @@ def test_file_spout_one_malformed_line_among_1200_is_the_only_dead_letter(tmp_pa
     text = "".join(f"{p}\n" for p in payloads())
     (src / "a.txt").write_text(text)
     log = SharedLog()
-    spout = FileSpout(src, commit_every=50, poll_secs=0.05, progress_dir=tmp_path / "local",
+    spout = FileSpout(src, quiet_secs=0, commit_every=50, poll_secs=0.05, progress_dir=tmp_path / "local",
                       dead_letter_dir=dead_dir, max_retries=3)
     with LocalCluster({"storm.local.dir": str(tmp_path / "local")}) as cluster:
         cluster.submit_topology("t", CONF, pipeline(spout, log, "line"))

@@ -49,7 +49,8 @@ class Task:
     """One spout task; ``crash`` drops it without close, as a SIGKILL would."""
 
     def __init__(self, src: Path, local: Path, index: int = 0, tasks: int = 1, **spout) -> None:
-        self.spout = FileSpout(src, poll_secs=0, progress_dir=local, **{"commit_every": 1, **spout})
+        # files written whole: none to wait quiet for (test_file_growing.py follows growing ones)
+        self.spout = FileSpout(src, poll_secs=0, progress_dir=local, **{"commit_every": 1, "quiet_secs": 0, **spout})
         self.out = Collector()
         self.spout.open({}, Context(index, tasks), self.out)
         self.seen = 0
@@ -365,7 +366,7 @@ def test_a_fifo_or_directory_put_in_a_listed_files_place_is_skipped(tmp_path, ca
     src.mkdir()
     for name in "abc":
         write_lines(src / f"{name}.txt", [f"{name}0"])
-    spout = FileSpout(src, poll_secs=60, progress_dir=local, commit_every=1, clock=SimulatedClock())
+    spout = FileSpout(src, quiet_secs=0, poll_secs=60, progress_dir=local, commit_every=1, clock=SimulatedClock())
     out = _Reported()
     spout.open({}, Context(0, 1), out)
     spout.next_tuple()  # lists a, b and c; opens a

@@ -33,7 +33,7 @@ class Collector:
 
 
 def opened(src: Path, local: Path, conf: dict | None = None, **spout) -> tuple[FileSpout, Collector]:
-    s = FileSpout(src, commit_every=1, poll_secs=0, progress_dir=local, **spout)
+    s = FileSpout(src, quiet_secs=0, commit_every=1, poll_secs=0, progress_dir=local, **spout)
     out = Collector()
     s.open(conf or {}, Context(0, 1), out)
     return s, out

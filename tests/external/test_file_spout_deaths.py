@@ -34,7 +34,7 @@ class Worker:
 
     def __init__(self, src: Path, local: Path, max_retries: int = MAX_RETRIES, **spout) -> None:
         spout = {"commit_every": 100, **spout}
-        self.spout = FileSpout(src, ["line"], progress_dir=local, poll_secs=0,
+        self.spout = FileSpout(src, ["line"], quiet_secs=0, progress_dir=local, poll_secs=0,
                                backoff=RetryBackoff(0.0, 0.001, max_retries, 0.01), **spout)
         self.collector = Collector()
         self.spout.open({}, Context(0, 1), self.collector)
@@ -275,7 +275,7 @@ def test_two_tasks_in_one_worker_send_their_suspects_alone_in_the_worker_not_onl
         resources = WorkerResources()   # a new worker: its gate starts empty
         tasks = []
         for index in range(2):
-            spout = FileSpout(src, ["line"], progress_dir=local, poll_secs=0, commit_every=100,
+            spout = FileSpout(src, ["line"], quiet_secs=0, progress_dir=local, poll_secs=0, commit_every=100,
                               backoff=RetryBackoff(0.0, 0.001, MAX_RETRIES, 0.01))
             collector = Collector()
             spout.open({}, WorkerContext(index, 2, resources), collector)

@@ -49,7 +49,7 @@ def test_every_line_is_acked_or_dead_lettered_across_failures_retries_and_crashe
     crashes = 0
 
     def open_task() -> tuple[FileSpout, Collector]:
-        spout = FileSpout(src, commit_every=rng.choice((1, 3, 7)), poll_secs=0, progress_dir=local,
+        spout = FileSpout(src, quiet_secs=0, commit_every=rng.choice((1, 3, 7)), poll_secs=0, progress_dir=local,
                           backoff=backoff, clock=clock)
         out = Collector()
         spout.open({}, Context(0, 1), out)

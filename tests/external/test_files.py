@@ -53,7 +53,7 @@ def write_lines(path: Path, lines: list[str]) -> None:
 
 def spout_topology(directory, log, local_dir, parallelism=1, claim_files=False, **bolt):
     builder = TopologyBuilder()
-    spout = FileSpout(directory, commit_every=1, poll_secs=0.05, progress_dir=local_dir, claim_files=claim_files)
+    spout = FileSpout(directory, quiet_secs=0, commit_every=1, poll_secs=0.05, progress_dir=local_dir, claim_files=claim_files)
     builder.set_spout("lines", spout, parallelism)
     builder.set_bolt("rec", Recorder(log, **bolt), 2).shuffle_grouping("lines")
     return builder.create_topology()
@@ -170,7 +170,7 @@ def test_a_claimed_file_goes_on_at_once_after_its_worker_crashed_and_restarted(t
     CRASHED.discard("line-100")
     log = SharedLog()
     builder = TopologyBuilder()
-    builder.set_spout("lines", FileSpout(src, commit_every=1, poll_secs=0.05, progress_dir=local, claim_files=True))
+    builder.set_spout("lines", FileSpout(src, quiet_secs=0, commit_every=1, poll_secs=0.05, progress_dir=local, claim_files=True))
     builder.set_bolt("rec", CrashOnce(log, "line-100")).shuffle_grouping("lines")
     with cluster_at(local) as cluster:
         cluster.submit_topology("crashy", {"topology.message.timeout.secs": 5, "topology.bolt.fail.fast": True},
@@ -238,7 +238,7 @@ def test_a_corrupt_progress_file_stops_the_spout_with_an_error_naming_it(tmp_pat
     state = tmp_path / "local" / "filespout" / "lines"
     state.mkdir(parents=True)
     (state / "task-0.json").write_bytes(b"\x00garbage")
-    spout = FileSpout(src, progress_dir=tmp_path / "local")
+    spout = FileSpout(src, quiet_secs=0, progress_dir=tmp_path / "local")
 
     class Context:
         def get_this_component_id(self):

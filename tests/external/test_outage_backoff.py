@@ -165,7 +165,7 @@ def test_file_spout_backs_off_replays_while_the_sink_is_down(tmp_path: Path):
     keys = [f"line-{i}" for i in range(N)]
     (src / "a.txt").write_text("".join(k + "\n" for k in keys))
     clock = SimulatedClock()
-    spout = FileSpout(src, max_retries=1, commit_every=1, poll_secs=0, progress_dir=tmp_path / "local",
+    spout = FileSpout(src, quiet_secs=0, max_retries=1, commit_every=1, poll_secs=0, progress_dir=tmp_path / "local",
                       dead_letter_dir=tmp_path / "dead", clock=clock)
     out = Collector()
     spout.open({}, Context(), out)

@@ -87,7 +87,7 @@ def test_a_file_spouts_failed_line_waits_for_its_backoff(tmp_path: Path):
     src.mkdir()
     (src / "a.txt").write_text("x\ny\n")
     clock = SimulatedClock()
-    spout = FileSpout(src, commit_every=1, poll_secs=0, progress_dir=tmp_path / "local", clock=clock,
+    spout = FileSpout(src, quiet_secs=0, commit_every=1, poll_secs=0, progress_dir=tmp_path / "local", clock=clock,
                       backoff=RetryBackoff(initial_delay=1.0, delay_period=1.0, max_retries=2, max_delay=10.0))
     out = Collector()
     spout.open({}, Context(0, 1), out)

@@ -91,7 +91,7 @@ def test_a_sinks_dead_letter_rows_are_in_every_live_view(tmp_path, kind):
         sink = delta.DeltaSinkBolt(tmp_path / "delta", SCHEMA, "id", batch_size=20, tick_secs=0.2)
     kept = str(tmp_path / "kept")
     b = TopologyBuilder()
-    b.set_spout("lines", FileSpout(src, ["id", "n"], translator=translate, commit_every=10, poll_secs=0.05,
+    b.set_spout("lines", FileSpout(src, ["id", "n"], translator=translate, quiet_secs=0, commit_every=10, poll_secs=0.05,
                                    progress_dir=local))
     b.set_bolt("sink", sink).shuffle_grouping("lines")
     b.set_bolt("keep", Keep(kept)).shuffle_grouping("sink", "dead_letter")
@@ -160,7 +160,7 @@ def test_a_sinks_dead_letters_are_shown_in_a_topology_with_a_stateful_bolt(tmp_p
     from tests.external.test_delta import FakeCollector, FakeContext, tup
 
     b = TopologyBuilder()
-    b.set_spout("lines", FileSpout(tmp_path / "in", ["id", "n"], progress_dir=tmp_path / "local"))
+    b.set_spout("lines", FileSpout(tmp_path / "in", ["id", "n"], quiet_secs=0, progress_dir=tmp_path / "local"))
     b.set_bolt("count", Counted()).shuffle_grouping("lines")
     b.set_bolt("sink", ParquetSinkBolt(tmp_path / "pq", SCHEMA, "id")).shuffle_grouping("lines")
     run = b.create_topology().components["sink"].obj  # what the engine runs, and asks for figures

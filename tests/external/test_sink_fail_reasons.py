@@ -61,7 +61,7 @@ def run(tmp_path: Path, spout: FileSpout, sink, grouping: str = "shuffle") -> li
 
 
 def test_a_record_the_file_sinks_formatter_refuses_is_dead_lettered_saying_why(tmp_path):
-    spout = FileSpout(tmp_path / "in", commit_every=1, poll_secs=0.05, progress_dir=tmp_path / "local")
+    spout = FileSpout(tmp_path / "in", quiet_secs=0, commit_every=1, poll_secs=0.05, progress_dir=tmp_path / "local")
     sink = FileSinkBolt(tmp_path / "out", formatter=as_number, max_records=1)
     dead = run(tmp_path, spout, sink)
     assert sorted(json.loads(d["record"])[0] for d in dead) == ["x", "y"]  # K = 2, each once
@@ -84,7 +84,7 @@ def test_a_row_that_does_not_fit_the_schema_is_dead_lettered_saying_why(tmp_path
     else:
         delta = pytest.importorskip("squall.external.delta", reason="needs deltalake")
         sink = delta.DeltaSinkBolt(tmp_path / "delta", schema, "id", batch_size=1, on_bad_row="fail")
-    spout = FileSpout(tmp_path / "in", ["id", "n"], translator=id_and_n, commit_every=1, poll_secs=0.05,
+    spout = FileSpout(tmp_path / "in", ["id", "n"], translator=id_and_n, quiet_secs=0, commit_every=1, poll_secs=0.05,
                       progress_dir=tmp_path / "local")
     dead = run(tmp_path, spout, sink, grouping="id")
     assert sorted(json.loads(d["record"])[1] for d in dead) == ["x", "y"]

@@ -213,7 +213,7 @@ def run_file_outage(tmp_path: Path, full: Path, sink, n: int) -> tuple[list[str]
     filler = fill(full)  # after the sink's directory was made: prepare creates it
     (src / "a.txt").write_text("".join(f"{x}\n" for x in lines))
     b = TopologyBuilder()
-    b.set_spout("lines", FileSpout(src, ["line"], commit_every=1, poll_secs=0.05, progress_dir=tmp_path / "local",
+    b.set_spout("lines", FileSpout(src, ["line"], quiet_secs=0, commit_every=1, poll_secs=0.05, progress_dir=tmp_path / "local",
                                    backoff=RetryBackoff(initial_delay=0.01, delay_period=0.01, max_retries=1,
                                                         max_delay=0.05), max_retries=1))
     b.set_bolt("pass", Pass(["line"])).shuffle_grouping("lines")

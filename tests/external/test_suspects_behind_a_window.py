@@ -38,7 +38,7 @@ class Life(NamedTuple):
 
 def start(src: Path, local: Path, clock: SimulatedClock) -> Life:
     """Opens the spout task as a (re)started worker does, on the same directories."""
-    spout = FileSpout(src, ["line"], progress_dir=local, poll_secs=0, commit_every=20, clock=clock,
+    spout = FileSpout(src, ["line"], quiet_secs=0, progress_dir=local, poll_secs=0, commit_every=20, clock=clock,
                       backoff=RetryBackoff(0.0, 0.001, 3, 0.01))
     out = Collector()
     spout.open({"topology.message.timeout.secs": TIMEOUT_SECS}, Context(0, 1), out)

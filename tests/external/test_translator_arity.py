@@ -35,7 +35,7 @@ def test_filespout_dead_letters_a_line_with_too_many_values_and_goes_on(tmp_path
     (src / "a.csv").write_text("1,2\n3,4,5\n6,7\nsolo\n8,9\n")
     log = SharedLog()
     b = TopologyBuilder()
-    b.set_spout("lines", FileSpout(src, ["a", "b"], translator=csv_pair, commit_every=1, poll_secs=0.05,
+    b.set_spout("lines", FileSpout(src, ["a", "b"], translator=csv_pair, quiet_secs=0, commit_every=1, poll_secs=0.05,
                                    progress_dir=local))
     b.set_bolt("rec", Recorder(log), 1).shuffle_grouping("lines")
     dead_dir = local / "filespout" / "lines" / "dead-letter"

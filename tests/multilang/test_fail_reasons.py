@@ -65,7 +65,7 @@ def test_a_tuple_the_subprocess_fails_is_dead_lettered_with_the_error_it_reporte
     (src / "a.txt").write_text("".join(f"{x}\n" for x in LINES))
     log = SharedLog()
     b = TopologyBuilder()
-    b.set_spout("lines", FileSpout(src, commit_every=1, poll_secs=0.05, progress_dir=tmp_path / "local"))
+    b.set_spout("lines", FileSpout(src, quiet_secs=0, commit_every=1, poll_secs=0.05, progress_dir=tmp_path / "local"))
     b.set_bolt("check", ShellBolt([sys.executable, "checker.py"], ["n"], cwd=str(BARE))).shuffle_grouping("lines")
     b.set_bolt("keep", Numbers(log)).shuffle_grouping("check")
     with LocalCluster({"storm.local.dir": str(tmp_path / "local")}) as cluster:

@@ -122,7 +122,7 @@ def test_each_poison_record_is_dead_lettered_after_its_retries_and_every_good_re
         at += len(x) + 1
     fails, out = SharedLog(), SharedLog()
     b = TopologyBuilder()
-    b.set_spout("lines", RecordingFileSpout(fails, src, commit_every=100, poll_secs=0.05,
+    b.set_spout("lines", RecordingFileSpout(fails, src, quiet_secs=0, commit_every=100, poll_secs=0.05,
                                             progress_dir=tmp_path / "local", max_retries=MAX_RETRIES))
     b.set_bolt("check", make_bolt(), 2).shuffle_grouping("lines")
     b.set_bolt("keep", Keep(out)).shuffle_grouping("check")
@@ -213,7 +213,7 @@ def test_a_record_too_large_for_the_subprocess_to_read_is_dead_lettered_not_repl
     (src / "a.txt").write_text("".join(f"{x}\n" for x in lines))
     fails, out = SharedLog(), SharedLog()
     b = TopologyBuilder()
-    b.set_spout("lines", RecordingFileSpout(fails, src, commit_every=50, poll_secs=0.05,
+    b.set_spout("lines", RecordingFileSpout(fails, src, quiet_secs=0, commit_every=50, poll_secs=0.05,
                                             progress_dir=tmp_path / "local", max_retries=2))
     b.set_bolt("check", ShellBolt([sys.executable, "chokes.py"], ["n"], resources=BARE)).shuffle_grouping("lines")
     b.set_bolt("keep", Keep(out)).shuffle_grouping("check")

@@ -66,7 +66,7 @@ def test_a_file_held_by_a_sigkilled_worker_is_taken_over_and_finished(cluster, t
         (src / f"part-{f}.txt").write_text("".join(x + "\n" for x in items))
         expected |= set(items)
     b = TopologyBuilder()
-    b.set_spout("lines", FileSpout(src, claim_files=True, lock_timeout_secs=600, commit_every=1, poll_secs=0.1,
+    b.set_spout("lines", FileSpout(src, quiet_secs=0, claim_files=True, lock_timeout_secs=600, commit_every=1, poll_secs=0.1,
                                    progress_dir=local), 2)
     b.set_bolt("record", Record(), 2).shuffle_grouping("lines")
     locks = local / "filespout" / "lines" / "locks"

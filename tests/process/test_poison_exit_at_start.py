@@ -52,7 +52,7 @@ class ExitOnPoison(Bolt):
 
 def _topology(src: Path, local: Path, notes: Path):
     b = TopologyBuilder()
-    b.set_spout("lines", FileSpout(src, ["line"], progress_dir=local, poll_secs=0.05,
+    b.set_spout("lines", FileSpout(src, ["line"], quiet_secs=0, progress_dir=local, poll_secs=0.05,
                                    backoff=RetryBackoff(0.0, 0.001, 0, 0.01)))
     b.set_bolt("exit", ExitOnPoison(str(notes))).shuffle_grouping("lines")
     return b.create_topology()

@@ -46,7 +46,7 @@ def test_a_tuple_a_streamparse_bolt_fails_is_dead_lettered_with_the_error_it_rep
     (src / "a.txt").write_text("".join(f"{x}\n" for x in LINES))
     log = SharedLog()
     b = TopologyBuilder()
-    b.set_spout("lines", FileSpout(src, commit_every=1, poll_secs=0.05, progress_dir=tmp_path / "local"))
+    b.set_spout("lines", FileSpout(src, quiet_secs=0, commit_every=1, poll_secs=0.05, progress_dir=tmp_path / "local"))
     b.set_bolt("check", SparseBolt(Checker, {"default": (["n"], False)})).shuffle_grouping("lines")
     b.set_bolt("keep", Numbers(log)).shuffle_grouping("check")
     with LocalCluster({"storm.local.dir": str(tmp_path / "local")}) as cluster:

@@ -60,7 +60,7 @@ def test_a_basic_bolts_failed_exception_in_a_stateful_topology_reaches_the_dead_
     (src / "a.txt").write_text("".join(f"{x}\n" for x in LINES))
     log = SharedLog()
     b = TopologyBuilder()
-    b.set_spout("lines", FileSpout(src, commit_every=1, poll_secs=0.05, progress_dir=tmp_path / "local"))
+    b.set_spout("lines", FileSpout(src, quiet_secs=0, commit_every=1, poll_secs=0.05, progress_dir=tmp_path / "local"))
     b.set_bolt("parse", Parse()).shuffle_grouping("lines")
     b.set_bolt("keep", Keep(log)).shuffle_grouping("parse")
     conf = {"topology.message.timeout.secs": 30, "topology.state.checkpoint.interval.ms": 100}

@@ -290,6 +290,12 @@ class Config(dict):
     SQUALL_TCP_KEEPALIVE_SECS = "squall.tcp.keepalive.secs"
     """A connection whose other end's machine stopped answering (it died, or a partition outlasted
     its own timeout) is closed after about this many seconds of silence (TCP keepalive)."""
+    STORM_MESSAGING_NETTY_MIN_WAIT_MS = "storm.messaging.netty.min_wait_ms"
+    """The TCP wire between workers: milliseconds before connecting again to a peer that refused,
+    and the timeout of the first attempt to connect to one that answers nothing."""
+    STORM_MESSAGING_NETTY_MAX_WAIT_MS = "storm.messaging.netty.max_wait_ms"
+    """The TCP wire between workers: the longest timeout of an attempt to connect (each doubles the
+    last), and the cap (at least 1 s) of a connection's retransmission backoff while its peer answers."""
     STORM_SCHEDULER = "storm.scheduler"
     """``"module:Class"`` of an IScheduler; None: even (or isolation)."""
     ISOLATION_SCHEDULER_MACHINES = "isolation.scheduler.machines"
@@ -1001,6 +1007,8 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.NIMBUS_THRIFT_MAX_CONNECTIONS: (_positive_int, "a positive integer", False),
     Config.NIMBUS_THRIFT_HANDSHAKE_TIMEOUT_SECS: _SECONDS,
     Config.SQUALL_TCP_KEEPALIVE_SECS: _SECONDS,
+    Config.STORM_MESSAGING_NETTY_MIN_WAIT_MS: _MILLIS,
+    Config.STORM_MESSAGING_NETTY_MAX_WAIT_MS: _MILLIS,
     Config.SQUALL_UI_HISTORY_INTERVAL_SECS: _SECONDS,
     Config.SQUALL_UI_HISTORY_SECS: _SECONDS,
     Config.DRPC_SERVERS: (_strings, "a list of host names (the machines running squall drpc), or null", True),
@@ -1026,7 +1034,8 @@ def validate(conf: Mapping[str, Any], where: str) -> None:
         if key in conf:
             _check(key, conf[key], where)
     for low_key, high_key in ((Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND, Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND),
-                              (Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MIN, Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MAX)):
+                              (Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MIN, Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MAX),
+                              (Config.STORM_MESSAGING_NETTY_MIN_WAIT_MS, Config.STORM_MESSAGING_NETTY_MAX_WAIT_MS)):
         lower, higher = conf.get(low_key), conf.get(high_key)
         if lower is not None and higher is not None and lower > higher:
             raise InvalidTopologyException(

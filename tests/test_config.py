@@ -302,6 +302,20 @@ def test_the_data_ports_message_limit_has_one_rule():
     assert _transport_options(cluster_conf({key: 1024}))["max_message_bytes"] == 1024
 
 
+@pytest.mark.parametrize("conf, message", [
+    ({"storm.messaging.netty.min_wait_ms": 0}, "'storm.messaging.netty.min_wait_ms' must be a positive number of milli"),
+    ({"storm.messaging.netty.max_wait_ms": "1s"}, "'storm.messaging.netty.max_wait_ms' must be a positive number"),
+    ({"storm.messaging.netty.min_wait_ms": 2000},
+     "'storm.messaging.netty.min_wait_ms' (2000) must not be above 'storm.messaging.netty.max_wait_ms' (1000)"),
+])
+def test_a_bad_reconnect_wait_is_refused_naming_it(conf, message):
+    """The TCP wire's reconnect backoff (`squall.worker.reconnect`): Storm's netty keys, checked
+    where the cluster's configuration is read."""
+    with pytest.raises(InvalidTopologyException) as e:
+        cluster_conf(conf)
+    assert message in str(e.value), str(e.value)
+
+
 @pytest.mark.parametrize("value", [True, False, "auto", " TRUE ", "False", None, "yes", 1, 0, "", "on"])
 def test_the_encryption_setting_has_one_rule(value):
     from squall._encryption import encryption_setting

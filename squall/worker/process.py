@@ -18,6 +18,8 @@ from .transport import MAX_MESSAGE_KEY, ZmqTransport
 
 WIRE_KEY = Config.SQUALL_TRANSPORT_WIRE
 KEEPALIVE_KEY = Config.SQUALL_TCP_KEEPALIVE_SECS
+MIN_WAIT_KEY = Config.STORM_MESSAGING_NETTY_MIN_WAIT_MS
+MAX_WAIT_KEY = Config.STORM_MESSAGING_NETTY_MAX_WAIT_MS
 TCP_WIRE = "tcp"  # squall.transport.wire's value for TcpTransport; "zmq" is the other
 
 
@@ -38,8 +40,12 @@ def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, orig
     """
     options = _transport_options(conf, topology_conf)
     if setting(conf, WIRE_KEY) == TCP_WIRE and not curve.wants_encryption(options["encryption"], bind):
+        # storm.messaging.netty.min_wait_ms and max_wait_ms: `squall._config.validate` checked
+        # the first is not above the second
         return TcpTransport(bind, {}, serializer, secret, receive, origin=origin,
-                            keepalive=float(setting(conf, KEEPALIVE_KEY)), **options)
+                            keepalive=float(setting(conf, KEEPALIVE_KEY)),
+                            min_wait=float(setting(conf, MIN_WAIT_KEY)) / 1000,
+                            max_wait=float(setting(conf, MAX_WAIT_KEY)) / 1000, **options)
     return ZmqTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
 
 

@@ -54,7 +54,9 @@ segments sent to it for ``silent_secs`` is unreachable: the
 transport logs once which worker (address, tasks, components), counts it (``peer_breaks``,
 ``unreachable``: the master's topology info per worker) and says its return once bytes are
 acknowledged again, as `squall.worker.transport.ZmqTransport` does (one `PeerReach` for both). The
-kernel goes on retransmitting meanwhile, so what was written is delivered after the heal. An idle
+kernel goes on retransmitting meanwhile, so what was written is delivered after the heal, soon
+after it: the transport caps the kernel's backoff, and times its own attempts to connect out
+(`squall.worker.reconnect`; a sleeping loop is woken for them: `LoopEvent`). An idle
 connection (its worker's spouts wait for acks the partition holds) is found silent by keepalive
 probes within ``silent_secs`` too, which close it and say so the same way: nothing sent waits on
 it, and a stopped peer's kernel answers them.
@@ -84,7 +86,8 @@ from .._native import StaleWatch, epoll_ready, recv_nb, send_nb
 from .batching import DEFAULT_MAX_MESSAGE_BYTES, SILENT_SECS, BatchingTransport
 from .curve import wants_encryption
 from .envelope import DATA, Origin, sealed_parts
-from .tcp_info import REACH_CHECK_SECS, unacknowledged_for
+from .reconnect import DEFAULT_RTO_MAX_SECS, connect_wait, kernel_retries, push_pending, rto_cap, set_rto_max
+from .tcp_info import REACH_CHECK_SECS, unacknowledged
 
 log = logging.getLogger("squall.worker")
 
@@ -101,7 +104,11 @@ _POLL_BYTES = 4 * 1024 * 1024
 # costs an idle worker 200 wake-ups a second, against ~1,000 per message flow with ZeroMQ.
 STALE_SECS = 0.005
 MAX_BACKLOG = 1000          # messages kept for a peer that does not take them (~7 MB of batches)
-RECONNECT_SECS = 0.1        # between attempts to connect to a peer that refused (ZeroMQ's default)
+# between attempts to connect to a peer that refused (its machine answers: no backoff needed), and
+# the timeout of the first attempt to one that answers nothing (doubling per attempt up to
+# MAX_WAIT_SECS: `squall.worker.reconnect`); storm.messaging.netty.min_wait_ms and max_wait_ms
+MIN_WAIT_SECS = 0.1
+MAX_WAIT_SECS = 1.0
 # connections kept at once: past it, a new one replaces the oldest that has sent no authentic
 # message, so strangers' idle connections cannot shut the peers out
 MAX_INBOUND = 256
@@ -151,8 +158,8 @@ class _Inbound:
 class _Outbound:
     """The connection to a peer and what it has not taken yet (under the send lock)."""
 
-    __slots__ = ("away", "backlog", "broken_at", "connected_at", "connecting", "gave_up", "gave_up_at", "retry_at",
-                 "sock", "watched")
+    __slots__ = ("attempts", "away", "backlog", "broken_at", "connect_by", "connected_at", "connecting", "gave_up",
+                 "gave_up_at", "retry_at", "rto_max", "sock", "watched")
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
@@ -165,6 +172,11 @@ class _Outbound:
         self.broken_at = 0.0
         self.backlog: deque[memoryview] = deque()  # frames not written, the first maybe in part
         self.retry_at = 0.0
+        # attempts to connect abandoned in a row (the peer answered nothing in time), and when the
+        # one being made is abandoned: `squall.worker.reconnect`
+        self.attempts = 0
+        self.connect_by = 0.0
+        self.rto_max = 0.0  # the cap of the connection's retransmission backoff (0.0: the kernel's own)
         self.watched = False  # watched for EPOLLOUT too (always for the peer's hang-up while connected)
         # the connection broke or was refused, and none has been made since: a connection being
         # made again is not the peer back (a lost machine answers no SYN for minutes)
@@ -174,13 +186,16 @@ class _Outbound:
 class LoopEvent:
     """A `threading.Event` for a loop of a `TcpTransport`'s worker: `wait` also returns when
     the transport has something to read or write (its epoll descriptor is readable), so a
-    sleeping loop hears its peers without a thread to tell it.
+    sleeping loop hears its peers without a thread to tell it, and when the transport has
+    something of its own to look at again (``due``: seconds, or None), so that a loop asleep
+    while its peer is cut off flushes, and the wire tries the peer again, on the wire's time.
 
     `set` writes an ``eventfd`` only when the flag was clear, so waking a busy loop, or one
     already woken, costs no system call.
     """
 
-    def __init__(self, epoll_fd: int) -> None:
+    def __init__(self, epoll_fd: int, due: Callable[[], float | None] = lambda: None) -> None:
+        self._due = due
         self._flag = False
         self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._poller = select.poll()
@@ -210,6 +225,9 @@ class LoopEvent:
     def wait(self, timeout: float | None = None) -> bool:
         """Sleep until `set`, something to read or write, or ``timeout`` seconds; True if set."""
         if not self._flag:
+            due = self._due()
+            if due is not None:
+                timeout = due if timeout is None else min(timeout, due)
             try:
                 self._poller.poll(None if timeout is None else max(0.0, timeout) * 1000.0)
             except (OSError, ValueError):  # the transport closed under a sleeping loop: wake it
@@ -239,9 +257,15 @@ class TcpTransport(BatchingTransport):
             (`squall._connlimit.keep_alive`).
         silent_secs: a peer that acknowledges nothing written to it for this long is said to be
             unreachable (its connection is kept: the module docstring; `SILENT_SECS`).
+        min_wait, max_wait: ``storm.messaging.netty.min_wait_ms`` and ``max_wait_ms``, in
+            seconds: the wait before connecting again to a peer that refused, and the timeouts of
+            the attempts to connect to one that answers nothing, doubling from ``min_wait`` up to
+            ``max_wait``; ``max_wait`` (at least 1 s) also caps the retransmission backoff of a
+            connection that stays up (`squall.worker.reconnect`).
 
     Raises:
-        ValueError: ``bind`` is not a ``tcp://host:port`` address.
+        ValueError: ``bind`` is not a ``tcp://host:port`` address, or ``min_wait`` is above
+            ``max_wait``.
         OSError: the port cannot be bound.
     """
 
@@ -249,14 +273,23 @@ class TcpTransport(BatchingTransport):
                  receive: Callable[[int, Any], None] | None = None, *, origin: Origin,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, encryption: str = AUTO,
                  now: Callable[[], float] = monotonic, keepalive: float = 60.0, silent_secs: float = SILENT_SECS,
-                 **batching: Any) -> None:
+                 min_wait: float = MIN_WAIT_SECS, max_wait: float = MAX_WAIT_SECS, **batching: Any) -> None:
+        if not 0 < min_wait <= max_wait:
+            raise ValueError(f"the wait between attempts to connect must grow from min_wait ({min_wait:g} s) up to "
+                             f"max_wait ({max_wait:g} s)")
         super().__init__(peers, serializer, secret, receive, origin=origin, max_message_bytes=max_message_bytes,
                          now=now, **batching)
         self._encryption = encryption
         self._keepalive = keepalive  # squall.tcp.keepalive.secs: a connection whose other end is gone is closed
         self._silent_secs = silent_secs  # a connected peer that acknowledges nothing this long is unreachable
         self._reach_at = 0.0  # when `_check_reach` looks next
-        self._unacknowledged_for = unacknowledged_for  # what the kernel says of a connection (a test's)
+        # when a flush should come again for the wire's own sake (`_flush_locked`); inf: never
+        self._tend_at = float("inf")
+        self._silences = False  # the last `_check_reach` found something written waiting for its acknowledgement
+        self._unacknowledged = unacknowledged  # what the kernel says of a connection (a test's)
+        self._min_wait = min_wait
+        self._max_wait = max_wait
+        self._retries = kernel_retries()  # net.ipv4.tcp_retries2, for `rto_cap`
         host, port = split_address(bind)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._listener = socket.create_server((host, port), family=family, backlog=128)
@@ -277,7 +310,7 @@ class TcpTransport(BatchingTransport):
         self._watchman.start()
 
     def loop_event(self) -> LoopEvent:
-        event = LoopEvent(self._epoll.fileno())
+        event = LoopEvent(self._epoll.fileno(), self._tend_within)
         self._events.append(event)
         return event
 
@@ -490,6 +523,8 @@ class TcpTransport(BatchingTransport):
             if out.sock is None:
                 return
         if out.connecting and not self._connected(key, out):
+            if out.sock is not None and self._now() >= out.connect_by:
+                self._abandon(key, out)  # the peer answered nothing in time: try again at once
             return  # not yet: EPOLLOUT tells when (`_writable`)
         backlog = out.backlog
         while backlog:
@@ -519,14 +554,14 @@ class TcpTransport(BatchingTransport):
             out.backlog.clear()
             out.gave_up = True
             out.gave_up_at = self._now()
-            out.retry_at = self._now() + RECONNECT_SECS
+            out.retry_at = self._now() + self._min_wait
             return
         try:
             host, port = split_address(address)
             sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         except (ValueError, OSError) as e:
             self._warn.warning("cannot connect to the worker at %s: %s", address, e)
-            out.retry_at = self._now() + RECONNECT_SECS
+            out.retry_at = self._now() + self._min_wait
             return
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # batches are ours already
@@ -537,20 +572,42 @@ class TcpTransport(BatchingTransport):
         # No limit on unacknowledged data: a peer in a long round may keep its window closed a
         # while (`_check_reach` only says so, once it acknowledges nothing)
         keep_alive(sock, min(self._keepalive, self._silent_secs), unacknowledged=False)
+        # a lost packet is sent again within max_wait: `_check_reach` raises the cap while the peer is silent
+        out.rto_max = self._rto_floor() if set_rto_max(sock, self._rto_floor()) else 0.0
         code = sock.connect_ex((host, port))
         out.sock = sock
         self._epoll.register(sock.fileno(), _HANGUP)  # the peer's end, however idle the connection
         self._out_fds[sock.fileno()] = key
         if code in (0, errno.EISCONN):
-            out.connecting = False
-            out.away = False
-            out.connected_at = self._now()
-            self._reached(key)
+            self._made(key, out)
         elif code in (errno.EINPROGRESS, errno.EAGAIN, errno.EALREADY):
             out.connecting = True
+            # not the kernel's SYN backoff (1, 2, 4 ... s apart): an attempt that has not connected
+            # by then is abandoned and made again (`_write`), so one starts soon after a heal
+            out.connect_by = self._now() + connect_wait(out.attempts, self._min_wait, self._max_wait)
             self._watch(key, out)
         else:
             self._broken(key, out, OSError(code, os.strerror(code)))
+
+    def _rto_floor(self) -> float:
+        return max(1.0, self._max_wait)
+
+    def _made(self, key: str, out: _Outbound) -> None:
+        """``out``'s connection is made: the peer is back."""
+        out.connecting = False
+        out.away = False
+        out.attempts = 0
+        out.connected_at = self._now()
+        self._reached(key)
+
+    def _abandon(self, key: str, out: _Outbound) -> None:
+        """Give up the attempt to connect to ``key`` that has not connected in time (nothing was
+        written on it) and make another at once, with a longer timeout (`connect_wait`)."""
+        self._close_outbound(out)
+        out.sock = None
+        out.connecting = False
+        out.attempts += 1
+        self._connect(key, out)
 
     def _connected(self, key: str, out: _Outbound) -> bool:
         """Whether ``out``'s connection, begun without blocking, is made now (closed if it failed)."""
@@ -565,10 +622,7 @@ class TcpTransport(BatchingTransport):
         if code:
             self._broken(key, out, OSError(code, os.strerror(code)))
             return False
-        out.connecting = False
-        out.away = False
-        out.connected_at = self._now()
-        self._reached(key)
+        self._made(key, out)
         return True
 
     def _writable(self, key: str, mask: int) -> None:
@@ -606,7 +660,9 @@ class TcpTransport(BatchingTransport):
         out.away = True
         self._silent.discard(key)  # said unreachable already, if it was: the next connection made says its return
         out.broken_at = self._now()
-        out.retry_at = out.broken_at + RECONNECT_SECS
+        out.retry_at = out.broken_at + self._min_wait
+        if error.errno == errno.ECONNREFUSED:
+            out.attempts = 0  # its machine answers: the next attempt has no reason to wait longer
         if out.backlog and _is_partial(out.backlog[0]):
             out.backlog.popleft()
 
@@ -664,21 +720,65 @@ class TcpTransport(BatchingTransport):
 
     def _flush_locked(self) -> None:
         now = self._now()
+        # when a loop should flush again though nothing is sent (`_tend_within`): an attempt to
+        # connect times out, a refused peer is tried again, or (at the next `_check_reach`, which
+        # raises a silent connection's cap and pushes what waits on it) a backlog or what was
+        # written waits on a connection; inf: nothing waits on the wire
+        tend_at = float("inf")
+        backlogged = False
         for key, out in self._outbound.items():  # peers that refused or were slow: try again
             if out.backlog and (out.sock is not None or now >= out.retry_at):
                 self._write(key, out)
+            if out.connecting:
+                tend_at = min(tend_at, out.connect_by)
+            elif out.backlog:
+                if out.sock is None:
+                    tend_at = min(tend_at, out.retry_at)
+                else:
+                    backlogged = True
         if now >= self._reach_at:  # not per message: a loop about to sleep flushes, the timer wakes it
             self._reach_at = now + REACH_CHECK_SECS
-            self._check_reach()
+            self._silences = self._check_reach()
+        self._tend_at = min(tend_at, self._reach_at) if backlogged or self._silences else tend_at
         super()._flush_locked()
 
-    def _check_reach(self) -> None:
+    def _tend_within(self) -> float | None:
+        """How long a loop of this worker may sleep at most (`LoopEvent`), for the wire's own
+        sake (`_flush_locked`): seconds (at least 10 ms: never a busy loop), or None."""
+        at = self._tend_at
+        return None if at == float("inf") else max(0.01, at - self._now())
+
+    def _check_reach(self) -> bool:
         """Say which connected peers acknowledged nothing written to them for ``silent_secs``
         (unreachable: a partition, a lost machine), and which of those acknowledge again; their
         connections are kept (the module docstring). A connection broken or not made yet is not
-        asked about: `_broken` and `_connected` say so."""
-        connected = [(key, out.sock) for key, out in self._outbound.items() if out.sock is not None and not out.connecting]
-        self._check_silences(connected, self._unacknowledged_for, self._silent_secs, verb="written")
+        asked about: `_broken` and `_connected` say so. What waits on a silent connection is sent
+        again sooner (`_retry_sooner`). Returns whether anything written waits for an
+        acknowledgement."""
+        silences: dict[str, float] = {}
+        for key, out in self._outbound.items():
+            if out.sock is None or out.connecting:
+                continue
+            waiting = self._unacknowledged(out.sock)
+            silences[key] = waiting.secs
+            if waiting.secs > 0.0:
+                self._retry_sooner(out, out.sock, waiting.secs, waiting.segments)
+            elif out.rto_max and out.rto_max != self._rto_floor() and set_rto_max(out.sock, self._rto_floor()):
+                out.rto_max = self._rto_floor()  # the peer acknowledges again
+        self._check_silences([(key, key) for key in silences], silences.__getitem__, self._silent_secs, verb="written")
+        return any(secs > 0.0 for secs in silences.values())
+
+    def _retry_sooner(self, out: _Outbound, sock: socket.socket, silent: float, segments: int) -> None:
+        """What waits on ``out``'s connection for a peer silent ``silent`` seconds reaches it soon
+        after a heal (`squall.worker.reconnect`): segments in flight are sent again on a backoff
+        capped as far as the kernel's giving up allows (`rto_cap`); what could not leave (the
+        kernel probes with it, counting the probes) is pushed now, the cap lifted."""
+        push_pending(sock)
+        if not out.rto_max:
+            return  # the kernel has no cap to set
+        cap = rto_cap(silent, self._retries, self._rto_floor()) if segments else DEFAULT_RTO_MAX_SECS
+        if cap != out.rto_max and set_rto_max(sock, cap):
+            out.rto_max = cap
 
     def _moved(self, key: str) -> bool:
         """The peer's worker restarted at a new address (a Spark task elsewhere): what its

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from typing import NamedTuple
 
-__all__ = ["REACH_CHECK_SECS", "fd_unacknowledged_for", "unacknowledged_for"]
+__all__ = ["REACH_CHECK_SECS", "Unacknowledged", "fd_unacknowledged_for", "unacknowledged", "unacknowledged_for"]
 
 # how often each wire asks the kernel of its connected peers (`squall.worker.tcp.TcpTransport._check_reach`,
 # `squall.worker.transport.ZmqTransport._check_reach`): not per message
@@ -26,6 +27,32 @@ _TCP_INFO = struct.Struct("=3xB4x16xI28xI")  # probes, unacked, last_ack_recv
 _TCP_INFO_BYTES = _TCP_INFO.size
 
 
+class Unacknowledged(NamedTuple):
+    """What the kernel says of a connection's data waiting for its peer (`unacknowledged`)."""
+
+    secs: float  # `unacknowledged_for`
+    segments: int  # segments sent and not acknowledged: the kernel sends them again on its timer
+    probes: int  # window or keepalive probes sent and not answered
+
+
+NOTHING_WAITS = Unacknowledged(0.0, 0, 0)
+
+
+def unacknowledged(sock: socket.socket) -> Unacknowledged:
+    """`unacknowledged_for`, and what waits: segments in flight, or probes (the kernel probes
+    where nothing is in flight: the peer's window is closed, or the packets cannot leave)."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_BYTES)
+    except (OSError, AttributeError):  # closed, or not Linux
+        return NOTHING_WAITS
+    if len(info) < _TCP_INFO.size:
+        return NOTHING_WAITS
+    probes, unacked, last_ack_recv = _TCP_INFO.unpack_from(info)
+    # one probe may be on its way to a live peer; a second goes only when the first went unanswered
+    secs = last_ack_recv / 1000.0 if unacked > 0 or probes > 1 else 0.0
+    return Unacknowledged(secs, unacked, probes)
+
+
 def unacknowledged_for(sock: socket.socket) -> float:
     """Seconds since ``sock``'s peer last acknowledged anything, while what was sent on it
     waits for its acknowledgement: segments in flight, or probes unanswered (the kernel probes
@@ -34,15 +61,7 @@ def unacknowledged_for(sock: socket.socket) -> float:
     kernel does not tell. A receiver with its window closed (a stopped worker) answers each
     probe before the next, ever more seldom (their interval doubles up to 2 min): its silence
     between them is not counted."""
-    try:
-        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_BYTES)
-    except (OSError, AttributeError):  # closed, or not Linux
-        return 0.0
-    if len(info) < _TCP_INFO.size:
-        return 0.0
-    probes, unacked, last_ack_recv = _TCP_INFO.unpack_from(info)
-    # one probe may be on its way to a live peer; a second goes only when the first went unanswered
-    return last_ack_recv / 1000.0 if unacked > 0 or probes > 1 else 0.0
+    return unacknowledged(sock).secs
 
 
 def fd_unacknowledged_for(fd: int) -> float:

@@ -22,7 +22,7 @@ from squall import StormSubmitter
 from ..conftest import wait_until
 from .conftest import Cluster
 from .nodes import Machine, NetnsUnavailable, Network, log_tail
-from .partition_topology import partition_topology, sink_counts, spout_events, spout_lines, stop_spout
+from .partition_topology import partition_topology, sink_counts, sink_rows, spout_events, spout_lines, stop_spout
 from .semantics_topology import topology_conf
 
 SECRET = "squall-partition-test-secret-0123456789"
@@ -180,6 +180,47 @@ def test_two_workers_cut_off_from_each_other_shorter_than_the_message_timeout_fa
             assert not failed, f"{len(failed)} ids failed though the cut was shorter than the timeout"
             assert all(c == 1 for c in counts.values())
             assert _worker_pids(s) == pids
+        finally:
+            s.stop()
+    finally:
+        net.remove()
+
+
+def test_tuples_cross_again_within_a_few_seconds_of_the_heal_on_the_tcp_wire(tmp_path):
+    """A worker's machine unplugged for 7 s (no packet passes, none is refused: the kernels send
+    again what waits, on their own backoff), well under the message timeout, then plugged back
+    in. Left to the kernel, the connection's next retransmission came 12.6 s after the cut
+    (200 ms doubling), 5.6 s after the heal; the first tuple crossed 5.2 s after an 8 s cut, while
+    the spout's tuples waited. The TCP wire caps the backoff at storm.messaging.netty.max_wait_ms
+    (1 s, raised as a silence lasts: `squall.worker.reconnect`), so the first tuple crosses within
+    about a second (0.6 s measured). The bound, 3 s, leaves 2 s for a loaded machine's loops to
+    read and run it, and is 2.6 s under what the kernel's backoff gave. Nothing fails (the cut is
+    shorter than the timeout), every record reaches a sink once, and no worker restarts."""
+    net = _network(2)
+    try:
+        # the master does not take the unplugged machine's worker or supervisor for dead
+        s = _Setup(tmp_path, net, **{"squall.encryption": "false", "nimbus.task.timeout.secs": 60,
+                                     "nimbus.supervisor.timeout.secs": 60})
+        try:
+            s.submit(**{"topology.message.timeout.secs": 30, "topology.max.spout.pending": 50})
+            _started(s)
+            pids = _worker_pids(s)
+            spout_pid = spout_lines(s.out)[-1][2]
+            unplugged = 1 - net.addresses.index(next(sl for sl, p in pids.items() if p == spout_pid).rsplit(":", 1)[0])
+            net.cut(unplugged)
+            time.sleep(7.0)  # the partition itself (not a synchronisation)
+            net.cut(unplugged, up=True)
+            healed = time.time()
+
+            def crossed():  # the sinks of the other worker take the spout's tuples again
+                return [t for _, pid, t in sink_rows(s.out) if pid != spout_pid and t > healed]
+            assert wait_until(crossed, 30), "no tuple crossed after the heal\n" + s.why()
+            took = min(crossed()) - healed
+            assert took < 3.0, f"the first tuple crossed {took:.1f} s after the heal\n" + s.why()
+            _, failed, counts = _check_counts(s.out, s.why)
+            assert not failed, f"{len(failed)} ids failed though the cut was shorter than the timeout"
+            assert all(c == 1 for c in counts.values())
+            assert _worker_pids(s) == pids, "a worker was restarted"
         finally:
             s.stop()
     finally:

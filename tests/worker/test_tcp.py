@@ -15,6 +15,7 @@ from squall.worker import tcp as tcp_module
 from squall.worker.envelope import Origin
 from squall.worker.process import open_transport
 from squall.worker.tcp import TcpTransport, split_address
+from squall.worker.tcp_info import Unacknowledged, unacknowledged_for
 from squall.worker.transport import ZmqTransport
 
 from doubles import STORM, Collect, PlainSerializer, wait_until
@@ -944,7 +945,7 @@ def test_a_connected_peer_that_acknowledges_nothing_is_named_once_counted_kept_a
     a = tcp(peers={7: b.address, 8: b.address}, now=lambda: clock[0], silent_secs=5.0)
     a.reach.components = lambda tasks: ["sink"]
     unacknowledged = [0.0]  # what the kernel says of a's connection to b, in seconds
-    a._unacknowledged_for = lambda sock: unacknowledged[0]
+    a._unacknowledged = lambda sock: Unacknowledged(unacknowledged[0], 1, 0)
     loop = Loop(b)
 
     def check(secs, advance=1.0):
@@ -985,11 +986,11 @@ def test_the_kernel_tells_no_silence_of_an_idle_connection_nor_of_a_receiver_wit
     for its window, so it is not a silent peer (its window probes' answers grow seldom)."""
     with socket.create_server(("127.0.0.1", 0)) as server, \
             socket.create_connection(server.getsockname()) as sender, server.accept()[0]:
-        assert tcp_module.unacknowledged_for(sender) == 0.0
+        assert unacknowledged_for(sender) == 0.0
         sender.setblocking(False)
         sent = 0
         with pytest.raises(BlockingIOError):
             for _ in range(10_000):
                 sent += sender.send(b"x" * 65536)
         assert sent > 0
-        assert wait_until(lambda: tcp_module.unacknowledged_for(sender) == 0.0, 5)
+        assert wait_until(lambda: unacknowledged_for(sender) == 0.0, 5)

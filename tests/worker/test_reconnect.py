@@ -1,0 +1,144 @@
+"""How soon the TCP wire reaches a peer again after a partition heals (`squall.worker.reconnect`):
+its attempts to connect time out and are made again on Storm's netty backoff, not the kernel's
+SYN backoff; a connection that stays up has its retransmission backoff capped no further than
+the kernel's giving up allows."""
+
+import socket
+import time
+
+import pytest
+from doubles import wait_until
+
+from squall.worker import reconnect
+from squall.worker.reconnect import connect_wait, kernel_give_up_secs, rto_cap
+from squall.worker.tcp_info import Unacknowledged
+from tests.ports import free_port
+from tests.worker.test_tcp import Loop, tcp
+
+
+def test_the_kernels_giving_up_is_its_model_of_the_capped_backoff():
+    """Linux's tcp_model_timeout: 15 attempts from 200 ms doubling, capped at 120 s, take
+    924.6 s; capped at 1 s, 14.4 s (a connection so capped broke in a 20 s cut, measured)."""
+    assert kernel_give_up_secs(15, 120.0) == pytest.approx(924.6)
+    assert kernel_give_up_secs(15, 1.0) == pytest.approx(14.4)
+    assert kernel_give_up_secs(3, 120.0) == pytest.approx(3.0)  # fewer retries than doublings
+
+
+@pytest.mark.parametrize("retries", [15, 8, 3])
+def test_the_cap_keeps_the_kernels_giving_up_further_than_the_silence(retries):
+    """The cap is raised as the silence lasts: the kernel never gives up a connection sooner
+    than the silence and a half (unless it would have without the cap: its own 120 s), and a
+    short partition is tried again within a second of its heal."""
+    caps = []
+    for silent in range(0, 1000, 5):
+        cap = rto_cap(silent, retries, 1.0)
+        caps.append(cap)
+        assert cap == 120.0 or kernel_give_up_secs(retries, cap) >= 1.5 * silent, (silent, cap)
+    assert caps == sorted(caps)
+    if retries == 15:
+        assert rto_cap(8.0, retries, 1.0) == 1.0 and rto_cap(16.0, retries, 1.0) == 2.0
+
+
+def test_an_attempt_to_connect_waits_longer_each_time_up_to_the_bound():
+    assert [connect_wait(n, 0.1, 1.0) for n in range(6)] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
+    assert connect_wait(1000, 0.1, 1.0) == 1.0
+
+
+def test_the_wait_between_attempts_must_grow():
+    with pytest.raises(ValueError, match=r"min_wait \(2 s\) up to max_wait \(1 s\)"):
+        tcp(min_wait=2.0, max_wait=1.0)
+
+
+def test_a_peer_that_answered_nothing_is_connected_to_soon_after_it_answers_again():
+    """A peer's machine cut off: the SYNs of the attempt to connect to it go unanswered (here: a
+    listener whose accept queue is full drops them). The kernel sends a SYN again on its own
+    backoff (1, 3, 7, 15 s after the first; since Linux 6.5 the first five 1 s apart, then
+    doubling: 7, 11, 19 s), so an attempt begun during a partition waited up to seconds past
+    its heal. Each attempt now times out after ``min_wait`` doubling up to ``max_wait`` and is
+    made again: the connection is made within about ``max_wait`` of the heal, and the message
+    that waited in the backlog arrives (tests/process/test_partitions.py shows a whole cluster
+    after a cut)."""
+    port = free_port()
+    lst = socket.socket()
+    lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lst.bind(("127.0.0.1", port))
+    lst.listen(0)
+    fill = socket.create_connection(("127.0.0.1", port), timeout=5)  # the queue is full: SYNs dropped
+    address = f"tcp://127.0.0.1:{port}"
+    a = tcp(peers={7: address}, min_wait=0.05, max_wait=0.2)
+    loop = Loop(a)
+    try:
+        a.sender(7)((0,))
+        a.flush()
+        began = time.monotonic()
+        out = a._outbound[address]
+        assert wait_until(lambda: out.attempts >= 3, 5), "the attempts did not time out"
+        assert out.backlog, "the message waits for the connection"
+        time.sleep(max(0.0, began + 1.5 - time.monotonic()))  # the partition itself
+        lst.accept()[0].close()  # the heal: the filler leaves the queue
+        healed = time.monotonic()
+        conn = None
+
+        def arrived():
+            nonlocal conn
+            if conn is None:
+                lst.settimeout(0.05)
+                try:
+                    conn = lst.accept()[0]
+                except TimeoutError:
+                    return False
+                conn.settimeout(0.05)
+            try:
+                return len(conn.recv(4)) > 0
+            except TimeoutError:
+                return False
+        assert wait_until(arrived, 10)
+        took = time.monotonic() - healed
+        # the attempt then made times out within max_wait (0.2 s), its successor connects
+        assert took < 1.0, f"connected {took:.2f} s after the heal"
+        assert not out.backlog
+        conn.close()
+    finally:
+        loop.stop()
+        a.close()
+        fill.close()
+        lst.close()
+
+
+def test_a_silent_connections_backoff_is_capped_as_far_as_the_kernels_giving_up_allows():
+    """What the kernel says of a connection to a silent peer decides its cap (read back from the
+    kernel): 1 s while healthy and early in a silence (a heal is tried within a second), raised
+    as the silence lasts (segments in flight, whose giving up is timed), the kernel's own where
+    only probes wait (counted: a cap would use them up sooner), 1 s again once it acknowledges."""
+    got = []
+    b = tcp(receive=lambda t, i: got.append(i), slot="h:2")
+    clock = [100.0]
+    a = tcp(peers={7: b.address}, now=lambda: clock[0])
+    said = [Unacknowledged(0.0, 0, 0)]
+    a._unacknowledged = lambda sock: said[0]
+    loops = [Loop(b)]
+    try:
+        a.sender(7)((0,))
+        assert wait_until(lambda: (a.flush(), got)[1] == [(0,)])
+        out = a._outbound[b.address]
+        if not out.rto_max:
+            pytest.skip("this kernel has no TCP_RTO_MAX_MS (Linux 6.11 on)")
+
+        def cap(unacknowledged):
+            said[0] = unacknowledged
+            clock[0] += 1.0
+            a.flush()
+            kernel = out.sock.getsockopt(socket.IPPROTO_TCP, reconnect.TCP_RTO_MAX_MS)
+            assert kernel == int(out.rto_max * 1000)
+            return out.rto_max
+        assert cap(Unacknowledged(0.0, 0, 0)) == 1.0
+        assert cap(Unacknowledged(5.0, 3, 0)) == 1.0
+        assert cap(Unacknowledged(20.0, 3, 0)) == 4.0
+        assert cap(Unacknowledged(400.0, 3, 0)) == 120.0
+        assert cap(Unacknowledged(20.0, 0, 4)) == 120.0
+        assert cap(Unacknowledged(0.0, 0, 0)) == 1.0
+    finally:
+        for lp in loops:
+            lp.stop()
+        a.close()
+        b.close()

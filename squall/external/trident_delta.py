@@ -28,14 +28,34 @@ checkpoint went back behind the table. An opaque
 write whose ``prev`` is not what the table holds before its txid is refused too
 (`DeltaMapState._check_prevs`): a zombie at the same txid as its replacement, building on its own
 cached version of a txid the replacement replayed.
+
+The last txid is compared only within one numbering of the txids: Trident numbers a topology's
+batches in its transactional state, and where that is gone (the same topology run again on
+another `LocalCluster`, which keeps it in its process; a cluster whose store was wiped) they
+start from 1 again, which is no stale copy. A state in a topology knows its numbering by an
+epoch (`txids_epoch`: a token kept in the topology's transactional state beside its txids, which
+a stale copy of a task shares with its replacement), and each write records it beside the
+partition's txid: another application transaction, ``<app id>.epoch`` (`EPOCH_APP`), its version
+the token. A last txid of another epoch refuses nothing, and the first write of a new epoch
+records ``<app id>.renumbered`` (`RENUMBERED_APP`) too: from then on a row whose txid is above
+what this epoch's batches wrote in the partition (a row says no epoch; it keeps its txid until
+its key is written again) was written by an earlier one, and is read as a value of no txid, so
+the batch of that number applies to it (a transactional state would take it for its own replay
+and skip it; an opaque one would build on its ``prev``, or refuse it as written later). A table
+that records no epoch (written before squall recorded them, or by a state with none) is taken as
+written by this one: compared as before, its rows read as they are. Spark reads neither
+application transaction (it reads its own streaming queries' only); the epoch is in each
+commit's metadata too (``squall.epoch``), which Spark shows in the table's history only.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import math
 import os
 import re
+import secrets
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -57,7 +77,7 @@ from ..trident.state import IBackingMap, OpaqueValue, StateFactory, Transactiona
 from ._sink_batch import drops_a_fraction, safe_name
 from ._trident_map import StateType, build_map_state
 
-__all__ = ["DeltaMapState", "DeltaMapStateError", "DeltaMapStateFactory"]
+__all__ = ["DeltaMapState", "DeltaMapStateError", "DeltaMapStateFactory", "txids_epoch"]
 
 TXID, PREV = "txid", "prev"
 _MERGE_TRIES = 5
@@ -70,6 +90,20 @@ store). Every failure is also reported (`squall.ReportedFailedException`: the wo
 topology's errors in the UI and REST API)."""
 
 TRANSIENT, PERMANENT = "transient", "permanent"
+
+EPOCHS = "delta-map-state"
+"""The topology's transactional state (`squall.TopologyContext.transactional_state`) that keeps
+the numbering of each partition's txids (`txids_epoch`)."""
+
+EPOCH_APP = ".epoch"
+"""After a partition's application id (``<app id>.epoch``): the Delta application transaction
+whose version is the epoch (`txids_epoch`) of the partition's last txid, written in the same
+commit as the txid's own transaction. Absent: no epoch recorded (compared as this state's)."""
+
+RENUMBERED_APP = ".renumbered"
+"""After a partition's application id: the application transaction whose version is the last
+epoch whose first write found the partition's last txid of another epoch, so that the
+partition's rows may hold txids of that earlier numbering (`DeltaMapState._value`)."""
 
 # a store's refusal that no replay gets past: the path made read-only or not ours to write
 _REFUSED_FOR_GOOD = re.compile(r"permission denied|read-only file system|access denied|forbidden|"
@@ -89,6 +123,47 @@ class DeltaMapStateError(ValueError):
     """A table, key or value the Delta map state cannot use (named in the message)."""
 
 
+class Numbering(NamedTuple):
+    """What a version of the table says of a partition's txids (`DeltaMapState._numbering`):
+    ``last``, the last txid it wrote, of whatever epoch; ``ours``, whether that txid is of this
+    state's epoch (or no epoch tells: then it is compared as ours); ``recorded``, whether the
+    table recorded the epoch of ``last``; ``renumbered``, whether the partition's rows may hold
+    txids of an earlier epoch, which this one's batches must not take for theirs."""
+
+    last: int | None
+    ours: bool
+    recorded: bool
+    renumbered: bool
+
+    @property
+    def mine(self) -> int | None:
+        """The last txid this epoch's batches wrote in the partition (None: none yet)."""
+        return self.last if self.ours else None
+
+
+def txids_epoch(context: Any, state_type: StateType, app_id: str) -> int:
+    """Which numbering of Trident's txids the partition of application id ``app_id`` writes: a
+    random positive int64 kept in the topology's transactional state, where the coordinator keeps
+    its txids, made by the partition's first task and read by every later copy of it (so a stale
+    copy shares its replacement's). A new one when that state is gone: the same topology run
+    again on another LocalCluster (whose transactional state lives in its process), its txids
+    from 1. 0 (none: every last txid compared, as before) for a non-transactional state, or a
+    task whose host lends no transactional state (a state made outside a topology; Spark's
+    engine, whose txids are its checkpoint's, and a lower one is a checkpoint gone back)."""
+    if state_type not in (StateType.TRANSACTIONAL, StateType.OPAQUE) \
+            or getattr(context, "transactional_home", None) is None:
+        return 0
+    store = context.transactional_state(EPOCHS)
+    component = getattr(context, "get_this_component_id", None)
+    writer = component() if callable(component) else ""
+    key = "epoch-" + hashlib.sha256(f"{writer}\n{app_id}".encode()).hexdigest()[:32]
+    epoch = store.get(key)
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch <= 0:
+        store.put(key, secrets.randbelow(2**63 - 1) + 1)  # a Delta transaction's version: a positive int64
+        epoch = store.get(key)  # read back: of two first copies racing, the one stored
+    return int(epoch)
+
+
 def _columns(state_type: StateType, key_schema: pa.Schema, value_field: str, value_type: pa.DataType) -> pa.Schema:
     fields = list(key_schema) + [pa.field(value_field, value_type)]
     if state_type is not StateType.NON_TRANSACTIONAL:
@@ -106,10 +181,12 @@ class DeltaMapState(IBackingMap):
     """The backing map in a Delta table; see the module docstring. Built by its factories."""
 
     def __init__(self, factory: DeltaMapStateFactory, partition_index: int, app_id: str,
-                 failures: MultiCountMetric | None = None) -> None:
+                 failures: MultiCountMetric | None = None, context: Any = None) -> None:
         self.f = factory
         self.keys = factory.key_schema.names
         self.app_id = safe_name(f"{app_id}-{partition_index}")
+        # which numbering of the txids this partition writes (`txids_epoch`); 0: none known
+        self.epoch = txids_epoch(context, factory.state_type, self.app_id)
         self.txid: int | None = None
         self.failures = failures if failures is not None else MultiCountMetric()
         self._ensure_table()
@@ -232,6 +309,7 @@ class DeltaMapState(IBackingMap):
                 raise self._fail("reading", changed)
             # filtered after the read, cast to the state's own schema: MERGE writes strings as
             # string_view, which a filter pushed into the scan cannot compare with the keys
+            numbering = self._numbering(delta)
             table = delta.to_pyarrow_dataset().to_table().cast(self.f.schema)
             column = table[first]
             rows = table.filter(pc.is_in(column, value_set=pa.array([k[0] for k in keys], column.type))).to_pylist()
@@ -245,17 +323,33 @@ class DeltaMapState(IBackingMap):
                 if key in out:
                     raise DeltaMapStateError(f"DeltaMapState {self.f.table_uri}: key {key!r} has more than one "
                                              f"row (written by something other than this state)")
-                out[key] = self._value(key, row)
+                out[key] = self._value(row, numbering)
         return out
 
-    def _value(self, key: tuple, row: dict) -> Any:
+    def _value(self, row: dict, numbering: Numbering) -> Any:
+        """The stored value of ``row``. A row of an earlier epoch's txid (`RENUMBERED_APP`: above
+        what this epoch's batches wrote in the partition) is read as of no txid, older than every
+        batch: its txid is another numbering's, which says nothing of this one's batches."""
         v = row[self.f.value_field]
         t = self.f.state_type
         if t is StateType.NON_TRANSACTIONAL:
             return v
+        txid = row[TXID]
+        if numbering.renumbered and txid is not None and (numbering.mine is None or txid > numbering.mine):
+            txid = None
         if t is StateType.TRANSACTIONAL:
-            return TransactionalValue(row[TXID], v)
-        return OpaqueValue(row[TXID], v, row[PREV])
+            return TransactionalValue(txid, v)
+        return OpaqueValue(txid, v, row[PREV])
+
+    def _numbering(self, table: DeltaTable) -> Numbering:
+        """What ``table`` (a version of it) says of this partition's txids; see the module docstring."""
+        last = table.transaction_version(self.app_id)
+        if not self.epoch:
+            return Numbering(last, True, False, False)
+        wrote = table.transaction_version(self.app_id + EPOCH_APP)
+        ours = last is None or wrote is None or wrote == self.epoch
+        renumbered = not ours or table.transaction_version(self.app_id + RENUMBERED_APP) == self.epoch
+        return Numbering(last, ours, wrote is not None, renumbered)
 
     def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
         """Write ``values`` at ``keys`` in one MERGE (see the module docstring)."""
@@ -295,8 +389,6 @@ class DeltaMapState(IBackingMap):
                                      f"{self.f.value_field!r} ({self.f.value_type}): {e}") from None
         # null-safe: a None in a key is a key like any other, matched to its row, not inserted again
         on = " AND ".join(f"(t.`{n}` IS NOT DISTINCT FROM s.`{n}`)" for n in self.keys)
-        props = CommitProperties(custom_metadata={"squall.app": self.app_id, "squall.txid": str(txid)},
-                                 app_transactions=[Transaction(self.app_id, txid)] if txid is not None else None)
         for attempt in range(_MERGE_TRIES):
             table = None
             try:
@@ -305,10 +397,13 @@ class DeltaMapState(IBackingMap):
                 changed = self._schema_changed(table)
                 if changed is not None:
                     raise self._fail("MERGE", changed)
+                props = CommitProperties(custom_metadata={"squall.app": self.app_id, "squall.txid": str(txid)})
                 if txid is not None:
-                    self._check_not_stale(table, txid)
+                    numbering = self._numbering(table)
+                    self._check_not_stale(numbering, txid)
                     if self.f.state_type is StateType.OPAQUE:
                         self._check_prevs(table, rows, source, txid)
+                    props = self._commit_properties(numbering, txid)
                 (table.merge(source, on, source_alias="s", target_alias="t", commit_properties=props)
                  .when_matched_update_all().when_not_matched_insert_all().execute())
                 break
@@ -326,21 +421,41 @@ class DeltaMapState(IBackingMap):
                 # operation's error; said, and told apart from one a replay can get past
                 raise self._fail("MERGE", self._classify(e, table)) from None
 
-    def _check_not_stale(self, table: DeltaTable, txid: int) -> None:
+    def _commit_properties(self, numbering: Numbering, txid: int) -> CommitProperties:
+        """The MERGE's commit of batch ``txid``: its application transaction (the partition's
+        last txid, `DeltaTable.transaction_version`), and with an epoch the epoch's beside it
+        (`EPOCH_APP`), and at an epoch's first write over another's, `RENUMBERED_APP`."""
+        txns = [Transaction(self.app_id, txid)]
+        meta = {"squall.app": self.app_id, "squall.txid": str(txid)}
+        if self.epoch:
+            txns.append(Transaction(self.app_id + EPOCH_APP, self.epoch))
+            meta["squall.epoch"] = str(self.epoch)
+            if not numbering.ours:
+                txns.append(Transaction(self.app_id + RENUMBERED_APP, self.epoch))
+        return CommitProperties(custom_metadata=meta, app_transactions=txns)
+
+    def _check_not_stale(self, numbering: Numbering, txid: int) -> None:
         """Refuse batch ``txid``'s write where the table's transaction of this partition is
-        later: Trident commits a partition's batches in txid order, so a later one was
-        committed by another copy of this task, and this one is stale: a zombie (its worker
-        taken for dead on a machine that hung or lost the master, resumed) whose batch was
-        replayed and committed by the task that replaced it. Its values were read before the
-        later batches' writes, and would put their counts back."""
-        last = table.transaction_version(self.app_id)
-        if last is not None and last > txid:
+        later and of the same epoch (`txids_epoch`): Trident commits a partition's batches in
+        txid order, so a later one was committed by another copy of this task, and this one is
+        stale: a zombie (its worker taken for dead on a machine that hung or lost the master,
+        resumed) whose batch was replayed and committed by the task that replaced it. Its values
+        were read before the later batches' writes, and would put their counts back. A later
+        txid of another epoch is an earlier numbering's (the topology run before on another
+        LocalCluster), and refuses nothing."""
+        last = numbering.last
+        if numbering.ours and last is not None and last > txid:
+            # a topology run again on another LocalCluster has an epoch of its own, unless the
+            # table's last txid was written with none, which is taken for this numbering's
+            unrecorded = (f"; here the table records no epoch of txid {last} (written before squall recorded "
+                          f"epochs, or by a state with none), which is taken for this numbering's"
+                          if self.epoch and not numbering.recorded else "")
             raise ReportedFailedException(
                 f"DeltaMapState {self.f.table_uri} (partition {self.app_id}): wrote txid {last} already (the "
                 f"table's transaction_version({self.app_id!r})); this write of txid {txid} is {self._stale()}. "
                 f"(Another topology writing this table under the same app id, or this one numbering its batches "
-                f"from 1 again, its transactional state gone (run again on another LocalCluster, or a state made "
-                f"outside a topology), is refused too: give each its own app_id "
+                f"from 1 again where no epoch tells the numberings apart (a state made outside a topology, Spark's "
+                f"engine{unrecorded}), is refused too: give each its own app_id "
                 f"(DeltaMapState.transactional(..., app_id=...)) or run it under another topology name)")
 
     def _check_prevs(self, table: DeltaTable, rows: dict[tuple, Any], source: pa.Table, txid: int) -> None:
@@ -440,7 +555,8 @@ class DeltaMapStateFactory(StateFactory):
 
     def make_state(self, conf: dict, metrics: Any, partition_index: int, num_partitions: int) -> Any:
         """A map state for partition ``partition_index``; see the module docstring."""
-        backing = DeltaMapState(self, partition_index, self.app_id_in(conf), _failures_metric(conf, metrics))
+        backing = DeltaMapState(self, partition_index, self.app_id_in(conf), _failures_metric(conf, metrics),
+                                metrics)
         return build_map_state(backing, self.state_type, self.local_cache_size, self.global_key)
 
 

@@ -186,6 +186,47 @@ def test_a_transactional_redis_state_counts_on_when_its_topology_runs_again_on_a
             assert not any("stale copy" in e for e in errors), errors
 
 
+@pytest.mark.parametrize("kind", ["transactional", "opaque"])
+def test_a_delta_state_counts_on_when_its_topology_runs_again_on_another_local_cluster(tmp_path, kind):
+    """The same topology (its name, its table) run to completion on one LocalCluster, then on
+    another with new input: its txids from 1 again (the first cluster's transactional state went
+    with it). Before, each partition's write was refused as a stale copy's (the table's
+    transaction_version of the partition was the first run's last txid): every batch of the
+    second run, for good, nothing counted. Now the table keeps which numbering of the txids
+    (an epoch in the topology's transactional state) wrote each partition's last txid, and the
+    second run's 30 lines add to the first's, each record counted once; "once" (one record a
+    run, its row's txid that of the first run's batch) is counted again, not taken for a replay."""
+    uri = tmp_path / "counts"
+    factory = getattr(DeltaMapState, kind)(uri, pa.schema([("word", pa.string())]), pa.int64(), value_field="count")
+
+    def stored():
+        if not deltalake.DeltaTable.is_deltatable(str(uri)):
+            return {}
+        rows = deltalake.DeltaTable(str(uri)).to_pyarrow_table().to_pylist()
+        assert len(rows) == len({r["word"] for r in rows})  # one row per key
+        return {r["word"]: r["count"] for r in rows}
+
+    expected: collections.Counter = collections.Counter()
+    for run in range(2):
+        data = tmp_path / f"in{run}"
+        data.mkdir()
+        text = [f"w{i % 3} common" + (" once" if i == 7 else "") for i in range(30)]
+        (data / "a.txt").write_text("".join(line + "\n" for line in text))
+        expected += counted(text)
+        topo = TridentTopology()
+        topo.new_stream("rerun-src", FileTridentSpout(data, max_batch_records=3)) \
+            .each(Fields("line"), Split(), Fields("word")) \
+            .group_by(Fields("word")) \
+            .persistent_aggregate(factory, Count(), Fields("count")).parallelism_hint(2)
+        with LocalCluster() as cluster:
+            cluster.submit_topology("rerun-delta", conf(), topo.build())
+            want = dict(expected)
+            assert wait_until(lambda: stored() == want, timeout=60), (run, stored(), want)  # noqa: B023 - read now
+            errors = [e["error"] for e in cluster.get_topology_info("rerun-delta")["errors"]]
+            assert not any("refused" in e for e in errors), errors
+    assert sum(stored().values()) == 2 * (30 * 2 + 1)  # every record of both runs
+
+
 def test_redis_stream_into_delta_counts_exactly_under_failed_batches(tmp_path, redis_server):
     client = redis.Redis.from_url(redis_server.url, decode_responses=True)
     text = lines(0, 60)

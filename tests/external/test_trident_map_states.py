@@ -10,7 +10,9 @@ from __future__ import annotations
 import pytest
 
 from squall import FailedException, ReportedFailedException
+from squall._transactional import MemoryBackend
 from squall.trident.state import OpaqueValue, TransactionalValue, ValueUpdater
+from squall.trident.txstate import MemoryTransactionalState
 
 redis = pytest.importorskip("redis")
 pa = pytest.importorskip("pyarrow")
@@ -424,6 +426,88 @@ def test_delta_a_zombie_tasks_stale_batch_does_not_undo_later_batches(tmp_path, 
     assert "app id None" not in message  # the default app id was shown as None
     assert read(f, "a") == [111]
     assert batch(f, 4, {"a": 1000}) == {"a": 1111}
+
+
+class OnCluster:
+    """A task's context on a cluster whose transactional state (where Trident numbers the
+    topology's batches) is ``backend``: a LocalCluster's, which goes with it."""
+
+    def __init__(self):
+        self.transactional_home = MemoryBackend()
+
+    def get_this_component_id(self):
+        return "b-0"
+
+    def transactional_state(self, name):
+        return MemoryTransactionalState(self.transactional_home, "wc", name)
+
+
+def batch_on(cluster, factory, txid, counts):
+    """`batch` by a task of topology "wc" on ``cluster``."""
+    state = factory.make_state({"topology.name": "wc"}, cluster, 0, 1)
+    state.begin_commit(txid)
+    out = state.multi_update([[k] for k in counts], [Add(n) for n in counts.values()])
+    state.commit(txid)
+    return dict(zip(counts, out))
+
+
+@pytest.mark.parametrize("kind", ["transactional", "opaque"])
+def test_delta_a_topology_run_again_on_another_cluster_counts_on_and_a_stale_copy_is_still_refused(tmp_path, kind):
+    """Run 1 on one cluster wrote txids 1-3 ("once" at txid 2); run 2 on another numbers from
+    1 again. Before, its txid 1 was refused as a stale copy's (below txid 3), for good. Now it
+    counts on, and a row of run 1's txid 2 is not run 2's txid 2: "once" is counted again (a
+    transactional state took it for its own replay, an opaque one built on its prev), while run
+    2's own replay of txid 2 is one (transactional: not counted again; opaque: from prev). A stale
+    copy of run 2's task (same epoch) is refused as before."""
+    uri = tmp_path / "counts"
+    f = DELTA[kind](uri, KEYS, pa.int64(), value_field="count", local_cache_size=0)
+    run1, run2 = OnCluster(), OnCluster()
+    for txid, counts in enumerate([{"a": 1, "b": 1}, {"a": 1, "once": 1}, {"a": 1}], 1):
+        batch_on(run1, f, txid, counts)
+    assert batch_on(run2, f, 1, {"a": 10}) == {"a": 13}
+    assert batch_on(run2, f, 2, {"a": 10, "once": 10}) == {"a": 23, "once": 11}
+    replay = {"a": 10, "once": 10} if kind == "transactional" else {"a": 20, "once": 20}  # an opaque replay may differ
+    assert batch_on(run2, f, 2, replay) == ({"a": 23, "once": 11} if kind == "transactional" else {"a": 33, "once": 21})
+    zombie = f.make_state({"topology.name": "wc"}, run2, 0, 1)
+    zombie.begin_commit(3)
+
+    def replaced():
+        batch_on(run2, f, 3, {"b": 100})
+        batch_on(run2, f, 4, {"a": 1000})
+
+    with pytest.raises(ReportedFailedException, match="wrote txid 4 already.*this write of txid 3 is refused: it "
+                                                      "comes from a stale copy of the task"):
+        zombie.multi_update([["b"]], [AddWhileFrozen(10, replaced)])
+        zombie.commit(3)
+    a = 1023 if kind == "transactional" else 1033
+    assert read(f, "a", "b", "once") == [a, 101, 11 if kind == "transactional" else 21]
+    table = deltalake.DeltaTable(str(uri))
+    assert table.transaction_version("squall-trident-wc-0") == 4
+    # the epoch beside it, as a Delta application transaction (which Spark does not read)
+    epoch = table.transaction_version("squall-trident-wc-0.epoch")
+    from squall.external.trident_delta import txids_epoch as epoch_of  # the token each cluster's state keeps
+    assert epoch == epoch_of(run2, f.state_type, "squall-trident-wc-0") != epoch_of(run1, f.state_type,
+                                                                                    "squall-trident-wc-0")
+    assert table.history(1)[0]["squall.epoch"] == str(epoch)
+
+
+def test_delta_a_table_that_records_no_epoch_is_compared_as_before_and_records_one_at_its_next_write(tmp_path):
+    """A table written before squall recorded epochs (here by a state with none) says nothing of
+    which numbering its txids are: its last txid is taken for this topology's (it may be the
+    same numbering going on, its replay of txid 3 skipped as before), so a txid below it is
+    refused, naming why; a write that passes records the epoch, and from then on a run on
+    another cluster counts on."""
+    uri = tmp_path / "counts"
+    f = DeltaMapState.transactional(uri, KEYS, pa.int64(), local_cache_size=0, app_id="squall-trident-wc")
+    for txid in (1, 2, 3):
+        batch(f, txid, {"a": 1})
+    run1 = OnCluster()
+    with pytest.raises(ReportedFailedException, match="wrote txid 3 already.*the table records no epoch of txid 3"):
+        batch_on(run1, f, 1, {"a": 10})
+    assert batch_on(run1, f, 3, {"a": 1}) == {"a": 3}  # txid 3 replayed: in the table already
+    assert batch_on(run1, f, 4, {"a": 10}) == {"a": 13}
+    assert batch_on(OnCluster(), f, 1, {"a": 100}) == {"a": 113}
+    assert read(f, "a") == [113]
 
 
 def opaque_batch(state, txid, counts):

@@ -1495,7 +1495,8 @@ class Master:
             silent = state.reported_launch != launch if unasked else state.fatal_launch != launch
             if (unasked or (current and ex.status != 0)) and silent:
                 add_error(topo.errors, _exit_error(slot, ex, wall, started=True,
-                                                   doing=_executing_text(topo, slot, ex.executing)))
+                                                   doing=_executing_text(topo, slot, ex.executing),
+                                                   reported=_reported_ends(topo.errors)))
             if current and (ex.status != 0 or unasked or state.fatal_launch == launch):
                 self._hold_after_crash(topo, slot, now)
         elif ex.status != 0 or unasked:
@@ -1917,14 +1918,53 @@ def _executing_text(topo: _Topo, slot: str, executing: tuple[tuple[int, int], ..
     return f" while {' and '.join(f'[{tasks[t]}] task {t}' for t in named)} executed a tuple" if named else ""
 
 
-def _exit_error(slot: str, ex: WorkerExit, now: float, started: bool = False, doing: str = "") -> ErrorRecord:
+# The components the master's own error records name (`_error`), not a worker's report
+_MASTERS_RECORDS = ("__worker", "__master")
+
+
+def _reported_ends(errors: list[ErrorRecord]) -> frozenset[str]:
+    """The last line of each traceback the workers reported in ``errors``: what a worker's output
+    ends with when the last thing it wrote was its log of an error it reported
+    (`Executor.report_error` logs each with its traceback). Not the master's own records, whose
+    traceback is a dead worker's output."""
+    return frozenset(lines[-1].strip() for e in errors
+                     if e.component not in _MASTERS_RECORDS and (lines := e.traceback.rstrip().splitlines()))
+
+
+def _ends_a_traceback(lines: list[str]) -> bool:
+    """Whether the last of ``lines`` is the exception line of a Python traceback: the one
+    unindented line after the last ``Traceback (most recent call last):``, every line between
+    indented (the frames)."""
+    for i in range(len(lines) - 2, -1, -1):
+        if lines[i].strip() == "Traceback (most recent call last):":
+            return all(line[:1] in (" ", "\t") for line in lines[i + 1:-1]) and lines[-1][:1] not in (" ", "\t")
+    return False
+
+
+# What a worker's error says when the last line of its output is an exception it lived through
+_LIVED_THROUGH = "no word of why; the last it wrote was an exception it went on from (its output is in the details)"
+
+
+def _exit_error(slot: str, ex: WorkerExit, now: float, started: bool = False, doing: str = "",
+                reported: frozenset[str] = frozenset()) -> ErrorRecord:
     """The error of a worker that died before it reported anything (``started``: one that ran,
     and exited though nobody asked it to): how it ended (its exit status, or the signal that
     killed it and what that usually means), what it was executing (``doing``,
     `_executing_text`), and the last line of its output (the whole tail goes in the
-    traceback)."""
+    traceback), unless that line ends an exception the worker lived through: an error the
+    topology reported already (``reported``, `_reported_ends`), or any traceback when a signal
+    killed it."""
     output = ex.output.rstrip()
-    last = output.splitlines()[-1].strip() if output else "no output"
+    lines = output.splitlines()
+    last = lines[-1].strip() if output else "no output"
+    # A bolt's exception fails its input and the worker goes on, its log of it (a traceback)
+    # the last it wrote: quoted, a SIGKILLed worker read "...without being asked to stop:
+    # json.decoder.JSONDecodeError: Expecting property name ...", as if one malformed record had
+    # killed it. A signal is no Python exception, so no traceback says why one came; an exit
+    # status may be a traceback's, unless the worker reported that error and went on.
+    signalled = ex.status < 0 and ex.status != EXIT_LOST
+    if started and output and (last in reported or signalled and _ends_a_traceback(lines)):
+        last = _LIVED_THROUGH
     when = "without being asked to stop" if started else "before it started"
     rec = _error("__worker", -1, f"worker on {slot} {_ended(ex.status)} {when}{doing}: {last}", now, output)
     rec.host, rec.worker = _slot_address(slot)

@@ -771,6 +771,43 @@ def test_a_worker_that_started_and_then_died_is_restarted_at_once_and_resets_the
     assert [e.error for e in topo.errors][1:] == [f"worker on {slot} {sigkill} without being asked to stop: no output"]
 
 
+def test_a_worker_whose_output_ends_with_an_exception_it_lived_through_is_not_said_to_die_of_it(conf):
+    """A new user's Kafka pipeline on the process host, a worker SIGKILLed: its output ended with
+    its log of a malformed record's exception (a parse bolt raised, the record was failed, the
+    worker went on), and the UI read "worker on ... was killed by SIGKILL (...) without being
+    asked to stop: json.decoder.JSONDecodeError: Expecting property name ...", as if the record
+    had killed it. A signal is no Python exception: a traceback is not why one came; nor is an
+    error the worker reported and went on from, whatever its exit."""
+    m = served(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = next(iter(topo.assignment))
+    decode = "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)"
+    logged = f"ERROR [split] task 3 raised:\nTraceback (most recent call last):\n  File \"p.py\", line 9, in execute\n{decode}\n"
+    report = {"component": "split", "task": 3, "time": time.time(), "error": "JSONDecodeError: Expecting value",
+              "traceback": f"Traceback (most recent call last):\n  File \"p.py\", line 9, in execute\n{decode}\n",
+              "worker": 7000, "fatal": False}
+
+    def error_of(status, output, errors=()):
+        topo.slot(slot).retry_at = time.monotonic() - 1
+        m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True,
+                       errors=list(errors))
+        _exit(m, storm_id, slot, status, output)
+        return m.op_info(name="t")["errors"][-1]["error"]
+
+    sigkill = f"worker on {slot} was killed by SIGKILL (the kernel's OOM killer, or a kill -9) without being asked to stop"
+    lived = "no word of why; the last it wrote was an exception it went on from (its output is in the details)"
+    # killed before its heartbeat carried the error: the traceback alone says it is no cause
+    assert error_of(-9, logged) == f"{sigkill}: {lived}"
+    # a line of its own after it is still its last word
+    assert error_of(-9, f"{logged}loading the model (12 GB)\n") == f"{sigkill}: loading the model (12 GB)"
+    # an exit status may be a traceback's (an exception that ended it) ...
+    assert error_of(1, logged).endswith(f"exited with status 1 without being asked to stop: {decode}")
+    # ... unless the worker reported that error, and so went on from it
+    assert error_of(1, logged, [report]).endswith(f"exited with status 1 without being asked to stop: {lived}")
+
+
 def test_a_dead_worker_is_told_to_the_others_in_their_heartbeat_replies(conf):
     """Beyond Storm: a reported exit, or a worker whose heartbeats stopped, makes a notice of
     its slot and tasks that every other worker gets once, in its next heartbeat reply."""

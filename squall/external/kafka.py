@@ -94,6 +94,17 @@ from .retry import (
 
 log = logging.getLogger(__name__)
 
+UNLIMITED_WARN_FAILS = 10
+"""Without a retry limit, a record that failed this many times (by its own fault: a bolt failed it
+or raised on it), and again at each power of ten, is warned about: a poison record that a parse bolt
+raises on is retried for ever, and the partition's commits wait behind it."""
+
+
+def _is_power_of_ten(n: int) -> bool:
+    while n >= 10 and n % 10 == 0:
+        n //= 10
+    return n == 1
+
 
 class MessageId(NamedTuple):
     """The spout's message id: a record's place (Storm's ``KafkaSpoutMessageId`` without the
@@ -976,6 +987,13 @@ class KafkaSpout(Spout, CountsDeadLetters):
             self.fails[msg_id] = num_fails
         elif self.retry.schedule(msg_id, num_fails):
             self.fails[msg_id] = num_fails
+            if self.config.retry.max_retries is None and _is_power_of_ten(num_fails) and num_fails >= UNLIMITED_WARN_FAILS:
+                log.warning(
+                    "KafkaSpout %s: topic %r partition %d offset %d failed %d times%s; with no retry limit "
+                    "(RetryBackoff.max_retries None, Storm's default) it is retried for ever and the "
+                    "partition's committed offset stays behind it: set max_retries to have it dead-lettered "
+                    "after that many retries", self.config.group_id, msg_id.topic, msg_id.partition,
+                    msg_id.offset, num_fails, cause.reason_suffix())
         else:
             def given_up() -> None:
                 self.count_dead_letter(cause)

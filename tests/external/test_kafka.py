@@ -5,20 +5,19 @@ the real consumer against a Kafka-protocol broker)."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
 from squall.engine.clock import SimulatedClock
 from squall.external.kafka import (
     Committed,
-    FirstPollOffsetStrategy as S,
     KafkaSpout,
     KafkaSpoutConfig,
     KafkaUnavailable,
     MessageId,
     OffsetManager,
     PartitionListing,
-    ProcessingGuarantee as G,
     Record,
     RetryBackoff,
     RetryService,
@@ -26,6 +25,12 @@ from squall.external.kafka import (
     first_poll_offset,
     is_pollable,
     round_robin_assignment,
+)
+from squall.external.kafka import (
+    FirstPollOffsetStrategy as S,
+)
+from squall.external.kafka import (
+    ProcessingGuarantee as G,
 )
 
 TP = TopicPartition("t", 0)
@@ -334,6 +339,24 @@ def test_spout_past_max_retries_dead_letters_and_commits():
     clock.advance(1.0)
     run(spout, 3)
     assert values(col) == ["a", "b"] and c.commits[TP].offset == 2
+
+
+def test_a_record_failed_again_and_again_without_a_retry_limit_is_warned_about(caplog):
+    """Storm's default retries a record for ever: a parse bolt that raises on a malformed record
+    kept it failing, and the partition's commits behind it, without a word. Now its 10th failure
+    (and each power of ten) says so, naming the record and what to set."""
+    from squall._failure import FailureCause
+    c = MemoryConsumer({TP: list("ab")})
+    spout, col, clock = open_spout(c, retry=RetryBackoff(initial_delay=0.0, delay_period=0.0, max_delay=0.0))
+    cause = FailureCause.of_reason("parse", 3, "exception in [parse] task 3: JSONDecodeError")
+    with caplog.at_level(logging.WARNING, "squall.external.kafka"):
+        for _ in range(100):
+            run(spout, 2)
+            spout.fail_with([m for v, m in col.emitted if v[0] == "a"][-1], cause)
+    said = [r.getMessage() for r in caplog.records if "retried for ever" in r.getMessage()]
+    assert len(said) == 2 and "failed 10 times" in said[0] and "failed 100 times" in said[1]
+    assert f"topic {TP.topic!r} partition {TP.partition} offset 0" in said[0]
+    assert "JSONDecodeError" in said[0] and "set max_retries" in said[0]
 
 
 def test_spout_respects_max_uncommitted_offsets():

@@ -1,13 +1,29 @@
 """What the Trident map states over real stores share (`squall.external.trident_redis`,
 `squall.external.trident_delta`): the state type, the stack of wrappers a factory builds over a
-backing map (storm-redis's ``RedisMapState.Factory.makeState``), and a backing map's own commit
-hook."""
+backing map (storm-redis's ``RedisMapState.Factory.makeState``), a backing map's own commit
+hook, and how a store tells one numbering of a partition's txids from another (`kept_epoch`,
+`Numbering`).
+
+Trident numbers a topology's batches in its transactional state; where that is gone (the same
+topology run again on another `LocalCluster`, which keeps it in its process; a cluster whose
+store was wiped) they start from 1 again. A store's partition keeps its last txid, to refuse a
+stale copy of its task, and its values keep the txid that wrote them, for a replay to know its
+own write: both say nothing of a new numbering's batches. So each partition has an epoch, a
+token kept in the topology's transactional state beside its txids (`kept_epoch`), and the store
+keeps it beside the partition's last txid. A last txid of another epoch refuses nothing; and
+from the first write of an epoch over another's, the partition is *renumbered*: a value whose
+txid is above what this epoch wrote in the partition (a value says no epoch, and keeps its txid
+until its key is written again) was written by an earlier numbering, and is read as of no txid
+(`Numbering.txid`), so the batch of that number applies to it (a transactional state would take
+it for its own replay and skip it; an opaque one would refuse it as written by a later batch).
+"""
 
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 from ..state import StateError
 from ..trident.state import (
@@ -28,6 +44,69 @@ class StateType(enum.Enum):
     NON_TRANSACTIONAL = "non-transactional"
     TRANSACTIONAL = "transactional"
     OPAQUE = "opaque"
+
+
+E = TypeVar("E")
+
+
+def kept_epoch(context: Any, state_type: StateType, name: str, where: str, new: Callable[[], E],
+               valid: Callable[[Any], bool]) -> E | None:
+    """The epoch of a partition's txids (see the module docstring): kept in the topology's
+    transactional state ``name`` (`squall.TopologyContext.transactional_state`), where the
+    coordinator keeps its txids, under a key of the task's bolt and ``where`` (the partition in
+    the store); made (``new()``) by the partition's first task and read by every later copy of it,
+    so a stale copy shares its replacement's, and made again (``valid`` says no) where that state
+    is gone. None (no epoch: every last txid compared as the state's) for a non-transactional
+    state, or a task whose host lends no transactional state (a state made outside a topology;
+    Spark's engine, whose txids are its checkpoint's, a lower one a checkpoint gone back)."""
+    if state_type not in (StateType.TRANSACTIONAL, StateType.OPAQUE) \
+            or getattr(context, "transactional_home", None) is None:
+        return None
+    store = context.transactional_state(name)
+    component = getattr(context, "get_this_component_id", None)
+    writer = component() if callable(component) else ""
+    key = "epoch-" + hashlib.sha256(f"{writer}\n{where}".encode()).hexdigest()[:32]
+    epoch = store.get(key)
+    if not valid(epoch):
+        store.put(key, new())
+        epoch = store.get(key)  # read back: of two first copies racing, the one stored
+    return epoch
+
+
+class Numbering(NamedTuple):
+    """What a store says of a partition's txids (see the module docstring): ``last``, the last
+    txid it wrote, of whatever epoch; ``ours``, whether that txid is of this state's epoch (or no
+    epoch tells: then it is compared as ours); ``recorded``, whether the store recorded the epoch
+    of ``last``; ``renumbered``, whether the partition's values may hold txids of an earlier
+    epoch, which this one's batches must not take for theirs. Made by `Numbering.of`."""
+
+    last: int | None
+    ours: bool
+    recorded: bool
+    renumbered: bool
+
+    @classmethod
+    def of(cls, last: int | None, wrote: Any, renumbered_by: Any, epoch: Any) -> Numbering:
+        """The numbering of a partition whose last txid is ``last``, written by epoch ``wrote``
+        (None: not recorded), renumbered by epoch ``renumbered_by`` (None: never), seen by a
+        state of epoch ``epoch`` (falsy: none, every last txid compared as ours)."""
+        if not epoch:
+            return cls(last, True, False, False)
+        ours = last is None or wrote is None or wrote == epoch
+        return cls(last, ours, wrote is not None, not ours or renumbered_by == epoch)
+
+    @property
+    def mine(self) -> int | None:
+        """The last txid this epoch's batches wrote in the partition (None: none yet)."""
+        return self.last if self.ours else None
+
+    def txid(self, stored: int | None) -> int | None:
+        """What a value's stored txid ``stored`` is to this epoch's batches: None (no txid, older
+        than every batch) where it is an earlier epoch's, above what this one wrote in a
+        renumbered partition; else ``stored``."""
+        if self.renumbered and stored is not None and (self.mine is None or stored > self.mine):
+            return None
+        return stored
 
 
 _WRAPPERS: dict[StateType, Callable[[Any], Any]] = {  # each wrapper's build(backing)

@@ -51,7 +51,6 @@ commit's metadata too (``squall.epoch``), which Spark shows in the table's histo
 from __future__ import annotations
 
 import errno
-import hashlib
 import math
 import os
 import re
@@ -75,7 +74,7 @@ from .._errors import ReportedFailedException
 from ..metric import MultiCountMetric
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
 from ._sink_batch import drops_a_fraction, safe_name
-from ._trident_map import StateType, build_map_state
+from ._trident_map import Numbering, StateType, build_map_state, kept_epoch
 
 __all__ = ["DeltaMapState", "DeltaMapStateError", "DeltaMapStateFactory", "txids_epoch"]
 
@@ -123,45 +122,16 @@ class DeltaMapStateError(ValueError):
     """A table, key or value the Delta map state cannot use (named in the message)."""
 
 
-class Numbering(NamedTuple):
-    """What a version of the table says of a partition's txids (`DeltaMapState._numbering`):
-    ``last``, the last txid it wrote, of whatever epoch; ``ours``, whether that txid is of this
-    state's epoch (or no epoch tells: then it is compared as ours); ``recorded``, whether the
-    table recorded the epoch of ``last``; ``renumbered``, whether the partition's rows may hold
-    txids of an earlier epoch, which this one's batches must not take for theirs."""
-
-    last: int | None
-    ours: bool
-    recorded: bool
-    renumbered: bool
-
-    @property
-    def mine(self) -> int | None:
-        """The last txid this epoch's batches wrote in the partition (None: none yet)."""
-        return self.last if self.ours else None
-
-
 def txids_epoch(context: Any, state_type: StateType, app_id: str) -> int:
-    """Which numbering of Trident's txids the partition of application id ``app_id`` writes: a
-    random positive int64 kept in the topology's transactional state, where the coordinator keeps
-    its txids, made by the partition's first task and read by every later copy of it (so a stale
-    copy shares its replacement's). A new one when that state is gone: the same topology run
-    again on another LocalCluster (whose transactional state lives in its process), its txids
-    from 1. 0 (none: every last txid compared, as before) for a non-transactional state, or a
-    task whose host lends no transactional state (a state made outside a topology; Spark's
-    engine, whose txids are its checkpoint's, and a lower one is a checkpoint gone back)."""
-    if state_type not in (StateType.TRANSACTIONAL, StateType.OPAQUE) \
-            or getattr(context, "transactional_home", None) is None:
-        return 0
-    store = context.transactional_state(EPOCHS)
-    component = getattr(context, "get_this_component_id", None)
-    writer = component() if callable(component) else ""
-    key = "epoch-" + hashlib.sha256(f"{writer}\n{app_id}".encode()).hexdigest()[:32]
-    epoch = store.get(key)
-    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch <= 0:
-        store.put(key, secrets.randbelow(2**63 - 1) + 1)  # a Delta transaction's version: a positive int64
-        epoch = store.get(key)  # read back: of two first copies racing, the one stored
-    return int(epoch)
+    """Which numbering of Trident's txids the partition of application id ``app_id`` writes
+    (`squall.external._trident_map.kept_epoch`, under `EPOCHS`): a random positive int64 (a Delta
+    transaction's version), a new one when the topology's transactional state is gone (the same
+    topology run again on another LocalCluster, its txids from 1). 0 (none: every last txid
+    compared, as before) for a non-transactional state, or a task whose host lends no
+    transactional state (a state made outside a topology; Spark's engine)."""
+    epoch = kept_epoch(context, state_type, EPOCHS, app_id, lambda: secrets.randbelow(2**63 - 1) + 1,
+                       lambda e: isinstance(e, int) and not isinstance(e, bool) and e > 0)
+    return 0 if epoch is None else int(epoch)
 
 
 def _columns(state_type: StateType, key_schema: pa.Schema, value_field: str, value_type: pa.DataType) -> pa.Schema:
@@ -334,9 +304,7 @@ class DeltaMapState(IBackingMap):
         t = self.f.state_type
         if t is StateType.NON_TRANSACTIONAL:
             return v
-        txid = row[TXID]
-        if numbering.renumbered and txid is not None and (numbering.mine is None or txid > numbering.mine):
-            txid = None
+        txid = numbering.txid(row[TXID])
         if t is StateType.TRANSACTIONAL:
             return TransactionalValue(txid, v)
         return OpaqueValue(txid, v, row[PREV])
@@ -345,11 +313,9 @@ class DeltaMapState(IBackingMap):
         """What ``table`` (a version of it) says of this partition's txids; see the module docstring."""
         last = table.transaction_version(self.app_id)
         if not self.epoch:
-            return Numbering(last, True, False, False)
-        wrote = table.transaction_version(self.app_id + EPOCH_APP)
-        ours = last is None or wrote is None or wrote == self.epoch
-        renumbered = not ours or table.transaction_version(self.app_id + RENUMBERED_APP) == self.epoch
-        return Numbering(last, ours, wrote is not None, renumbered)
+            return Numbering.of(last, None, None, 0)
+        return Numbering.of(last, table.transaction_version(self.app_id + EPOCH_APP),
+                            table.transaction_version(self.app_id + RENUMBERED_APP), self.epoch)
 
     def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
         """Write ``values`` at ``keys`` in one MERGE (see the module docstring)."""

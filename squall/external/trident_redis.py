@@ -36,14 +36,27 @@ custom serializer gets the txid check alone), and an absent key is not checked w
 Not told apart from a replay: a zombie's opaque write at the partition's last txid built on the
 same ``prev`` as its replacement's (both read Redis before either wrote), as with Delta.
 
+The numbering of the txids (`squall.external._trident_map`, as `DeltaMapState` does): Trident
+numbers a topology's batches in its transactional state, and where that is gone (the same
+topology run again on another LocalCluster; a store wiped) they start from 1 again. The field
+of the partition's last txid holds ``<txid> <epoch>``; a last txid of another epoch refuses
+nothing, and the first write of an epoch over another's adds `RENUMBERED` (``<txid> <epoch>
+renumbered``, kept by the epoch's later writes). A value says no epoch and keeps its txid until
+its key is written again: in a renumbered partition, one whose txid is above what this epoch
+wrote there is an earlier numbering's, and is read (`RedisMapState.multi_get`) and checked (the
+script) as of no txid, so the batch of that number applies to it, where a transactional state
+took it for its own replay (the count lost) and an opaque one stalled on it as a later batch's.
+A field with no epoch (written before squall kept them, or by a state with none) is taken as
+this numbering's, its values read as they are.
+
 Needs the ``redis`` extra (``pip install 'squall[redis]'``); only this module imports it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
+import re
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,7 +68,7 @@ from .._config import Config
 from .._errors import ReportedFailedException, StoreUnavailableException
 from .._redact import redact_text
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
-from ._trident_map import StateType, build_map_state
+from ._trident_map import Numbering, StateType, build_map_state, kept_epoch
 
 log = logging.getLogger(__name__)
 
@@ -124,44 +137,53 @@ the numbering of each partition's txids (`txids_epoch`)."""
 
 def txids_epoch(context: Any, state_type: StateType, partition_index: int, num_partitions: int,
                 options: Options) -> str:
-    """Which numbering of Trident's txids a partition's state writes: a random token kept in the
-    topology's transactional state, where the coordinator keeps its txids, made by the
-    partition's first task and read by every later copy of it. Its txids hash (`txids_key`)
-    keeps it beside the last txid, and a last txid of another numbering refuses nothing: the
-    transactional state went with its txids (a LocalCluster's lives in its process: the same
-    topology run again, its txids from 1, must not be taken for a stale copy of the last run's
-    task), where a stale copy of a task shares its replacement's. "" (not kept, every last txid
-    compared, as with none) for a non-transactional state, or a task whose host lends no
-    transactional state (a state made outside a topology)."""
-    if state_type not in (StateType.TRANSACTIONAL, StateType.OPAQUE) \
-            or getattr(context, "transactional_home", None) is None:
-        return ""
-    store = context.transactional_state(TXIDS_EPOCHS)
-    where = marker_key(options, partition_index, num_partitions)
-    component = getattr(context, "get_this_component_id", None)
-    writer = component() if callable(component) else ""
-    key = "epoch-" + hashlib.sha256(f"{writer}\n{where}".encode()).hexdigest()[:32]
-    epoch = store.get(key)
-    if not isinstance(epoch, str):
-        store.put(key, secrets.token_hex(8))
-        epoch = store.get(key)  # read back: of two first copies racing, the one stored
-    return str(epoch)
+    """Which numbering of Trident's txids a partition's state writes
+    (`squall.external._trident_map.kept_epoch`, under `TXIDS_EPOCHS`): a random token, a new one
+    when the topology's transactional state is gone (a LocalCluster's lives in its process: the
+    same topology run again, its txids from 1, must not be taken for a stale copy of the last
+    run's task), where a stale copy of a task shares its replacement's. Its txids hash
+    (`txids_key`) keeps it beside the last txid, and a last txid of another numbering refuses
+    nothing. "" (not kept, every last txid compared, as with none) for a non-transactional state,
+    or a task whose host lends no transactional state (a state made outside a topology)."""
+    epoch = kept_epoch(context, state_type, TXIDS_EPOCHS, marker_key(options, partition_index, num_partitions),
+                       lambda: secrets.token_hex(8), lambda e: isinstance(e, str))
+    return "" if epoch is None else str(epoch)
+
+
+RENUMBERED = "renumbered"
+"""After ``<txid> <epoch>`` in a partition's txids hash (`txids_key`): this epoch's first write
+found the partition's last txid of another epoch, so that the partition's values may hold txids
+of that earlier numbering (`Numbering.txid`, `RedisMapState._numbering`). Kept by each later
+write of the epoch."""
+
+
+def _renumbered(value: Any, numbering: Numbering) -> Any:
+    """``value`` as read in a renumbered partition: of no txid where its txid is an earlier
+    numbering's (`Numbering.txid`), so that the batch of that number applies to it; a value of a
+    custom serializer's own type as it is."""
+    if isinstance(value, TransactionalValue) and numbering.txid(value.txid) != value.txid:
+        return TransactionalValue(None, value.val)
+    if isinstance(value, OpaqueValue) and numbering.txid(value.curr_txid) != value.curr_txid:
+        return OpaqueValue(None, value.curr, value.prev)
+    return value
 
 
 _WRITE = """
 if ARGV[1] == '1' then
   if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 end
-local hash, expire, txid = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local hash, expire, txid, epoch = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[7]
+local renumbered = false
 if txid then
-  local last = redis.call('HGET', KEYS[2], ARGV[5])
-  if last then
-    local at, epoch = string.match(last, '^(%d+) ?(%S*)$')
-    -- another numbering of the txids (epoch: `txids_epoch`) says nothing of this one's
-    if at and tonumber(at) > txid and (epoch == '' or ARGV[7] == '' or epoch == ARGV[7]) then
-      return {'txid', at}
-    end
-  end
+  local last, at, wrote, flag = redis.call('HGET', KEYS[2], ARGV[5]), nil, '', ''
+  if last then at, wrote, flag = string.match(last, '^(%d+) ?(%S*) ?(%S*)$') end
+  -- `Numbering.of`: another numbering of the txids (epoch: `txids_epoch`) says nothing of this
+  -- one's; none recorded, or none of this state's, is taken for this one
+  local ours = not at or wrote == '' or epoch == '' or wrote == epoch
+  if ours and at and tonumber(at) > txid then return {'txid', at} end
+  renumbered = epoch ~= '' and (not ours or flag == 'renumbered')
+  local mine = nil
+  if ours and at then mine = tonumber(at) end
   if ARGV[6] == '1' then
     local function same(a, b)
       if type(a) ~= type(b) then return false end
@@ -180,6 +202,8 @@ if txid then
         if not ok or type(s) ~= 'table' or #s ~= 3 then return {'bad', ARGV[i], stored} end
         local at = s[1]
         if at ~= cjson.null and type(at) ~= 'number' then return {'bad', ARGV[i], stored} end
+        -- `Numbering.txid`: an earlier numbering's txid is no txid to this one's batches
+        if at ~= cjson.null and renumbered and (not mine or at > mine) then at = cjson.null end
         if at ~= cjson.null and at > txid then return {'ahead', ARGV[i], stored} end
         if at == txid then before = s[3] else before = s[2] end
       elseif expire == 0 then
@@ -204,7 +228,12 @@ for i = 8, #ARGV, 2 do
     if expire > 0 then redis.call('EXPIRE', ARGV[i], expire) end
   end
 end
-if txid then redis.call('HSET', KEYS[2], ARGV[5], ARGV[7] == '' and ARGV[4] or ARGV[4] .. ' ' .. ARGV[7]) end
+if txid then
+  local mark = ARGV[4]
+  if epoch ~= '' then mark = mark .. ' ' .. epoch end
+  if renumbered then mark = mark .. ' renumbered' end
+  redis.call('HSET', KEYS[2], ARGV[5], mark)
+end
 return 1
 """
 """A map state's write, atomic as a script is, in one round trip: the marker checked; for a
@@ -216,8 +245,10 @@ the txids hash. ``ARGV``: marker written already (``1``/``0``), hash key or "", 
 the batch's txid ("": none, nothing checked: a non-transactional state, a write outside any
 batch), the state's field in the txids hash (`txids_field`), ``1`` to check each value's ``prev`` (values in
 Storm's JSON form, which the script reads with ``cjson``), the numbering of the txids (`txids_epoch`, ""
-for none: kept as ``<txid> <epoch>``, and a last txid of another numbering checks nothing), then
-name, value, name, value...
+for none: kept as ``<txid> <epoch>``, and a last txid of another numbering checks nothing; from
+an epoch's first write over another's, ``<txid> <epoch> renumbered`` (`RENUMBERED`), and a
+value's txid above what the epoch wrote is checked as none, as `RedisMapState.multi_get` reads
+it), then name, value, name, value...
 
 Returns 1 (written), 0 (the marker is gone: nothing written), or a refusal, nothing written:
 ``[txid, <last>]`` (the partition wrote a later txid), ``[ahead, name, stored]`` (the key holds
@@ -446,28 +477,48 @@ class RedisMapState(IBackingMap):
             self._looked = True
 
     def multi_get(self, keys: Sequence[Sequence[Any]]) -> list:
-        """The stored values of ``keys`` (None where absent), each checked by the serializer."""
+        """The stored values of ``keys`` (None where absent), each checked by the serializer; in
+        a renumbered partition, a value of an earlier numbering's txid as of none
+        (`_numbering`)."""
         if not keys:
             return []
         self._look_for_marker()
         names = [self.key_factory.build(k) for k in keys]
-        if self.options.data_type == "hash":
-            hash_key = self.options.hash_key
-            assert hash_key is not None  # Options refuses a hash without it
+        # where an epoch tells the numberings apart, the partition's (in the same snapshot)
+        numbered = self.checks_txids and bool(self.txids_epoch)
+        hash_key = self.options.hash_key if self.options.data_type == "hash" else None
 
-            def read() -> Any:
-                p = self.client.pipeline(transaction=False)  # the marker in the same round trip
+        def read() -> list:
+            # one round trip: the values, the marker, the numbering; MULTI: read at one moment
+            p = self.client.pipeline(transaction=numbered)
+            if hash_key is not None:
                 p.hmget(hash_key, names)
-                if self._marked:
-                    p.get(self.marker)
-                replies = p.execute()
-                return [*replies[0], replies[1]] if self._marked else replies[0]
-            raw = self._call("read", read)
-        else:
-            raw = self._call("read", self.client.mget, [*names, self.marker] if self._marked else names)
-        if self._marked and raw[-1] is None:
+            else:
+                p.mget(names)
+            if self._marked:
+                p.get(self.marker)
+            if numbered:
+                p.hget(self.txids, self.txids_field)
+            return p.execute()
+        replies = self._call("read", read)
+        if self._marked and replies[1] is None:
             raise self._lost()
-        return [None if data is None else self._decoded(name, data) for name, data in zip(names, raw)]
+        values = [None if data is None else self._decoded(name, data) for name, data in zip(names, replies[0])]
+        if numbered:
+            numbering = self._numbering(replies[-1])
+            if numbering.renumbered:
+                values = [_renumbered(v, numbering) for v in values]
+        return values
+
+    def _numbering(self, raw: bytes | None) -> Numbering:
+        """What this state's field of the partition's txids hash (`txids_key`), ``raw``, says of
+        its txids: ``<txid>``, ``<txid> <epoch>`` or ``<txid> <epoch> renumbered`` (`RENUMBERED`),
+        read as `_WRITE` reads it (anything else: no last txid)."""
+        m = re.fullmatch(rb"(\d+) ?(\S*) ?(\S*)", raw or b"")
+        if m is None:
+            return Numbering.of(None, None, None, self.txids_epoch)
+        wrote = m[2].decode("ascii", "replace") or None
+        return Numbering.of(int(m[1]), wrote, wrote if m[3] == RENUMBERED.encode() else None, self.txids_epoch)
 
     def _lost(self) -> ReportedFailedException:
         return ReportedFailedException(

@@ -6,10 +6,14 @@ zombie, each keeping its own cache, as two copies of a task would."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from squall import FailedException
+from squall._transactional import MemoryBackend
 from squall.trident.state import ValueUpdater
+from squall.trident.txstate import MemoryTransactionalState
 
 redis = pytest.importorskip("redis")
 
@@ -172,3 +176,68 @@ def test_another_topology_another_stream_and_a_non_transactional_state_are_not_t
     run(n.make_state(CONF, None, 0, 1), 5, {"x": 1})
     assert run(n.make_state(CONF, None, 0, 1), 4, {"x": 1}) == {"x": 2}  # at-least-once, as ever
     assert client.exists(TXIDS) == 0
+
+
+class OnCluster(BoltContext):
+    """A task's context (bolt "b-0" of topology "wc") on a cluster whose transactional state,
+    where Trident numbers the topology's batches and the state keeps its epoch, goes with it: a
+    LocalCluster's."""
+
+    def __init__(self):
+        super().__init__("b-0")
+        self.transactional_home = MemoryBackend()
+
+    def transactional_state(self, name):
+        return MemoryTransactionalState(self.transactional_home, "wc", name)
+
+
+class AddWhileFrozen(Add):
+    """`Add`, after ``meanwhile()`` ran: its task read the stored value, then stood still (its
+    machine hung) while ``meanwhile`` happened."""
+
+    def __init__(self, n, meanwhile):
+        super().__init__(n)
+        self.meanwhile = meanwhile
+
+    def update(self, stored):
+        self.meanwhile()
+        return super().update(stored)
+
+
+@pytest.mark.parametrize("kind", ["transactional", "opaque"])
+def test_a_topology_run_again_on_another_cluster_counts_the_keys_its_last_run_left_and_a_stale_copy_is_still_refused(
+        redis_server, kind):
+    """Run 1 on one cluster wrote txids 1-3 ("once" at txid 2); run 2 on another numbers from 1
+    again (another epoch). Before, a value's txid was taken for run 2's: a transactional state
+    took run 1's "once" of txid 2 for run 2's own replay of txid 2 and skipped it (the count
+    lost), an opaque one refused "a" of txid 3 at run 2's txid 1, for good ("Current batch (1) is
+    behind state's batch"). Now the partition is renumbered at run 2's first write, and a value
+    above what run 2 wrote is read as of no txid: every count goes on; run 2's own replay of
+    txid 2 is one (transactional: not counted again; opaque: from prev), and a stale copy of run
+    2's task (its epoch) is refused as before."""
+    client = redis.Redis.from_url(redis_server.url)
+    f = getattr(RedisMapState, kind)(redis_server.url)
+    run1, run2 = OnCluster(), OnCluster()
+    for txid, counts in enumerate([{"a": 1, "b": 1}, {"a": 1, "once": 1}, {"a": 1}], 1):
+        run(f.make_state(CONF, run1, 0, 1), txid, counts)
+    task = f.make_state(CONF, run2, 0, 1)
+    assert run(task, 1, {"a": 10}) == {"a": 13}
+    assert run(task, 2, {"a": 10, "once": 10}) == {"a": 23, "once": 11}
+    replay = {"a": 10, "once": 10} if kind == "transactional" else {"a": 20, "once": 20}  # an opaque replay may differ
+    assert run(f.make_state(CONF, run2, 0, 1), 2, replay) == (
+        {"a": 23, "once": 11} if kind == "transactional" else {"a": 33, "once": 21})
+    txid, epoch, renumbered = client.hget(TXIDS, "wc/b-0").split()
+    assert (txid, renumbered) == (b"2", b"renumbered") and len(epoch) == 16
+
+    zombie = f.make_state(CONF, run2, 0, 1)
+    zombie.begin_commit(3)
+
+    def replaced():
+        run(f.make_state(CONF, run2, 0, 1), 3, {"b": 100})
+        run(f.make_state(CONF, run2, 0, 1), 4, {"a": 1000})
+
+    with pytest.raises(FailedException, match="wrote txid 4 already.*this write of txid 3 is refused"):
+        zombie.multi_update([["b"]], [AddWhileFrozen(10, replaced)])  # an opaque map writes here
+        zombie.commit(3)  # a transactional one here
+    counts = [json.loads(v)[1] for v in stored(client, "a", "b", "once")]
+    assert counts == ([1023, 101, 11] if kind == "transactional" else [1033, 101, 21])

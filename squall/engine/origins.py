@@ -9,8 +9,10 @@ from its committed offset) had every one of its tuples made late with nothing fa
 
 A tuple carries the root ids of its trees, and every tree starts at one spout task. So when a
 topology has an event-time window behind a bolt, each spout task that feeds it writes its index
-into the roots it draws, and the window keys its watermark by the spout task a root names
-(`RootOrigins.origin`), as if the spouts fed it directly. A root is then, with ``S`` such spout
+into the roots it draws, and the window keys its watermark by the pair of the bolt task a
+tuple came from and the spout task its root names (`RootOrigins.origin`): each pair is a channel
+in that spout task's order, where the spout task alone would merge the channels through the
+bolt's tasks, one of which may run behind the others. A root is then, with ``S`` such spout
 tasks and ``n`` ackers::
 
     root = (random or 1) * (S * n) + spout_index * n + acker_index

@@ -254,9 +254,11 @@ class WindowedBoltExecutor(Bolt):
         """Note ``tup``'s timestamp ``ts`` for the watermark; False if it may be late.
 
         A tuple from a bolt whose roots name their spout task (`squall.engine.origins`) counts
-        for that spout task, so a spout task behind the others holds the watermark through
-        the bolts in front of this window, which mix its tuples with theirs; any other tuple
-        counts for the task it came from."""
+        for the pair of the bolt task it came from and that spout task, so a spout task behind
+        the others holds the watermark through the bolts in front of this window, which mix
+        its tuples with theirs, and so does a bolt task behind its siblings (its queue holds
+        its share of every spout task's tuples); any other tuple counts for the task it came
+        from."""
         watermarks = self.watermarks
         assert watermarks is not None  # prepare() made them: the window keeps event time
         src, root, now = tup._src, tup._root, self._clock.wall()
@@ -272,16 +274,16 @@ class WindowedBoltExecutor(Bolt):
         if type(root) is dict:  # anchored to several trees: each one's spout task has got this far
             fresh = True
             for r in root:
-                fresh = watermarks.track((src.component, src.stream, origin(r)), ts, now) and fresh
+                fresh = watermarks.track((src.component, src.stream, src.task, origin(r)), ts, now) and fresh
             return fresh
-        return watermarks.track((src.component, src.stream, origin(root)), ts, now)
+        return watermarks.track((src.component, src.stream, src.task, origin(root)), ts, now)
 
     def resume_origins(self) -> None:
         """After the watermark's state was restored: follow again by their spout tasks the
         streams that were so followed when it was saved."""
         assert self.watermarks is not None
         for stream, spouts in self._origin_streams.items():
-            if stream not in self._followed and self.watermarks.follows_origins(stream, spouts):
+            if stream not in self._followed and self.watermarks.follows_origins(stream):
                 self.watermarks.follow_origins(stream, spouts)
                 self._followed.add(stream)
 
@@ -415,7 +417,7 @@ class WindowedBoltExecutor(Bolt):
         if newest == newest_then and not silent:
             return
         self._watermark_moved = (now, newest_then)  # warned: again after as long, if still stuck
-        tasks = ", ".join(self._source_text(c, s, t) for c, s, t in silent or slowest)
+        tasks = ", ".join(self._source_text(*source) for source in silent or slowest)
         if silent:
             why = f"source task{'s' if len(silent) > 1 else ''} {tasks} delivered nothing yet"
         else:
@@ -430,11 +432,14 @@ class WindowedBoltExecutor(Bolt):
             int(now - since), last, "" if newest == newest_then else " though newer tuples came", newest, why,
             len(manager))
 
-    def _source_text(self, component: str, stream: str, task: int) -> str:
-        """A source task as the stalled-watermark warning names it: ``[split:default] task 4``,
-        or for a stream followed by its spout tasks ``[split:default] from spout [events] task 2``."""
+    def _source_text(self, component: str, stream: str, task: int, spout_task: int | None = None) -> str:
+        """A source task as the stalled-watermark warning names it: ``[split:default] task 4``;
+        for a stream followed by its spout tasks, one of those ``[split:default] from spout
+        [events] task 2``, and a pair ``[split:default] task 4 from spout [events] task 2``."""
         if task < 0:
             return f"[{component}:{stream}]"
+        if spout_task is not None:
+            return f"[{component}:{stream}] task {task} from spout [{self._context.get_component_id(spout_task)}] task {spout_task}"
         if (component, stream) in self._followed and task in self._origin_streams[(component, stream)]:
             return f"[{component}:{stream}] from spout [{self._context.get_component_id(task)}] task {task}"
         return f"[{component}:{stream}] task {task}"

@@ -17,9 +17,14 @@ Storm (a join's side that sends nothing: the stalled-watermark warning names it)
 of whose tasks are idle is where its newest task got, as in Storm. So an idle timeout of 0 is
 exactly Storm's rule: per stream, the newest timestamp of any of its tasks.
 
-Behind a bolt that mixes several spout tasks' tuples, a stream's source tasks are the spout
-tasks its tuples' roots name, when the topology's roots carry them (`follow_origins`;
-`squall.engine.origins`): the bolt's tasks would each run as far as the fastest spout task.
+Behind a bolt that mixes several spout tasks' tuples, a stream's tuples are followed by the bolt
+task they came from AND the spout task their roots name, when the topology's roots carry them
+(`follow_origins`; `squall.engine.origins`): each such pair is a channel that delivers its spout
+task's tuples in that task's order. The bolt's tasks alone would each run as far as the fastest
+spout task; the spout tasks alone as far as the fastest bolt task that passes their tuples on (a
+bolt task with a queue behind its siblings' had its share of a spout task's tuples made late).
+The stream waits for each of its bolt tasks and each of those spout tasks to deliver, as for the
+tasks of any stream, and then for the oldest of its pairs.
 
 It only moves forward. A tuple before the last watermark is late, as in Storm, and so is one
 before 0 (Storm's first watermark). One at the watermark is late only if a window ending there
@@ -37,8 +42,10 @@ from collections.abc import Iterable, Mapping
 
 Stream = tuple[str, str]
 """An input stream: (component, stream id)."""
-Source = tuple[str, str, int]
-"""A source task of an input stream: (component, stream id, task id)."""
+Source = tuple[str, str, int] | tuple[str, str, int, int]
+"""A source task of an input stream: (component, stream id, task id); for a stream followed by
+its spout tasks (`WatermarkGenerator.follow_origins`), (component, stream id, the bolt task,
+the spout task its tuple's root names)."""
 
 
 class WatermarkGenerator:
@@ -52,6 +59,8 @@ class WatermarkGenerator:
         self.idle_secs = idle_timeout_ms / 1000
         self.input_streams = frozenset(sources)
         self.tasks: dict[Stream, frozenset[int]] = {s: frozenset(t) for s, t in sources.items()}
+        # a stream followed by its spout tasks: those spout tasks (`follow_origins`)
+        self.origins: dict[Stream, frozenset[int]] = {}
         self.latest: dict[Source, int] = {}
         self.seen_at: dict[Source, float] = {}  # engine clock (s) of the task's last tuple
         self.started: float | None = None  # engine clock of the first call: a silent task's wait starts there
@@ -70,16 +79,17 @@ class WatermarkGenerator:
 
     def follow_origins(self, stream: Stream, spout_tasks: Iterable[int]) -> None:
         """From now on ``stream`` (a bolt's) is followed by the spout tasks its tuples' trees
-        started at (`squall.engine.origins`), not by the bolt's tasks: each of ``spout_tasks`` is
-        waited for as a source task of the stream. The owner calls it at the stream's first
-        tuple that names its spout task, before which no watermark could pass the stream's
-        tasks (none had delivered); an untracked tuple still counts for its bolt task."""
-        self.tasks[stream] = frozenset(spout_tasks)
+        started at (`squall.engine.origins`) as well as by the bolt's tasks: its tuples are
+        tracked as ``(component, stream, bolt task, spout task)``, each of ``spout_tasks`` is
+        waited for as the bolt's tasks are, and the stream is at the oldest of its pairs. The
+        owner calls it at the stream's first tuple that names its spout task; an untracked
+        tuple still counts for its bolt task alone."""
+        self.origins[stream] = frozenset(spout_tasks)
 
-    def follows_origins(self, stream: Stream, spout_tasks: Iterable[int]) -> bool:
-        """Whether any of ``spout_tasks`` is known as a source task of ``stream`` (restored from
-        a state saved while it was followed by its spout tasks)."""
-        return any((stream[0], stream[1], t) in self.latest for t in spout_tasks)
+    def follows_origins(self, stream: Stream) -> bool:
+        """Whether ``stream`` was followed by its spout tasks when the state restored was saved
+        (it holds a pair of a bolt task and a spout task of the stream)."""
+        return any(len(k) == 4 and k[0] == stream[0] and k[1] == stream[1] for k in self.latest)
 
     def _stream_time(self, stream: Stream, now: float) -> tuple[int | None, list[Source], list[Source]]:
         """What ``stream`` allows the watermark (before the lag; None: it must wait), with the
@@ -89,25 +99,24 @@ class WatermarkGenerator:
         that sends nothing: the stalled-watermark warning names it). Then each task that
         delivered within the idle timeout, or that has not yet been silent that long since the
         first call, holds it: the oldest of their newest timestamps, none if one of them has
-        delivered nothing. If every task is idle, the stream is where its newest task got, as
-        Storm's per-stream watermark (an idle timeout of 0 gives exactly that)."""
+        delivered nothing. A stream followed by its spout tasks waits so for each of its bolt
+        tasks and each of those spout tasks, and its pairs (bolt task, spout task) are what
+        holds it, each while it delivers within the idle timeout. If every task is idle, the
+        stream is where its newest task got, as Storm's per-stream watermark (an idle timeout
+        of 0 gives exactly that)."""
         assert self.started is not None  # set by the first call
         c, s = stream
         delivered = {k: ts for k, ts in self.latest.items() if k[0] == c and k[1] == s}
+        expected = self.tasks.get(stream, frozenset()) | self.origins.get(stream, frozenset())
         if not delivered:
-            return None, [(c, s, t) for t in sorted(self.tasks.get(stream, ()))] or [(c, s, -1)], []
-        silent: list[Source] = []
-        active: dict[Source, int] = {}
-        for task in sorted(self.tasks.get(stream, frozenset()) | {k[2] for k in delivered}):
-            source = (c, s, task)
-            if now - self.seen_at.get(source, self.started) >= self.idle_secs:
-                continue  # idle: not waited for until it delivers again
-            if source in delivered:
-                active[source] = delivered[source]
-            else:
-                silent.append(source)
+            return None, [(c, s, t) for t in sorted(expected)] or [(c, s, -1)], []
+        heard = {t for k in delivered for t in k[2:]}  # a pair's tuple is its bolt task's and its spout task's
+        silent: list[Source] = [(c, s, t) for t in sorted(expected - heard)
+                                if now - self.started < self.idle_secs]  # not idle yet: waited for
         if silent:
             return None, silent, []
+        active: dict[Source, int] = {k: ts for k, ts in delivered.items()
+                                     if now - self.seen_at.get(k, self.started) < self.idle_secs}
         if not active:
             newest = max(delivered.values())
             return newest, [], [k for k, ts in delivered.items() if ts == newest]
@@ -169,5 +178,5 @@ class WatermarkGenerator:
         let the watermark pass a slower task's position, the lateness this class prevents; the
         tasks are waited for until they deliver again."""
         latest, self.last_watermark = state
-        self.latest = {(k[0], k[1], int(k[2])): ts for k, ts in latest if len(k) == 3}
+        self.latest = {(k[0], k[1], *map(int, k[2:])): ts for k, ts in latest if len(k) in (3, 4)}
         self.seen_at = {}  # restored: each task holds as if it had delivered at the first call since

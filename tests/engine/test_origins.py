@@ -68,15 +68,25 @@ def test_no_layout_without_ackers_an_event_time_window_behind_a_bolt_or_random_b
     assert many is None and 64 - (300 * 300 - 1).bit_length() < MIN_RANDOM_BITS
 
 
-def test_a_stream_followed_by_its_spout_tasks_waits_for_each_and_its_state_says_so():
+def test_a_stream_followed_by_its_spout_tasks_waits_for_each_and_its_bolt_tasks_and_its_state_says_so():
+    """Followed by its spout tasks, a bolt's stream waits for each of them and each of its bolt
+    tasks, then for the oldest pair (bolt task, spout task): each such channel carries its spout
+    task's tuples in order, so a bolt task behind its sibling holds the watermark too."""
     stream = ("parse", "default")
     g = WatermarkGenerator(0, {stream: [5, 6]}, 30_000)  # parse's tasks
     g.follow_origins(stream, [1, 2])  # the spout tasks its roots name
-    g.track(("parse", "default", 1), 9_000, 0.0)
-    assert g.next_watermark(0.0) is None  # spout task 2 has delivered nothing: waited for
-    assert g.held_back_by(0.0) == ([("parse", "default", 2)], [])
-    g.track(("parse", "default", 2), 4_000, 0.0)
-    assert g.next_watermark(0.0) == 4_000
+    g.track(("parse", "default", 5, 1), 9_000, 0.0)
+    assert g.next_watermark(0.0) is None  # spout task 2 and bolt task 6 have delivered nothing: waited for
+    assert g.held_back_by(0.0) == ([("parse", "default", 2), ("parse", "default", 6)], [])
+    g.track(("parse", "default", 6, 2), 8_000, 0.0)
+    assert g.next_watermark(0.0) == 8_000
+    g.track(("parse", "default", 6, 1), 4_000, 0.0)  # spout task 1's tuples through bolt task 6: behind
+    g.track(("parse", "default", 5, 1), 12_000, 0.0)
+    g.track(("parse", "default", 6, 2), 12_000, 0.0)
+    assert g.next_watermark(0.0) is None and g.held_back_by(0.0) == ([], [("parse", "default", 6, 1)])
+    g.track(("parse", "default", 6, 1), 11_000, 0.0)
+    assert g.next_watermark(0.0) == 11_000
+    assert g.next_watermark(30.0) == 12_000  # every pair idle: the newest, as for any stream
     again = WatermarkGenerator(0, {stream: [5, 6]}, 30_000)
     again.restore_state(g.get_state())
-    assert again.follows_origins(stream, [1, 2]) and not again.follows_origins(stream, [3])
+    assert again.latest == g.latest and again.follows_origins(stream) and not again.follows_origins(("x", "default"))

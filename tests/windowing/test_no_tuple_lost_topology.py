@@ -18,7 +18,18 @@ from collections import Counter
 
 import pytest
 
-from squall import BaseWindowedBolt, BasicBolt, Config, Duration, Fields, LocalCluster, Spout, TopologyBuilder
+from squall import (
+    BaseWindowedBolt,
+    BasicBolt,
+    Bolt,
+    Config,
+    CustomStreamGrouping,
+    Duration,
+    Fields,
+    LocalCluster,
+    Spout,
+    TopologyBuilder,
+)
 from squall.testing import AckFailMapTracker, FeederSpout, SimulatedClock, TupleCaptureBolt
 from squall.testing._registry import SharedCounter, SharedLog, SharedQueue
 from squall.windowing.executor import LATE_TUPLES_METRIC, WindowedBoltExecutor
@@ -146,9 +157,12 @@ def test_two_spout_tasks_apart_by_more_than_the_lag_every_record_in_its_windows_
             last_end = watermark // sliding * sliding  # the last window it fires (each source fills each)
             cluster.advance_cluster_time(1)  # one watermark interval
             assert wait_until(lambda: any(end == last_end for end, _ids in window.bolt.log.items()), 30)
-        for task in (0, 1):  # the end of the input: a record far ahead on each task fires every window
-            spout.queues[task].put((f"end{task}", T0 + 10 * len(rounds) * PER_ROUND * STEP))
-        assert wait_until(lambda: window.arrived.value == fed + 2, 30)
+        # the end of the input: records far ahead on each task fire every window (two, so that
+        # behind the bolt one passes each of its tasks: its shuffle is round-robin, all local)
+        for task in (0, 1):
+            for n in (0, 1):
+                spout.queues[task].put((f"end{task}-{n}", T0 + 10 * len(rounds) * PER_ROUND * STEP))
+        assert wait_until(lambda: window.arrived.value == fed + 4, 30)
         cluster.advance_cluster_time(1)
         assert wait_until(lambda: set(spout.acked.items()) >= set(sent), 60), \
             f"{len(set(sent) - set(spout.acked.items()))} of {len(sent)} records never acked"
@@ -169,6 +183,98 @@ def test_two_spout_tasks_apart_by_more_than_the_lag_every_record_in_its_windows_
     assert late_ids == []
     if length == sliding:
         assert sum(len(ids) for _end, ids in windows) + len(late_ids) == len(sent) == 1_200
+
+
+class ByLane(CustomStreamGrouping):
+    """Records whose id starts with "a" go to the first task, the others to the second."""
+
+    def choose_tasks(self, task_id, values):
+        return [self.target_tasks[0 if values[0].startswith("a") else 1]]
+
+
+class HoldingParse(Bolt):
+    """Passes each record on, anchored, except that its second task holds what it gets until
+    `release` is set (as a parse task in a slow or busy worker lets its queue grow): then it
+    passes on what it held, in order, at its next input (which it drops)."""
+
+    def __init__(self) -> None:
+        self.release = SharedCounter()
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.slow = context.get_this_task_index() == 1
+        self.held = []
+
+    def execute(self, tup):
+        if self.slow and not self.release.value:
+            self.held.append(tup)
+            return
+        for t in [*self.held, tup]:
+            if t.get_value_by_field("id") != "b-release":
+                self.collector.emit(t.values, t)
+            self.collector.ack(t)
+        self.held = []
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id", "ts"))
+
+
+class TickingWindowExecutor(CountingWindowExecutor):
+    """`CountingWindowExecutor` that also counts its watermark timer's runs."""
+
+    def __init__(self, bolt) -> None:
+        super().__init__(bolt)
+        self.ticks = SharedCounter()
+
+    def on_timer(self):
+        super().on_timer()
+        self.ticks.incr()
+
+
+def test_a_bolt_task_in_front_of_the_window_behind_its_sibling_makes_none_of_its_tuples_late():
+    """One spout task's records reach the window through a bolt of two tasks, half through
+    each; the second holds its half (its queue grows, as in a slow or busy worker) while the
+    first passes the other half on, 20 s of event time. Followed by the spout task alone, the
+    watermark ran as far as the first bolt task got, and the held records before it came late
+    once released. Followed per bolt task and spout task (each a FIFO channel of the spout
+    task's order), it waits for the held half: none late, each record in its window."""
+    spout = TwoSourceSpout()
+    parse = HoldingParse()
+    window = TickingWindowExecutor(WindowLog().with_tumbling_window(Duration(5_000)).with_timestamp_field("ts")
+                                   .with_lag(Duration(LAG)).with_late_tuple_stream("late"))
+    late = TupleCaptureBolt()
+    b = TopologyBuilder()
+    b.set_spout("source", spout, 1)
+    b.set_bolt("parse", parse, 2).custom_grouping("source", ByLane())
+    b.set_bolt("window", window).global_grouping("parse")
+    b.set_bolt("late", late).global_grouping("window", "late")
+    conf = Config()
+    conf.set_max_spout_pending(10_000)
+    sent = {f"{'a' if i % 2 == 0 else 'b'}{i}": T0 + i * STEP for i in range(PER_ROUND)}
+    with LocalCluster(clock=SimulatedClock(1_000_000)) as cluster:
+        cluster.submit_topology("slow-bolt-task", conf, b.create_topology())
+        for rid, ts in sent.items():
+            spout.queues[0].put((rid, ts))
+        assert wait_until(lambda: window.arrived.value == PER_ROUND // 2, 30)  # the first task's half
+        ticks = window.ticks.value
+        cluster.advance_cluster_time(1)  # a watermark interval, the second task's half held
+        assert wait_until(lambda: window.ticks.value > ticks, 30)
+        parse.release.incr()
+        spout.queues[0].put(("b-release", T0))
+        assert wait_until(lambda: window.arrived.value == PER_ROUND, 30)
+        end = T0 + 10 * PER_ROUND * STEP
+        for rid in ("a-end", "b-end"):  # far ahead through each bolt task: fires every window
+            spout.queues[0].put((rid, end))
+        assert wait_until(lambda: window.arrived.value == PER_ROUND + 2, 30)
+        cluster.advance_cluster_time(1)
+        assert wait_until(lambda: set(spout.acked.items()) >= set(sent), 60), \
+            f"{len(set(sent) - set(spout.acked.items()))} of {len(sent)} records never acked"
+    late_ids = [values[0].get_value_by_field("id") for _stream, values in late.results().get("window", [])]
+    assert late_ids == [], f"{len(late_ids)} of {len(sent)} records late: {late_ids[:5]}"
+    ends = {rid: [end for end, ids in window.bolt.log.items() for r in ids if r == rid] for rid in sent}
+    wrong = [(rid, ts, got) for rid, ts in sent.items() if (got := ends[rid]) != windows_of(ts, 5_000, 5_000)]
+    assert not wrong, f"{len(wrong)} of {len(sent)} records not in exactly their window: {wrong[:5]}"
+    assert sum(len(ids) for _end, ids in window.bolt.log.items()) == len(sent)  # the end records in none fired
 
 
 def test_without_a_late_stream_a_late_tuple_is_logged_counted_in_a_metric_and_acked(caplog):

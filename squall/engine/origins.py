@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .._config import Config
 from .._system import ACKER_COMPONENT, CHECKPOINT_STREAM, SYSTEM_STREAM, TICK_STREAM
@@ -77,10 +78,14 @@ class RootOrigins:
         return self.spout_tasks[(root // self.ackers) % len(self.spout_tasks)]
 
 
-def root_origins(topology: StormTopology, task_to_component: Mapping[int, str]) -> RootOrigins | None:
+def root_origins(topology: StormTopology, task_to_component: Mapping[int, str],
+                 component_confs: Mapping[str, Mapping[str, Any]] | None = None) -> RootOrigins | None:
     """The layout for ``topology`` with its tasks numbered ``task_to_component``: None when no
     event-time windowed bolt reads a bolt's stream, without ackers, or when the spout tasks and
-    ackers would leave a root fewer than `MIN_RANDOM_BITS` random bits."""
+    ackers would leave a root fewer than `MIN_RANDOM_BITS` random bits. ``component_confs``: the
+    configuration each component sees (`squall.engine.plan.TopologyPlan.component_confs`), where
+    a timestamp field the topology's Config sets makes a window event time as its own does
+    (without it, the components' own configurations)."""
     tasks: dict[str, list[int]] = {}
     for t, c in sorted(task_to_component.items()):
         tasks.setdefault(c, []).append(t)
@@ -89,8 +94,9 @@ def root_origins(topology: StormTopology, task_to_component: Mapping[int, str]) 
         return None
     comps = topology.components
     feeding: dict[str, frozenset[int]] = {}
-    for spec in comps.values():
-        if spec.kind == "spout" or spec.conf.get(Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME) is None:
+    for cid, spec in comps.items():
+        conf = component_confs.get(cid, spec.conf) if component_confs is not None else spec.conf
+        if spec.kind == "spout" or conf.get(Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME) is None:
             continue
         for src, stream in spec.inputs:
             if stream in _CONTROL_STREAMS or src not in comps or comps[src].kind == "spout" or src in feeding:

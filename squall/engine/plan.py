@@ -102,7 +102,7 @@ class TopologyPlan:
     def root_origins(self) -> RootOrigins | None:
         """How the roots name their spout task, for event-time windows behind bolts (None: they
         do not; `squall.engine.origins`)."""
-        return root_origins(self.topology, self.task_to_component)
+        return root_origins(self.topology, self.task_to_component, self.component_confs)
 
     def downstream(self, component: str) -> set[str]:
         """Every component that ``component``'s tuples can reach (its subscribers, theirs, and

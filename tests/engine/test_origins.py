@@ -8,6 +8,7 @@ from __future__ import annotations
 from squall import BaseWindowedBolt, BasicBolt, Duration, Fields, Spout, TopologyBuilder
 from squall.engine.origins import MIN_RANDOM_BITS
 from squall.engine.plan import make_plan
+from squall.windowing.config import window_spec
 from squall.windowing.watermark import WatermarkGenerator
 
 
@@ -66,6 +67,23 @@ def test_no_layout_without_ackers_an_event_time_window_behind_a_bolt_or_random_b
     assert _plan(through_bolt=False).root_origins is None  # the window sees the spout tasks themselves
     many = _plan(ackers=300, spout_tasks=300).root_origins  # 90,000 ids: 47 random bits would be left
     assert many is None and 64 - (300 * 300 - 1).bit_length() < MIN_RANDOM_BITS
+
+
+def test_a_window_made_event_time_by_the_topologys_config_gets_the_layout_too():
+    """The timestamp field set in the topology's `Config` (it then reaches every windowed bolt,
+    as in Storm) makes the window event time as ``with_timestamp_field`` does; the layout was
+    read from the component's own configuration alone, so such a window behind a bolt followed
+    the bolt's tasks without a word."""
+    b = TopologyBuilder()
+    b.set_spout("events", Events(), 2)
+    b.set_bolt("parse", Parse(), 2).shuffle_grouping("events")
+    b.set_bolt("window", Windows().with_tumbling_window(Duration.seconds(5))).global_grouping("parse")
+    conf = {"topology.workers": 1, "topology.acker.executors": 1, "topology.message.timeout.secs": 30,
+            "topology.bolts.tuple.timestamp.field.name": "ts"}
+    plan = make_plan("t", "t-1", b.create_topology(), conf, conf)
+    assert window_spec(plan.component_confs["window"], "window").event_time  # the window keeps event time
+    layout = plan.root_origins
+    assert layout is not None and dict(layout.feeding) == {"parse": frozenset(plan.component_tasks["events"])}
 
 
 def test_a_stream_followed_by_its_spout_tasks_waits_for_each_and_its_bolt_tasks_and_its_state_says_so():

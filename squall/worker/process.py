@@ -39,14 +39,16 @@ def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, orig
     cluster's.
     """
     options = _transport_options(conf, topology_conf)
+    keepalive = float(setting(conf, KEEPALIVE_KEY))
+    max_wait = float(setting(conf, MAX_WAIT_KEY)) / 1000
     if setting(conf, WIRE_KEY) == TCP_WIRE and not curve.wants_encryption(options["encryption"], bind):
         # storm.messaging.netty.min_wait_ms and max_wait_ms: `squall._config.validate` checked
         # the first is not above the second
-        return TcpTransport(bind, {}, serializer, secret, receive, origin=origin,
-                            keepalive=float(setting(conf, KEEPALIVE_KEY)),
-                            min_wait=float(setting(conf, MIN_WAIT_KEY)) / 1000,
-                            max_wait=float(setting(conf, MAX_WAIT_KEY)) / 1000, **options)
-    return ZmqTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
+        return TcpTransport(bind, {}, serializer, secret, receive, origin=origin, keepalive=keepalive,
+                            min_wait=float(setting(conf, MIN_WAIT_KEY)) / 1000, max_wait=max_wait, **options)
+    # ZeroMQ times its attempts to connect itself (CONNECT_TIMEOUT): min_wait has no use there
+    return ZmqTransport(bind, {}, serializer, secret, receive, origin=origin, keepalive=keepalive, max_wait=max_wait,
+                        **options)
 
 
 def _transport_options(conf: dict[str, Any], topology_conf: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -28,6 +28,8 @@ at 15), and the kernel gives up when it would have without the cap, after a quar
 cannot leave, the kernel counts its probes instead of timing them, so a cap would use them up
 sooner; there the cap is lifted, and the wire pushes what waits itself, about once a second
 (`push_pending`): sent at once once the route is back, which no timer of the kernel waits for.
+Both wires do so (`retry_sooner`): the TCP wire on its own sockets, the ZeroMQ wire on ZeroMQ's
+connections, reached through their descriptors (`squall.worker.transport`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import socket
 from pathlib import Path
 
 __all__ = ["DEFAULT_RTO_MAX_SECS", "MIN_RTO_MAX_SECS", "connect_wait", "kernel_give_up_secs", "kernel_retries",
-           "push_pending", "rto_cap", "set_rto_max"]
+           "push_pending", "retry_sooner", "rto_cap", "set_rto_max"]
 
 TCP_RTO_MAX_MS = getattr(socket, "TCP_RTO_MAX_MS", 44)  # linux/tcp.h; Python 3.11 does not name it
 DEFAULT_RTO_MAX_SECS = 120.0  # the kernel's own cap (TCP_RTO_MAX)
@@ -104,3 +106,20 @@ def push_pending(sock: socket.socket) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except OSError:
         pass
+
+
+def retry_sooner(sock: socket.socket, silent: float, segments: int, rto_max: float, floor: float,
+                 retries: int) -> float:
+    """What waits on ``sock``'s connection for a peer silent ``silent`` seconds reaches it soon
+    after a heal: ``segments`` in flight are sent again on a backoff capped as far as the
+    kernel's giving up allows (`rto_cap` from ``floor``, for ``retries``); what could not leave
+    (no segment in flight: the kernel probes with it, counting the probes) is pushed now
+    (`push_pending`), the cap lifted. ``rto_max``: the connection's cap now, 0.0 where the kernel
+    takes none. Returns its cap from now on."""
+    push_pending(sock)
+    if not rto_max:
+        return rto_max  # the kernel has no cap to set
+    cap = rto_cap(silent, retries, floor) if segments else DEFAULT_RTO_MAX_SECS
+    if cap != rto_max and set_rto_max(sock, cap):
+        return cap
+    return rto_max

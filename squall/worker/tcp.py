@@ -86,7 +86,7 @@ from .._native import StaleWatch, epoll_ready, recv_nb, send_nb
 from .batching import DEFAULT_MAX_MESSAGE_BYTES, SILENT_SECS, BatchingTransport
 from .curve import wants_encryption
 from .envelope import DATA, Origin, sealed_parts
-from .reconnect import DEFAULT_RTO_MAX_SECS, connect_wait, kernel_retries, push_pending, rto_cap, set_rto_max
+from .reconnect import connect_wait, kernel_retries, retry_sooner, set_rto_max
 from .tcp_info import REACH_CHECK_SECS, unacknowledged
 
 log = logging.getLogger("squall.worker")
@@ -773,12 +773,7 @@ class TcpTransport(BatchingTransport):
         after a heal (`squall.worker.reconnect`): segments in flight are sent again on a backoff
         capped as far as the kernel's giving up allows (`rto_cap`); what could not leave (the
         kernel probes with it, counting the probes) is pushed now, the cap lifted."""
-        push_pending(sock)
-        if not out.rto_max:
-            return  # the kernel has no cap to set
-        cap = rto_cap(silent, self._retries, self._rto_floor()) if segments else DEFAULT_RTO_MAX_SECS
-        if cap != out.rto_max and set_rto_max(sock, cap):
-            out.rto_max = cap
+        out.rto_max = retry_sooner(sock, silent, segments, out.rto_max, self._rto_floor(), self._retries)
 
     def _moved(self, key: str) -> bool:
         """The peer's worker restarted at a new address (a Spark task elsewhere): what its

@@ -4,16 +4,19 @@ partition, a lost machine) without closing the connection: Linux's ``TCP_USER_TI
 close it, but also closes one to a receiver that keeps its window closed (a stopped worker),
 losing what the kernels held for it. `squall.worker.tcp` asks of its own sockets
 (`unacknowledged_for`), `squall.worker.transport` of ZeroMQ's connections by their descriptor
-(`fd_unacknowledged_for`)."""
+(`fd_unacknowledged`)."""
 
 from __future__ import annotations
 
 import os
 import socket
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
-__all__ = ["REACH_CHECK_SECS", "Unacknowledged", "fd_unacknowledged_for", "unacknowledged", "unacknowledged_for"]
+__all__ = ["REACH_CHECK_SECS", "Unacknowledged", "borrowed", "fd_unacknowledged", "unacknowledged",
+           "unacknowledged_for"]
 
 # how often each wire asks the kernel of its connected peers (`squall.worker.tcp.TcpTransport._check_reach`,
 # `squall.worker.transport.ZmqTransport._check_reach`): not per message
@@ -64,15 +67,31 @@ def unacknowledged_for(sock: socket.socket) -> float:
     return unacknowledged(sock).secs
 
 
-def fd_unacknowledged_for(fd: int) -> float:
-    """`unacknowledged_for` of the connection whose descriptor is ``fd``, owned by someone else
-    (ZeroMQ's I/O thread): read through a duplicate, closed right after, so the owner's
-    descriptor is never closed; 0.0 when ``fd`` is no longer a socket."""
+@contextmanager
+def borrowed(fd: int) -> Iterator[socket.socket | None]:
+    """A socket for the connection whose descriptor ``fd`` is owned by someone else (ZeroMQ's
+    I/O thread): a duplicate, closed right after, so the owner's descriptor is never closed;
+    None when ``fd`` is no longer a socket (closed meanwhile, or reused for something else)."""
     try:
-        sock = socket.socket(fileno=os.dup(fd))
-    except OSError:  # closed meanwhile, or reused for something that is not a socket
-        return 0.0
+        dup = os.dup(fd)
+    except OSError:  # closed meanwhile
+        yield None
+        return
     try:
-        return unacknowledged_for(sock)
+        sock = socket.socket(fileno=dup)
+    except OSError:  # reused for something that is not a socket: the duplicate is ours to close
+        os.close(dup)
+        yield None
+        return
+    try:
+        yield sock
     finally:
         sock.close()
+
+
+def fd_unacknowledged(fd: int) -> Unacknowledged:
+    """`unacknowledged` of the connection whose descriptor is ``fd``, owned by someone else
+    (`borrowed`); nothing waits when ``fd`` is no longer a socket."""
+    with borrowed(fd) as sock:
+        return NOTHING_WAITS if sock is None else unacknowledged(sock)
+

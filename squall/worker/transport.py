@@ -56,13 +56,20 @@ kernel retransmits meanwhile, so what was sent is delivered after the heal. No
 closed too (a stopped worker, a frozen VM, answering the window probes), whose connection it
 closed, losing what the kernels held for it (597 of 14,476 messages to a worker stopped 6 s under
 a 3 s bound); such a receiver acknowledges all that was sent, so it is not called unreachable
-and loses nothing. An idle connection is closed once keepalive probes went unanswered for about
-``silent_secs`` (``TCP_KEEPALIVE*``, on the PULL socket's connections too; nothing waits on it,
-and a stopped peer's kernel answers them): its monitor says the connection went, as at a death,
+and loses nothing. What waits on a silent connection reaches the peer within about a second of
+the heal, not at the kernel's next retransmission (200 ms doubling: 12.6 s after the cut began),
+as on the TCP wire (`squall.worker.reconnect`): its backoff is capped, and what could not leave
+pushed (`_retry_sooner`, through the descriptor). An idle connection is closed once keepalive
+probes went unanswered for about ``silent_secs`` (``TCP_KEEPALIVE*``; nothing waits on it, and a
+stopped peer's kernel answers them): its monitor says the connection went, as at a death,
 the peer is named the same way, what is sent to it waits in `_unsent`, and once a connection is
 made again (an attempt to connect is given up after half the bound, so one starts soon after
 the network heals) it says after how long. A spout whose tuples time out meanwhile names that
-worker as the cause (`squall.engine.transport.PeerReach`).
+worker as the cause (`squall.engine.transport.PeerReach`). The PULL socket's connections are
+closed so only after ``squall.tcp.keepalive.secs`` (60 s), as the TCP wire's accepted ones: at
+the bound, a receiver closed a connection on which the sender's kernel still held data (an 8 s
+cut), refused its retransmissions at the heal, and those tuples were lost (replayed at the
+message timeout: the first tuple crossed 51.7 s after the heal).
 Not ZMTP heartbeats (``HEARTBEAT_IVL``): with them the receiving end writes PONGs, and libzmq
 4.3.5 aborts the process when a read error and a write come in one batch of events
 (``Assertion failed: !_io_error (src/stream_engine_base.cpp:310)``, libzmq issue 4841), which
@@ -87,7 +94,8 @@ from ..engine.transport import IntoReceiver
 from . import curve
 from .batching import DEFAULT_MAX_MESSAGE_BYTES, MAX_BATCH, MAX_MESSAGE_KEY, SILENT_SECS, BatchingTransport
 from .envelope import DATA, Origin, sealed_parts
-from .tcp_info import REACH_CHECK_SECS, fd_unacknowledged_for
+from .reconnect import kernel_retries, retry_sooner, set_rto_max
+from .tcp_info import REACH_CHECK_SECS, Unacknowledged, borrowed, fd_unacknowledged
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "MAX_BATCH", "MAX_MESSAGE_KEY", "ZmqTransport", "receive_queue_limit"]
 
@@ -132,6 +140,10 @@ _CONNECTION_EVENTS = int(zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | z
                          | zmq.EVENT_CLOSED)
 _EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 _RCVMORE = int(zmq.RCVMORE)
+# the lowest cap of a connection's retransmission backoff (`squall.worker.reconnect`), and
+# squall.tcp.keepalive.secs: the TCP wire's defaults (`squall.worker.tcp.TcpTransport`)
+MAX_WAIT_SECS = 1.0
+KEEPALIVE_SECS = 60.0
 
 
 def _keep_alive(sock: zmq.Socket, silent_ms: int) -> None:
@@ -160,12 +172,18 @@ class ZmqTransport(BatchingTransport):
         encryption: ``squall.encryption``: ``"auto"``, ``"true"`` or ``"false"`` (`squall.worker.curve`).
         silent_secs: a peer whose kernel acknowledges nothing for this long is unreachable (`SILENT_SECS`;
             a worker's: `squall.worker.batching.silent_bound` of its topology's message timeout).
+        keepalive: ``squall.tcp.keepalive.secs``: a connection from a peer (the PULL socket's)
+            whose other end has not answered keepalive probes for about this long is closed, as
+            the TCP wire's accepted ones; a peer's connection, idle, after at most ``silent_secs``.
+        max_wait: ``storm.messaging.netty.max_wait_ms`` in seconds: the lowest cap of a connection's
+            retransmission backoff (at least 1 s), raised as a silence lasts (`squall.worker.reconnect`).
     """
 
     def __init__(self, bind: str, peers: dict[int, str], serializer: Any, secret: bytes,
                  receive: Callable[[int, Any], None] | None = None, ctx: zmq.Context | None = None, *,
                  origin: Origin, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 encryption: str = AUTO, silent_secs: float = SILENT_SECS, **batching: Any) -> None:
+                 encryption: str = AUTO, silent_secs: float = SILENT_SECS, keepalive: float = KEEPALIVE_SECS,
+                 max_wait: float = MAX_WAIT_SECS, **batching: Any) -> None:
         super().__init__(peers, serializer, secret, receive, origin=origin, max_message_bytes=max_message_bytes,
                          **batching)
         self._ctx = ctx or zmq.Context.instance()
@@ -174,6 +192,7 @@ class ZmqTransport(BatchingTransport):
         self._waiting_since = 0.0  # when the oldest message in _arrived came
         self._encryption = encryption
         self._silent_ms = max(1, int(silent_secs * 1000))  # a peer silent this long is unreachable
+        self._keepalive_ms = max(1, int(keepalive * 1000))
         self._keys = curve.server_keys(secret) if encryption != NEVER else None
         self._sockets: dict[str, zmq.Socket] = {}
         self._unsent: dict[str, list[bytes]] = {}
@@ -186,14 +205,25 @@ class ZmqTransport(BatchingTransport):
         # per peer socket, the descriptor of its TCP connection (ZeroMQ's: only read, through a
         # duplicate), while it is connected (`_check_reach`)
         self._fds: dict[str, int] = {}
+        # per connected peer socket, the cap of its connection's retransmission backoff (0.0: the
+        # kernel's own, as it takes none): `_retry_sooner`
+        self._rto_max: dict[str, float] = {}
+        self._rto_floor = max(1.0, max_wait)
+        self._retries = kernel_retries()  # net.ipv4.tcp_retries2, for `squall.worker.reconnect.rto_cap`
         self._reach_at = 0.0  # when `_check_reach` looks next
-        self._unacknowledged_for = fd_unacknowledged_for  # what the kernel says of a descriptor (a test's)
+        self._unacknowledged = fd_unacknowledged  # what the kernel says of a descriptor (a test's)
         self._pull = self._ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.LINGER, 0)
         self.encrypted = self._keys is not None and curve.wants_encryption(encryption, bind)
         self._pull.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes + (_CURVE_OVERHEAD if self.encrypted else 0))
         self._pull.setsockopt(zmq.RCVHWM, receive_queue_limit(self.max_message_bytes))
-        _keep_alive(self._pull, self._silent_ms)  # a silent sender's connection is closed too
+        # a connection from a peer gone for good (its machine lost, or its kernel gave the
+        # connection up while a partition dropped its reset) is closed, so that none piles up;
+        # not at the silence bound: what the peer's kernel holds for a live connection cut off
+        # shorter than this reaches it at the heal (closed, its retransmissions would be refused,
+        # and the tuples in them replayed only at the message timeout). Naming a silent peer is
+        # the sending end's (`_check_reach`, its own keepalive): this end writes nothing to ask.
+        _keep_alive(self._pull, self._keepalive_ms)
         self._pull.setsockopt(zmq.RCVTIMEO, 200)  # the receiving thread looks at `_closed` this often
         self._discard = bytearray()  # the extra frames of a multipart message go into nothing
         if self.encrypted and self._keys is not None:  # encrypted: there are keys
@@ -246,6 +276,7 @@ class ZmqTransport(BatchingTransport):
             watch.close(0)
         sock.close(0)
         self._fds.pop(key, None)
+        self._rto_max.pop(key, None)
         self._silent.discard(key)
         self.reach.forget(key)
         self._away.discard(key)
@@ -260,10 +291,16 @@ class ZmqTransport(BatchingTransport):
             told = recv_monitor_message(watch, _NOBLOCK)
             event = told["event"]
             if event == zmq.EVENT_CONNECTED:
-                self._fds[key] = int(told["value"])  # its descriptor
+                fd = self._fds[key] = int(told["value"])  # its descriptor
+                # a lost packet is sent again within the floor (1 s): `_retry_sooner` raises the
+                # cap while the peer is silent
+                with borrowed(fd) as sock:
+                    capped = sock is not None and set_rto_max(sock, self._rto_floor)
+                self._rto_max[key] = self._rto_floor if capped else 0.0
             elif event == zmq.EVENT_DISCONNECTED or event == zmq.EVENT_CLOSED:
                 # ZeroMQ closed the descriptor, which may now be reused for anything
                 self._fds.pop(key, None)
+                self._rto_max.pop(key, None)
                 self._silent.discard(key)
                 if event == zmq.EVENT_DISCONNECTED:
                     self._away.add(key)
@@ -284,7 +321,7 @@ class ZmqTransport(BatchingTransport):
             # a silent peer is found by `_check_reach`, its connection kept; no TCP_MAXRT, which
             # would close a stopped peer's too (its window closed), losing what the kernels held
             # (the module docstring). An idle connection's silence is keepalive's to find.
-            _keep_alive(sock, self._silent_ms)
+            _keep_alive(sock, min(self._keepalive_ms, self._silent_ms))
             # without it, an attempt to connect to an unreachable machine waits out the kernel's
             # SYN retries (about 2 min), and the connection is made again that long after a heal
             sock.setsockopt(zmq.CONNECT_TIMEOUT, max(1, self._silent_ms // 2))
@@ -360,11 +397,34 @@ class ZmqTransport(BatchingTransport):
     def _check_reach(self) -> None:
         """Say which connected peers acknowledged nothing sent to them for ``silent_secs``
         (unreachable: a partition, a lost machine), and which of those acknowledge again; their
-        connections are kept (the module docstring). What the watches said is taken first, so
-        no descriptor closed since is asked about (under the send lock)."""
+        connections are kept (the module docstring). What waits on a silent connection is sent
+        again sooner (`_retry_sooner`). What the watches said is taken first, so no descriptor
+        closed since is asked about (under the send lock)."""
         for key in list(self._watches):
             self._heard(key)
-        self._check_silences(list(self._fds.items()), self._unacknowledged_for, self._silent_ms / 1000)
+        silences: dict[str, float] = {}
+        for key, fd in self._fds.items():
+            waiting = self._unacknowledged(fd)
+            silences[key] = waiting.secs
+            rto_max = self._rto_max.get(key, 0.0)
+            if waiting.secs > 0.0 or (rto_max and rto_max != self._rto_floor):
+                self._retry_sooner(key, fd, waiting)
+        self._check_silences([(key, key) for key in silences], silences.__getitem__, self._silent_ms / 1000)
+
+    def _retry_sooner(self, key: str, fd: int, waiting: Unacknowledged) -> None:
+        """As the TCP wire's (`squall.worker.reconnect.retry_sooner`), on ZeroMQ's connection
+        (descriptor ``fd``) to ``key``: what waits on it for a silent peer reaches the peer within
+        about a second of a heal, not at the kernel's next retransmission or probe (up to 2 min
+        later); its cap back at the floor once the peer acknowledges again. ZeroMQ set
+        ``TCP_NODELAY`` on it already, so the push changes nothing else."""
+        with borrowed(fd) as sock:
+            if sock is None:
+                return
+            if waiting.secs > 0.0:
+                self._rto_max[key] = retry_sooner(sock, waiting.secs, waiting.segments, self._rto_max.get(key, 0.0),
+                                                  self._rto_floor, self._retries)
+            elif set_rto_max(sock, self._rto_floor):  # the peer acknowledges again
+                self._rto_max[key] = self._rto_floor
 
     def _retry_unsent(self) -> None:
         """From the receiving thread, every `RETRY_SECS`: what waits in `_unsent` goes once the

@@ -2,6 +2,7 @@
 no larger than the configured bound; optionally over CurveZMQ."""
 
 import logging
+import socket
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,8 @@ from squall import Fields
 from squall._tuple import Source, Tuple
 from squall.engine.serialize import SerializationError, Serializer
 from squall.worker.envelope import Origin
+from squall.worker.reconnect import TCP_RTO_MAX_MS
+from squall.worker.tcp_info import Unacknowledged, borrowed
 from squall.worker import transport as transport_module
 from squall.worker.transport import ZmqTransport
 
@@ -399,6 +402,49 @@ def known_fd(t, key):
         return t._fds.get(key)
 
 
+def test_a_silent_connections_backoff_is_capped_and_the_receiving_end_keeps_its_connections_longer():
+    """As on the TCP wire (tests/worker/test_reconnect.py), what the kernel says of ZeroMQ's
+    connection to a silent peer decides its cap, set through the descriptor and read back from
+    the kernel: 1 s while healthy, raised as a silence lasts, the kernel's own where only probes
+    wait, 1 s again once it acknowledges. The PULL socket's connections are kept for
+    squall.tcp.keepalive.secs (probes after half of it idle), not closed at the silence bound:
+    closed, a partition shorter than the bound's keepalive lost what the sender's kernel held."""
+    clock = [100.0]
+    got = Collect()
+    b = transport(receive=got, slot="h:2", silent_secs=3.0, keepalive=60.0)
+    address = b.address
+    a = transport(peers={7: address}, now=lambda: clock[0], silent_secs=3.0)
+    said = [Unacknowledged(0.0, 0, 0)]
+    a._unacknowledged = lambda fd: said[0]
+    try:
+        assert b._pull.getsockopt(zmq.TCP_KEEPALIVE_IDLE) == 30 and b._pull.getsockopt(zmq.TCP_KEEPALIVE_INTVL) == 10
+        assert a._pull.getsockopt(zmq.TCP_KEEPALIVE_IDLE) == 30  # the default, squall.tcp.keepalive.secs' (60)
+        a.sender(7)((0,))
+        a.flush()
+        assert wait_until(lambda: got.got == [(7, (0,))])
+        assert wait_until(lambda: known_fd(a, address) is not None)
+        if not a._rto_max.get(address):
+            pytest.skip("this kernel has no TCP_RTO_MAX_MS (Linux 6.11 on)")
+
+        def cap(unacknowledged):
+            said[0] = unacknowledged
+            clock[0] += 1.0
+            a.flush()
+            with a._send_lock, borrowed(a._fds[address]) as sock:
+                assert sock is not None
+                assert sock.getsockopt(socket.IPPROTO_TCP, TCP_RTO_MAX_MS) == int(a._rto_max[address] * 1000)
+                return a._rto_max[address]
+        assert cap(Unacknowledged(0.0, 0, 0)) == 1.0
+        assert cap(Unacknowledged(2.0, 3, 0)) == 1.0
+        assert cap(Unacknowledged(20.0, 3, 0)) == 4.0
+        assert cap(Unacknowledged(20.0, 0, 4)) == 120.0
+        assert cap(Unacknowledged(0.0, 0, 0)) == 1.0
+        assert a.statistics()["peer_breaks"] == 1  # named past the bound, as before, and back
+    finally:
+        a.close()
+        b.close()
+
+
 def test_a_receiver_that_reads_nothing_for_longer_than_the_bound_loses_no_message():
     """A worker stopped (SIGSTOP, a frozen VM) past the silence bound while data was sent to it
     lost what the kernels held for it (597 of 14,476 messages at a 3 s bound and a 6 s stop):
@@ -447,7 +493,7 @@ def test_a_silent_peer_is_named_from_its_connections_descriptor_once_a_second_an
     a.reach.components = lambda tasks: ["sink"]
     silence = [0.0]  # what the kernel says of the descriptor, in seconds
     asked = []
-    a._unacknowledged_for = lambda fd: (asked.append(fd), silence[0])[1]
+    a._unacknowledged = lambda fd: (asked.append(fd), Unacknowledged(silence[0], 1, 0))[1]
 
     def check(secs, advance=1.0):
         silence[0] = secs

@@ -11,7 +11,8 @@ stale copy of its task, and its values keep the txid that wrote them, for a repl
 own write: both say nothing of a new numbering's batches. So each partition has an epoch, a
 token kept in the topology's transactional state beside its txids (`kept_epoch`), and the store
 keeps it beside the partition's last txid. A last txid of another epoch refuses nothing; and
-from the first write of an epoch over another's, the partition is *renumbered*: a value whose
+from the first write of an epoch over another's, or into a partition with no last txid (a run
+with another parallelism: its keys were another partition's), the partition is *renumbered*: a value whose
 txid is above what this epoch wrote in the partition (a value says no epoch, and keeps its txid
 until its key is written again) was written by an earlier numbering, and is read as of no txid
 (`Numbering.txid`), so the batch of that number applies to it (a transactional state would take
@@ -93,7 +94,10 @@ class Numbering(NamedTuple):
         if not epoch:
             return cls(last, True, False, False)
         ours = last is None or wrote is None or wrote == epoch
-        return cls(last, ours, wrote is not None, not ours or renumbered_by == epoch)
+        # a partition this epoch has not written yet (``mine`` None) holds nothing of its own:
+        # neither where its last txid is another epoch's, nor where it has none, its keys
+        # written by another partition of an earlier run with another parallelism
+        return cls(last, ours, wrote is not None, not ours or last is None or renumbered_by == epoch)
 
     @property
     def mine(self) -> int | None:

@@ -37,7 +37,8 @@ epoch (`txids_epoch`: a token kept in the topology's transactional state beside 
 a stale copy of a task shares with its replacement), and each write records it beside the
 partition's txid: another application transaction, ``<app id>.epoch`` (`EPOCH_APP`), its version
 the token. A last txid of another epoch refuses nothing, and the first write of a new epoch
-records ``<app id>.renumbered`` (`RENUMBERED_APP`) too: from then on a row whose txid is above
+(over another's, or into a partition with no last txid: a run with another parallelism, whose
+keys another partition wrote) records ``<app id>.renumbered`` (`RENUMBERED_APP`) too: from then on a row whose txid is above
 what this epoch's batches wrote in the partition (a row says no epoch; it keeps its txid until
 its key is written again) was written by an earlier one, and is read as a value of no txid, so
 the batch of that number applies to it (a transactional state would take it for its own replay
@@ -396,7 +397,7 @@ class DeltaMapState(IBackingMap):
         if self.epoch:
             txns.append(Transaction(self.app_id + EPOCH_APP, self.epoch))
             meta["squall.epoch"] = str(self.epoch)
-            if not numbering.ours:
+            if numbering.mine is None:  # this epoch's first write in the partition
                 txns.append(Transaction(self.app_id + RENUMBERED_APP, self.epoch))
         return CommitProperties(custom_metadata=meta, app_transactions=txns)
 

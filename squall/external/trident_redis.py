@@ -40,8 +40,9 @@ The numbering of the txids (`squall.external._trident_map`, as `DeltaMapState` d
 numbers a topology's batches in its transactional state, and where that is gone (the same
 topology run again on another LocalCluster; a store wiped) they start from 1 again. The field
 of the partition's last txid holds ``<txid> <epoch>``; a last txid of another epoch refuses
-nothing, and the first write of an epoch over another's adds `RENUMBERED` (``<txid> <epoch>
-renumbered``, kept by the epoch's later writes). A value says no epoch and keeps its txid until
+nothing, and the first write of an epoch over another's, or into a partition with no last txid
+(a run with another parallelism, whose keys another partition wrote), adds `RENUMBERED`
+(``<txid> <epoch> renumbered``, kept by the epoch's later writes). A value says no epoch and keeps its txid until
 its key is written again: in a renumbered partition, one whose txid is above what this epoch
 wrote there is an earlier numbering's, and is read (`RedisMapState.multi_get`) and checked (the
 script) as of no txid, so the batch of that number applies to it, where a transactional state
@@ -181,7 +182,8 @@ if txid then
   -- one's; none recorded, or none of this state's, is taken for this one
   local ours = not at or wrote == '' or epoch == '' or wrote == epoch
   if ours and at and tonumber(at) > txid then return {'txid', at} end
-  renumbered = epoch ~= '' and (not ours or flag == 'renumbered')
+  -- a partition with no last txid holds nothing of its own (another parallelism's keys)
+  renumbered = epoch ~= '' and (not ours or not at or flag == 'renumbered')
   local mine = nil
   if ours and at then mine = tonumber(at) end
   if ARGV[6] == '1' then

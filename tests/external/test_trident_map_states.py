@@ -442,9 +442,9 @@ class OnCluster:
         return MemoryTransactionalState(self.transactional_home, "wc", name)
 
 
-def batch_on(cluster, factory, txid, counts):
-    """`batch` by a task of topology "wc" on ``cluster``."""
-    state = factory.make_state({"topology.name": "wc"}, cluster, 0, 1)
+def batch_on(cluster, factory, txid, counts, partition=(0, 1)):
+    """`batch` by a task of topology "wc" on ``cluster``, of ``partition`` (index, of how many)."""
+    state = factory.make_state({"topology.name": "wc"}, cluster, *partition)
     state.begin_commit(txid)
     out = state.multi_update([[k] for k in counts], [Add(n) for n in counts.values()])
     state.commit(txid)
@@ -489,6 +489,32 @@ def test_delta_a_topology_run_again_on_another_cluster_counts_on_and_a_stale_cop
     assert epoch == epoch_of(run2, f.state_type, "squall-trident-wc-0") != epoch_of(run1, f.state_type,
                                                                                     "squall-trident-wc-0")
     assert table.history(1)[0]["squall.epoch"] == str(epoch)
+
+
+@pytest.mark.parametrize("store", ["redis", "delta"])
+@pytest.mark.parametrize("kind", ["transactional", "opaque"])
+def test_a_topology_run_again_with_another_parallelism_counts_keys_its_last_run_left(tmp_path, request, store, kind):
+    """Run 2 (another cluster, its txids from 1 again) with the state's parallelism raised: its
+    key "a" now falls in a partition no run wrote before (Redis: every partition is new, its
+    marker is ``<index>-of-<count>``). That partition has no last txid, so it was not
+    renumbered, and the row run 1 wrote at txid 2 was taken for run 2's own txid 2: a
+    transactional state skipped it as its replay (10 lost), an opaque one built on its prev (the
+    first run's 1 lost); a row of run 1's txid 3 stalled an opaque one ("ahead") for good. A
+    partition's first write finds nothing of its own in the store, so every txid it reads there
+    is an earlier numbering's."""
+    if store == "redis":
+        f = FACTORIES[kind](request.getfixturevalue("redis_server").url)
+    else:
+        f = DELTA[kind](tmp_path / "counts", KEYS, pa.int64(), value_field="count", local_cache_size=0)
+    run1, run2 = OnCluster(), OnCluster()
+    for txid, counts in enumerate([{"a": 1, "b": 1}, {"a": 1}, {"c": 1}], 1):
+        batch_on(run1, f, txid, counts)  # one partition
+    assert batch_on(run2, f, 1, {"b": 10}, partition=(0, 2)) == {"b": 11}
+    assert batch_on(run2, f, 1, {"c": 10}, partition=(1, 2)) == {"c": 11}
+    assert batch_on(run2, f, 2, {"a": 10}, partition=(1, 2)) == {"a": 12}
+    assert batch_on(run2, f, 2, {"a": 10}, partition=(1, 2)) == {"a": 12}  # its own replay
+    assert batch_on(run2, f, 3, {"a": 100}, partition=(1, 2)) == {"a": 112}
+    assert read(f, "a", "b", "c") == [112, 11, 11]
 
 
 def test_delta_a_table_that_records_no_epoch_is_compared_as_before_and_records_one_at_its_next_write(tmp_path):

@@ -286,6 +286,10 @@ class TcpTransport(BatchingTransport):
         # when a flush should come again for the wire's own sake (`_flush_locked`); inf: never
         self._tend_at = float("inf")
         self._silences = False  # the last `_check_reach` found something written waiting for its acknowledgement
+        # something was sent since the last `_check_reach`, which may wait for its acknowledgement
+        # (a partition begun since): a loop about to sleep wakes for the next check, which raises
+        # the connection's cap before the kernel's giving up on the capped backoff (`rto_cap`)
+        self._wrote = False
         self._unacknowledged = unacknowledged  # what the kernel says of a connection (a test's)
         self._min_wait = min_wait
         self._max_wait = max_wait
@@ -487,6 +491,7 @@ class TcpTransport(BatchingTransport):
 
     # --- sending (under the send lock) --------------------------------------------------------
     def _send(self, key: str, message: bytes) -> None:
+        self._wrote = True
         out = self._outbound.get(key)
         if out is None:
             out = self._outbound[key] = _Outbound()
@@ -720,15 +725,24 @@ class TcpTransport(BatchingTransport):
 
     def _flush_locked(self) -> None:
         now = self._now()
-        # when a loop should flush again though nothing is sent (`_tend_within`): an attempt to
-        # connect times out, a refused peer is tried again, or (at the next `_check_reach`, which
-        # raises a silent connection's cap and pushes what waits on it) a backlog or what was
-        # written waits on a connection; inf: nothing waits on the wire
-        tend_at = float("inf")
-        backlogged = False
         for key, out in self._outbound.items():  # peers that refused or were slow: try again
             if out.backlog and (out.sock is not None or now >= out.retry_at):
                 self._write(key, out)
+        if now >= self._reach_at:  # not per message: a loop about to sleep flushes, the timer wakes it
+            self._reach_at = now + REACH_CHECK_SECS
+            self._wrote = False  # the check sees what was sent so far; what is sent after, the next one
+            self._silences = self._check_reach()
+        super()._flush_locked()
+        # when a loop should flush again though nothing is sent (`_tend_within`): an attempt to
+        # connect times out, a refused peer is tried again, or (at the next `_check_reach`, which
+        # raises a silent connection's cap and pushes what waits on it) a backlog, or what was
+        # written, waits on a connection; inf: nothing waits on the wire. Looked at after the
+        # batches above were sent: what they wrote, or began to connect for, is waited for too
+        # (a loop that slept on, its connection's backoff capped at 1 s, had the kernel give the
+        # connection up 14.4 s into a partition, and what it held lost with it)
+        tend_at = float("inf")
+        backlogged = False
+        for out in self._outbound.values():
             if out.connecting:
                 tend_at = min(tend_at, out.connect_by)
             elif out.backlog:
@@ -736,11 +750,7 @@ class TcpTransport(BatchingTransport):
                     tend_at = min(tend_at, out.retry_at)
                 else:
                     backlogged = True
-        if now >= self._reach_at:  # not per message: a loop about to sleep flushes, the timer wakes it
-            self._reach_at = now + REACH_CHECK_SECS
-            self._silences = self._check_reach()
-        self._tend_at = min(tend_at, self._reach_at) if backlogged or self._silences else tend_at
-        super()._flush_locked()
+        self._tend_at = min(tend_at, self._reach_at) if backlogged or self._silences or self._wrote else tend_at
 
     def _tend_within(self) -> float | None:
         """How long a loop of this worker may sleep at most (`LoopEvent`), for the wire's own
@@ -756,17 +766,19 @@ class TcpTransport(BatchingTransport):
         again sooner (`_retry_sooner`). Returns whether anything written waits for an
         acknowledgement."""
         silences: dict[str, float] = {}
+        waits = False  # segments in flight, though acknowledged a moment ago (silent 0 s)
         for key, out in self._outbound.items():
             if out.sock is None or out.connecting:
                 continue
             waiting = self._unacknowledged(out.sock)
             silences[key] = waiting.secs
+            waits = waits or waiting.segments > 0
             if waiting.secs > 0.0:
                 self._retry_sooner(out, out.sock, waiting.secs, waiting.segments)
             elif out.rto_max and out.rto_max != self._rto_floor() and set_rto_max(out.sock, self._rto_floor()):
                 out.rto_max = self._rto_floor()  # the peer acknowledges again
         self._check_silences([(key, key) for key in silences], silences.__getitem__, self._silent_secs, verb="written")
-        return any(secs > 0.0 for secs in silences.values())
+        return waits or any(secs > 0.0 for secs in silences.values())
 
     def _retry_sooner(self, out: _Outbound, sock: socket.socket, silent: float, segments: int) -> None:
         """What waits on ``out``'s connection for a peer silent ``silent`` seconds reaches it soon

@@ -3,8 +3,13 @@ its attempts to connect time out and are made again on Storm's netty backoff, no
 SYN backoff; a connection that stays up has its retransmission backoff capped no further than
 the kernel's giving up allows."""
 
+import os
 import socket
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 from doubles import wait_until
@@ -142,3 +147,54 @@ def test_a_silent_connections_backoff_is_capped_as_far_as_the_kernels_giving_up_
             lp.stop()
         a.close()
         b.close()
+
+
+def test_what_a_sleeping_worker_wrote_as_a_partition_began_reaches_its_peer_after_the_heal():
+    """A worker (its own network namespace, net.ipv4.tcp_retries2 at 6) sends a message as its
+    link is cut, then its loop sleeps, as an engine loop with no timer due does until woken (a
+    bolt-only worker waits for input the partition holds). The wire caps the connection's
+    retransmission backoff at 1 s, which brings the kernel's giving up near (5.4 s here, 14.4 s
+    at the default 15), and raises it at its reach checks as the silence lasts; but the loop's
+    `LoopEvent` woke for those only where a backlog or an earlier check's silence waited, not
+    for what was just written: no check came, and the kernel gave the connection up 5.4 s into
+    an 8 s cut, the message lost with it (the kernel's own backoff, uncapped, delivered it
+    after the heal). Now a loop wakes for the check after anything sent."""
+    from tests.process.nodes import NetnsUnavailable, Network
+
+    try:
+        net = Network(2, tag=f"sqw{os.getpid() % 100000}")
+    except NetnsUnavailable as e:
+        pytest.skip(f"network namespaces cannot be made here ({e})")
+    procs = []
+    try:
+        subprocess.run(["ip", "netns", "exec", net.namespaces[1], "sysctl", "-qw", "net.ipv4.tcp_retries2=6"],
+                       check=True, timeout=10)
+
+        def start(ns, *args):
+            p = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, str(Path(__file__).parent / "wire_side.py"),
+                                  *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                                 cwd=Path(__file__).parents[2])
+            procs.append(p)
+            lines = []
+            threading.Thread(target=lambda: lines.extend(line.strip() for line in p.stdout), daemon=True).start()
+            assert wait_until(lambda: "ready" in lines, 20), lines
+            return p, lines
+
+        peer = f"tcp://{net.addresses[0]}:{free_port()}"
+        _, got = start(net.namespaces[0], "b", peer)
+        a, _ = start(net.namespaces[1], "a", f"tcp://{net.addresses[1]}:0", peer)
+        a.stdin.write("send 1\n")
+        a.stdin.flush()
+        assert wait_until(lambda: "got 1" in got, 10), got
+        time.sleep(1.2)  # past the reach check of the first message's flush: the loop asleep
+        net.cut(1)
+        a.stdin.write("send 2\n")
+        a.stdin.flush()
+        time.sleep(8.0)  # the partition itself
+        net.cut(1, up=True)
+        assert wait_until(lambda: "got 2" in got, 10), f"the message sent as the cut began was lost: {got}"
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(10)
+        net.remove()

@@ -11,7 +11,7 @@ import pytest
 
 from squall import FailedException, ReportedFailedException
 from squall._transactional import MemoryBackend
-from squall.trident.state import OpaqueValue, TransactionalValue, ValueUpdater
+from squall.trident.state import OpaqueValue, TransactionalValue
 from squall.trident.txstate import MemoryTransactionalState
 
 redis = pytest.importorskip("redis")
@@ -23,15 +23,7 @@ from squall.external.trident_redis import (  # noqa: E402
     DefaultKeyFactory, Options, RedisMapState, RedisMapStateError)
 from squall.external.trident_redis_streams import RedisStreamTridentSpout  # noqa: E402
 
-
-class Add(ValueUpdater):
-    """Adds ``n`` to what is stored (None as 0)."""
-
-    def __init__(self, n):
-        self.n = n
-
-    def update(self, stored):
-        return (stored or 0) + self.n
+from .test_trident_redis_zombie import Add, AddWhileFrozen  # noqa: E402 - the same updaters on both stores
 
 
 def batch(factory, txid, counts, partition=0):
@@ -381,19 +373,6 @@ def test_delta_a_second_topology_on_the_table_starts_its_txids_at_1_without_bein
     table = deltalake.DeltaTable(str(uri))
     assert table.transaction_version("squall-trident-one-0") == 4
     assert table.transaction_version("squall-trident-two-0") == 1
-
-
-class AddWhileFrozen(Add):
-    """`Add`, after ``meanwhile()`` ran: it reads the stored value, then its task stands still
-    (its machine hung) while ``meanwhile`` happens, then writes."""
-
-    def __init__(self, n, meanwhile):
-        super().__init__(n)
-        self.meanwhile = meanwhile
-
-    def update(self, stored):
-        self.meanwhile()
-        return super().update(stored)
 
 
 @pytest.mark.parametrize("kind", ["transactional", "opaque"])

@@ -387,19 +387,25 @@ def test_a_subprocess_that_cannot_start_is_a_failed_start_naming_the_command(com
     assert error["fatal"] and what in error["error"]
 
 
-@pytest.mark.parametrize("script, said", [
-    ("sys.stderr.write('cannot read config.yaml\\n'); sys.exit(3)",
+@pytest.mark.parametrize("script, timeout, said", [
+    ("sys.stderr.write('cannot read config.yaml\\n'); sys.exit(3)", 60,
      r"it exited before answering the handshake; exit code 3\nits stderr ended with:\n  cannot read config.yaml$"),
-    ("print('usage: split.py INPUT'); sys.exit(2)",
+    ("print('usage: split.py INPUT'); sys.exit(2)", 60,
      r"it exited before answering the handshake; it wrote to its stdout only 'usage: split.py INPUT'; exit code 2$"),
-    ("print('starting...', flush=True); time.sleep(60)",
-     (r"no answer to the handshake within 1 s \(it must write its pid, \{\"pid\": N\}, first\); it wrote to its "
+    ("print('starting...', flush=True); time.sleep(60)", 3,
+     (r"no answer to the handshake within 3 s \(it must write its pid, \{\"pid\": N\}, first\); it wrote to its "
      r"stdout only 'starting...'; killed by SIGKILL$")),
 ], ids=["exits", "prints-usage", "prints-and-waits"])
-def test_a_subprocess_that_fails_before_its_handshake_is_named_by_its_pid_and_what_it_said(monkeypatch, script, said):
+def test_a_subprocess_that_fails_before_its_handshake_is_named_by_its_pid_and_what_it_said(monkeypatch, script, timeout,
+                                                                                            said):
     """Before its handshake's answer a subprocess has given no pid, and its error said "(pid ?)";
     one that printed a usage line to its stdout and exited "exited in the middle of a message".
-    Now the pid is the one squall started, and what it wrote and how it ended are named."""
+    Now the pid is the one squall started, and what it wrote and how it ended are named.
+
+    ``timeout``: the handshake's. One that exits ends the launch at its exit, however long the
+    limit (60 s: a slow machine's interpreter start is no timeout); the one that waits is given
+    3 s, time for an interpreter to start and print on a busy machine (with 1 s, a start
+    slower than that would have said nothing of the print), and takes all of it."""
     from squall.multilang import process as process_module
     from squall.multilang.messages import MultilangError
     from squall.multilang.process import ShellProcess
@@ -409,7 +415,7 @@ def test_a_subprocess_that_fails_before_its_handshake_is_named_by_its_pid_and_wh
     command = [sys.executable, "-c", f"import os, sys, time; sys.stderr.write(f'pid {{os.getpid()}}\\n'); {script}"]
     p = ShellProcess(command, JsonSerializer(), "ShellBolt [t] task 1")
     with pytest.raises(MultilangError) as failed:
-        p.launch({}, None, 1)
+        p.launch({}, None, timeout)
     message = str(failed.value)
     told = re.search(r"\n  pid (\d+)", message)  # its stderr's first line: its own pid
     assert told, message

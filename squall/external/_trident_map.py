@@ -17,6 +17,9 @@ txid is above what this epoch wrote in the partition (a value says no epoch, and
 until its key is written again) was written by an earlier numbering, and is read as of no txid
 (`Numbering.txid`), so the batch of that number applies to it (a transactional state would take
 it for its own replay and skip it; an opaque one would refuse it as written by a later batch).
+A value at exactly that txid is either this epoch's earlier attempt's or an earlier numbering's
+of the same number: the store keeps which keys the epoch wrote at its last txid, and a replay of
+it asks (`Numbering.asks`).
 """
 
 from __future__ import annotations
@@ -104,13 +107,27 @@ class Numbering(NamedTuple):
         """The last txid this epoch's batches wrote in the partition (None: none yet)."""
         return self.last if self.ours else None
 
-    def txid(self, stored: int | None) -> int | None:
+    def txid(self, stored: int | None, written: bool | None = None) -> int | None:
         """What a value's stored txid ``stored`` is to this epoch's batches: None (no txid, older
-        than every batch) where it is an earlier epoch's, above what this one wrote in a
-        renumbered partition; else ``stored``."""
-        if self.renumbered and stored is not None and (self.mine is None or stored > self.mine):
+        than every batch) where it is an earlier epoch's, in a renumbered partition: above what
+        this one wrote there, or equal to it (`mine`) where this epoch did not write the key at
+        that txid (``written`` False); else ``stored``. ``written`` None (not asked) takes such a
+        value for this epoch's: which it is changes nothing but a replay of `mine`, which asks
+        (`asks`)."""
+        if self.renumbered and stored is not None and (
+                self.mine is None or stored > self.mine or (stored == self.mine and written is False)):
             return None
         return stored
+
+    def asks(self, txid: int | None) -> bool:
+        """Whether batch ``txid`` must know which keys this epoch wrote at `mine` (``written`` of
+        `txid`): it replays the epoch's last txid in a renumbered partition, where a value stored
+        at that very txid is this epoch's earlier attempt's (its own write, a transactional state
+        skips it, an opaque one builds on its prev) or an earlier numbering's write of the same
+        number, which a replay whose records differ (an opaque spout's) brings in: the update of
+        this batch applies to it. Before, both were taken for this epoch's, and the key's count of
+        this batch (transactional) or of the earlier run's batch (opaque) was lost."""
+        return self.renumbered and self.mine is not None and txid == self.mine
 
 
 _WRAPPERS: dict[StateType, Callable[[Any], Any]] = {  # each wrapper's build(backing)

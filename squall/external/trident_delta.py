@@ -42,7 +42,9 @@ keys another partition wrote) records ``<app id>.renumbered`` (`RENUMBERED_APP`)
 what this epoch's batches wrote in the partition (a row says no epoch; it keeps its txid until
 its key is written again) was written by an earlier one, and is read as a value of no txid, so
 the batch of that number applies to it (a transactional state would take it for its own replay
-and skip it; an opaque one would build on its ``prev``, or refuse it as written later). A table
+and skip it; an opaque one would build on its ``prev``, or refuse it as written later); one of
+exactly that txid is this epoch's only where its commits of the txid name the key (`KEYS_META`,
+recorded up to `HORIZON_APP`), which a replay of it reads from the table's history. A table
 that records no epoch (written before squall recorded them, or by a state with none) is taken as
 written by this one: compared as before, its rows read as they are. Spark reads neither
 application transaction (it reads its own streaming queries' only); the epoch is in each
@@ -52,6 +54,8 @@ commit's metadata too (``squall.epoch``), which Spark shows in the table's histo
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import math
 import os
 import re
@@ -104,6 +108,18 @@ RENUMBERED_APP = ".renumbered"
 """After a partition's application id: the application transaction whose version is the last
 epoch whose first write found the partition's last txid of another epoch, so that the
 partition's rows may hold txids of that earlier numbering (`DeltaMapState._value`)."""
+
+HORIZON_APP = ".horizon"
+"""After a partition's application id: the application transaction whose version is the highest
+txid any row of the table held when the epoch of `RENUMBERED_APP` first wrote the partition, a
+bound of an earlier numbering's txids there. Up to it, the epoch's commits name the keys they
+wrote (`KEYS_META`)."""
+
+KEYS_META = "squall.keys"
+"""A commit's metadata in a renumbered partition, while its txid is at most `HORIZON_APP`: the
+keys it wrote (a JSON list of `_digest`s), so that a replay of the epoch's last txid tells its
+own earlier attempt's row of that txid from an earlier numbering's (`Numbering.asks`), which
+carries no epoch of its own."""
 
 # a store's refusal that no replay gets past: the path made read-only or not ours to write
 _REFUSED_FOR_GOOD = re.compile(r"permission denied|read-only file system|access denied|forbidden|"
@@ -284,6 +300,7 @@ class DeltaMapState(IBackingMap):
             table = delta.to_pyarrow_dataset().to_table().cast(self.f.schema)
             column = table[first]
             rows = table.filter(pc.is_in(column, value_set=pa.array([k[0] for k in keys], column.type))).to_pylist()
+            written = self._written_at_mine(delta, numbering, rows)
         except (OSError, pa.ArrowException, DeltaError) as e:
             raise self._fail("reading", self._classify(e, delta)) from None
         wanted = set(keys)
@@ -294,18 +311,48 @@ class DeltaMapState(IBackingMap):
                 if key in out:
                     raise DeltaMapStateError(f"DeltaMapState {self.f.table_uri}: key {key!r} has more than one "
                                              f"row (written by something other than this state)")
-                out[key] = self._value(row, numbering)
+                out[key] = self._value(row, numbering, None if written is None else _digest(key) in written)
         return out
 
-    def _value(self, row: dict, numbering: Numbering) -> Any:
+    def _written_at_mine(self, table: DeltaTable, numbering: Numbering, rows: list[dict]) -> set[str] | None:
+        """The keys (`_digest`s) this epoch's commits wrote at its last txid in the partition
+        (`KEYS_META`), asked only where it matters (`Numbering.asks`: this batch replays that
+        txid, a row is of it, and an earlier numbering's may be: the txid is within
+        `HORIZON_APP`); None where not asked, or where the commits name no keys (written by a
+        squall that did not), whose rows are taken for this epoch's, as before."""
+        mine = numbering.mine
+        if self.f.state_type is StateType.NON_TRANSACTIONAL or not numbering.asks(self.txid) \
+                or not any(row[TXID] == mine for row in rows):
+            return None
+        horizon = table.transaction_version(self.app_id + HORIZON_APP)
+        if horizon is not None and mine is not None and mine > horizon:
+            return None
+        keys: set[str] = set()
+        limit, seen = 32, 0
+        while True:
+            commits = table.history(limit)
+            for info in commits[seen:]:  # newest first
+                if info.get("squall.app") != self.app_id:
+                    continue
+                if info.get("squall.epoch") != str(self.epoch) or info.get("squall.txid") != str(mine):
+                    return keys  # the commit before this epoch's first of its last txid
+                if KEYS_META not in info:
+                    return None
+                keys.update(json.loads(info[KEYS_META]))
+            if len(commits) < limit:
+                return keys
+            seen, limit = len(commits), limit * 4
+
+    def _value(self, row: dict, numbering: Numbering, written: bool | None = None) -> Any:
         """The stored value of ``row``. A row of an earlier epoch's txid (`RENUMBERED_APP`: above
-        what this epoch's batches wrote in the partition) is read as of no txid, older than every
-        batch: its txid is another numbering's, which says nothing of this one's batches."""
+        what this epoch's batches wrote in the partition, or equal to it where this epoch did not
+        write the key then, ``written`` False) is read as of no txid, older than every batch: its
+        txid is another numbering's, which says nothing of this one's batches."""
         v = row[self.f.value_field]
         t = self.f.state_type
         if t is StateType.NON_TRANSACTIONAL:
             return v
-        txid = numbering.txid(row[TXID])
+        txid = numbering.txid(row[TXID], written)
         if t is StateType.TRANSACTIONAL:
             return TransactionalValue(txid, v)
         return OpaqueValue(txid, v, row[PREV])
@@ -370,7 +417,7 @@ class DeltaMapState(IBackingMap):
                     self._check_not_stale(numbering, txid)
                     if self.f.state_type is StateType.OPAQUE:
                         self._check_prevs(table, rows, source, txid)
-                    props = self._commit_properties(numbering, txid)
+                    props = self._commit_properties(table, numbering, txid, source)
                 (table.merge(source, on, source_alias="s", target_alias="t", commit_properties=props)
                  .when_matched_update_all().when_not_matched_insert_all().execute())
                 break
@@ -388,10 +435,12 @@ class DeltaMapState(IBackingMap):
                 # operation's error; said, and told apart from one a replay can get past
                 raise self._fail("MERGE", self._classify(e, table)) from None
 
-    def _commit_properties(self, numbering: Numbering, txid: int) -> CommitProperties:
-        """The MERGE's commit of batch ``txid``: its application transaction (the partition's
-        last txid, `DeltaTable.transaction_version`), and with an epoch the epoch's beside it
-        (`EPOCH_APP`), and at an epoch's first write over another's, `RENUMBERED_APP`."""
+    def _commit_properties(self, table: DeltaTable, numbering: Numbering, txid: int,
+                           source: pa.Table) -> CommitProperties:
+        """The MERGE (of ``source``'s rows into ``table``) of batch ``txid``: its application
+        transaction (the partition's last txid, `DeltaTable.transaction_version`), and with an
+        epoch the epoch's beside it (`EPOCH_APP`), at an epoch's first write `RENUMBERED_APP`
+        and `HORIZON_APP`, and while renumbered and within the horizon the keys (`KEYS_META`)."""
         txns = [Transaction(self.app_id, txid)]
         meta = {"squall.app": self.app_id, "squall.txid": str(txid)}
         if self.epoch:
@@ -399,7 +448,24 @@ class DeltaMapState(IBackingMap):
             meta["squall.epoch"] = str(self.epoch)
             if numbering.mine is None:  # this epoch's first write in the partition
                 txns.append(Transaction(self.app_id + RENUMBERED_APP, self.epoch))
+                highest = self._highest_txid(table)
+                txns.append(Transaction(self.app_id + HORIZON_APP, highest))
+                horizon: int | None = highest
+            elif numbering.renumbered:
+                horizon = table.transaction_version(self.app_id + HORIZON_APP)  # None: unknown
+            else:
+                horizon = 0  # never renumbered: no earlier numbering's txid to tell from
+            if horizon is None or txid <= horizon:
+                keys = source.select(self.keys).to_pylist()
+                meta[KEYS_META] = json.dumps(sorted({_digest(tuple(k[n] for n in self.keys)) for k in keys}))
         return CommitProperties(custom_metadata=meta, app_transactions=txns)
+
+    def _highest_txid(self, table: DeltaTable) -> int:
+        """The highest txid of any row of ``table`` (0: none): no earlier numbering's txid in the
+        partition is above it (`HORIZON_APP`)."""
+        column = table.to_pyarrow_dataset().to_table(columns=[TXID])[TXID]
+        highest = pc.max(column).as_py() if len(column) else None
+        return int(highest or 0)
 
     def _check_not_stale(self, numbering: Numbering, txid: int) -> None:
         """Refuse batch ``txid``'s write where the table's transaction of this partition is
@@ -472,6 +538,11 @@ def _plain(t: pa.DataType) -> pa.DataType:
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
         return pa.binary()
     return t
+
+
+def _digest(key: tuple) -> str:
+    """A short name of ``key`` (as the table stores it) for `KEYS_META`."""
+    return hashlib.sha256(repr(key).encode()).hexdigest()[:16]
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -47,6 +47,8 @@ its key is written again: in a renumbered partition, one whose txid is above wha
 wrote there is an earlier numbering's, and is read (`RedisMapState.multi_get`) and checked (the
 script) as of no txid, so the batch of that number applies to it, where a transactional state
 took it for its own replay (the count lost) and an opaque one stalled on it as a later batch's.
+A value at the epoch's last txid itself is this epoch's only if it wrote the key then: a
+renumbered partition's writes keep those keys (`written_key`), which a replay of that txid reads.
 A field with no epoch (written before squall kept them, or by a state with none) is taken as
 this numbering's, its values read as they are.
 
@@ -131,6 +133,15 @@ def txids_field(conf: dict, context: Any) -> str:
     return f"{name}/{component()}" if callable(component) else name
 
 
+def written_key(marker: str, field: str) -> str:
+    """The set beside a partition's txids hash (`txids_key`) of the keys (their Redis names)
+    that the writer ``field`` (`txids_field`) wrote at its last txid, kept by a renumbered
+    partition's writes (`RENUMBERED`) only, emptied when a later txid is written: a replay of
+    that txid tells by it its own earlier attempt's value from an earlier numbering's of the
+    same txid (`Numbering.asks`), which carries no epoch of its own. At most one batch's keys."""
+    return f"{txids_key(marker)}/{field}/written"
+
+
 TXIDS_EPOCHS = "redis-map-state"
 """The topology's transactional state (`squall.TopologyContext.transactional_state`) that keeps
 the numbering of each partition's txids (`txids_epoch`)."""
@@ -158,13 +169,23 @@ of that earlier numbering (`Numbering.txid`, `RedisMapState._numbering`). Kept b
 write of the epoch."""
 
 
-def _renumbered(value: Any, numbering: Numbering) -> Any:
+def _stored_txid(value: Any) -> int | None:
+    """The txid a stored value carries (None: none, or a custom serializer's own type)."""
+    if isinstance(value, TransactionalValue):
+        return value.txid
+    if isinstance(value, OpaqueValue):
+        return value.curr_txid
+    return None
+
+
+def _renumbered(value: Any, numbering: Numbering, written: bool | None = None) -> Any:
     """``value`` as read in a renumbered partition: of no txid where its txid is an earlier
-    numbering's (`Numbering.txid`), so that the batch of that number applies to it; a value of a
-    custom serializer's own type as it is."""
-    if isinstance(value, TransactionalValue) and numbering.txid(value.txid) != value.txid:
+    numbering's (`Numbering.txid`; ``written``: whether this epoch wrote its key at its last
+    txid, None not asked), so that the batch of that number applies to it; a value of a custom
+    serializer's own type as it is."""
+    if isinstance(value, TransactionalValue) and numbering.txid(value.txid, written) != value.txid:
         return TransactionalValue(None, value.val)
-    if isinstance(value, OpaqueValue) and numbering.txid(value.curr_txid) != value.curr_txid:
+    if isinstance(value, OpaqueValue) and numbering.txid(value.curr_txid, written) != value.curr_txid:
         return OpaqueValue(None, value.curr, value.prev)
     return value
 
@@ -174,7 +195,7 @@ if ARGV[1] == '1' then
   if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 end
 local hash, expire, txid, epoch = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[7]
-local renumbered = false
+local renumbered, mine = false, nil
 if txid then
   local last, at, wrote, flag = redis.call('HGET', KEYS[2], ARGV[5]), nil, '', ''
   if last then at, wrote, flag = string.match(last, '^(%d+) ?(%S*) ?(%S*)$') end
@@ -184,7 +205,6 @@ if txid then
   if ours and at and tonumber(at) > txid then return {'txid', at} end
   -- a partition with no last txid holds nothing of its own (another parallelism's keys)
   renumbered = epoch ~= '' and (not ours or not at or flag == 'renumbered')
-  local mine = nil
   if ours and at then mine = tonumber(at) end
   if ARGV[6] == '1' then
     local function same(a, b)
@@ -204,8 +224,10 @@ if txid then
         if not ok or type(s) ~= 'table' or #s ~= 3 then return {'bad', ARGV[i], stored} end
         local at = s[1]
         if at ~= cjson.null and type(at) ~= 'number' then return {'bad', ARGV[i], stored} end
-        -- `Numbering.txid`: an earlier numbering's txid is no txid to this one's batches
-        if at ~= cjson.null and renumbered and (not mine or at > mine) then at = cjson.null end
+        -- `Numbering.txid`: an earlier numbering's txid is no txid to this one's batches; at
+        -- this epoch's last txid, a key it did not write then (`written_key`) is one
+        if at ~= cjson.null and renumbered and (not mine or at > mine
+            or (at == mine and redis.call('SISMEMBER', KEYS[3], ARGV[i]) == 0)) then at = cjson.null end
         if at ~= cjson.null and at > txid then return {'ahead', ARGV[i], stored} end
         if at == txid then before = s[3] else before = s[2] end
       elseif expire == 0 then
@@ -235,6 +257,10 @@ if txid then
   if epoch ~= '' then mark = mark .. ' ' .. epoch end
   if renumbered then mark = mark .. ' renumbered' end
   redis.call('HSET', KEYS[2], ARGV[5], mark)
+  if renumbered then
+    if not mine or txid > mine then redis.call('DEL', KEYS[3]) end
+    for i = 8, #ARGV, 2 do redis.call('SADD', KEYS[3], ARGV[i]) end
+  end
 end
 return 1
 """
@@ -242,15 +268,17 @@ return 1
 transactional or opaque state's write in a batch, the batch's txid checked against what the
 partition last wrote (`txids_key`), and for an opaque one each value's ``prev`` against what
 Redis holds before that txid (a stale copy of the task refused, `RedisMapState._refused`); then
-the marker (the first time), the values and the partition's txid written. ``KEYS``: the marker,
-the txids hash. ``ARGV``: marker written already (``1``/``0``), hash key or "", expiry seconds,
+the marker (the first time), the values and the partition's txid written, and in a renumbered
+partition the keys written at that txid (`written_key`). ``KEYS``: the marker, the txids hash,
+the written set. ``ARGV``: marker written already (``1``/``0``), hash key or "", expiry seconds,
 the batch's txid ("": none, nothing checked: a non-transactional state, a write outside any
 batch), the state's field in the txids hash (`txids_field`), ``1`` to check each value's ``prev`` (values in
 Storm's JSON form, which the script reads with ``cjson``), the numbering of the txids (`txids_epoch`, ""
 for none: kept as ``<txid> <epoch>``, and a last txid of another numbering checks nothing; from
 an epoch's first write over another's, ``<txid> <epoch> renumbered`` (`RENUMBERED`), and a
 value's txid above what the epoch wrote is checked as none, as `RedisMapState.multi_get` reads
-it), then name, value, name, value...
+it, and one equal to it where the key is not in the written set), then name, value, name,
+value...
 
 Returns 1 (written), 0 (the marker is gone: nothing written), or a refusal, nothing written:
 ``[txid, <last>]`` (the partition wrote a later txid), ``[ahead, name, stored]`` (the key holds
@@ -429,6 +457,7 @@ class RedisMapState(IBackingMap):
         self.checks_prevs = state_type is StateType.OPAQUE and type(serializer) is JSONOpaqueSerializer
         self.txids_field = txids_field  # this state's field in `txids` (`txids_field`)
         self.txids_epoch = txids_epoch  # which numbering of the txids it writes (`txids_epoch`)
+        self.written = written_key(marker, txids_field)  # the keys written at its last txid
         self.txid: int | None = None  # the batch's, between `begin_commit` and `commit`
         self.options = options
         self.serializer = serializer
@@ -509,8 +538,20 @@ class RedisMapState(IBackingMap):
         if numbered:
             numbering = self._numbering(replies[-1])
             if numbering.renumbered:
-                values = [_renumbered(v, numbering) for v in values]
+                written = self._written_at_mine(names, values, numbering)
+                values = [_renumbered(v, numbering, w) for v, w in zip(values, written)]
         return values
+
+    def _written_at_mine(self, names: list[str], values: list, numbering: Numbering) -> list[bool | None]:
+        """For each of ``values`` (read at ``names``), whether this epoch wrote it at its last txid
+        (`written_key`), asked only where it matters (`Numbering.asks`: this batch replays that
+        txid, and the value is of it), in a second round trip; None where not asked."""
+        mine = numbering.mine
+        asked = [numbering.asks(self.txid) and _stored_txid(v) == mine for v in values]
+        if not any(asked):
+            return [None] * len(values)
+        found = self._call("read the keys it wrote at its last txid", self.client.smismember, self.written, names)
+        return [bool(f) if a else None for a, f in zip(asked, found)]
 
     def _numbering(self, raw: bytes | None) -> Numbering:
         """What this state's field of the partition's txids hash (`txids_key`), ``raw``, says of
@@ -556,7 +597,7 @@ class RedisMapState(IBackingMap):
                            self.txids_epoch]
         for name, value in mapping.items():
             args += [name, value]
-        done = self._call("write", self._write, [self.marker, self.txids], args)
+        done = self._call("write", self._write, [self.marker, self.txids, self.written], args)
         if isinstance(done, list):
             assert txid is not None  # the script refuses only a batch's write
             raise self._refused(done, txid, wrote)

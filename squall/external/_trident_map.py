@@ -19,7 +19,8 @@ until its key is written again) was written by an earlier numbering, and is read
 it for its own replay and skip it; an opaque one would refuse it as written by a later batch).
 A value at exactly that txid is either this epoch's earlier attempt's or an earlier numbering's
 of the same number: the store keeps which keys the epoch wrote at its last txid, and a replay of
-it asks (`Numbering.asks`).
+it asks (`Numbering.asks`). The first copies of a partition's task agree on its epoch through
+the store (`EpochClaim`): the transactional state has no put-if-absent.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ..state import StateError
 from ..trident.state import (
@@ -53,16 +54,44 @@ class StateType(enum.Enum):
 E = TypeVar("E")
 
 
+class EpochClaim(Protocol):
+    """Where a store keeps the epoch its partition's tasks of the running topology agreed on
+    (`kept_epoch`), changed only atomically, against what was read: Redis, a key that a script
+    sets only if it still holds what was read; Delta, an application transaction that the log
+    commits only if no commit of it came after the version read (its own conflict check)."""
+
+    def held(self) -> Any:
+        """The epoch the store holds (None: none)."""
+        ...
+
+    def replace(self, held: Any, epoch: Any) -> bool:
+        """Set ``epoch`` if the store still holds ``held`` (what `held` returned); False if not."""
+        ...
+
+
+_CLAIM_TRIES = 10
+
+
 def kept_epoch(context: Any, state_type: StateType, name: str, where: str, new: Callable[[], E],
-               valid: Callable[[Any], bool]) -> E | None:
+               valid: Callable[[Any], bool], claim: EpochClaim | None = None) -> E | None:
     """The epoch of a partition's txids (see the module docstring): kept in the topology's
     transactional state ``name`` (`squall.TopologyContext.transactional_state`), where the
     coordinator keeps its txids, under a key of the task's bolt and ``where`` (the partition in
-    the store); made (``new()``) by the partition's first task and read by every later copy of it,
-    so a stale copy shares its replacement's, and made again (``valid`` says no) where that state
-    is gone. None (no epoch: every last txid compared as the state's) for a non-transactional
-    state, or a task whose host lends no transactional state (a state made outside a topology;
-    Spark's engine, whose txids are its checkpoint's, a lower one a checkpoint gone back)."""
+    the store); agreed on by the partition's first copies of the task, and read by every later
+    copy, so a stale copy shares its replacement's, and made again (``valid`` says no) where that
+    state is gone. None (no epoch: every last txid compared as the state's) for a
+    non-transactional state, or a task whose host lends no transactional state (a state made
+    outside a topology; Spark's engine, whose txids are its checkpoint's, a lower one a
+    checkpoint gone back).
+
+    The transactional state has no put-if-absent: two first copies racing (a task relaunched
+    while its first launch was still starting) each put their own epoch, and one that read its
+    own back before the other's put kept it, so that neither refused the other's stale writes.
+    So the store arbitrates (``claim``): each first copy lists its candidate in the
+    transactional state (a key of its own, before it claims), then takes the store's claimed
+    epoch if it is listed there (this run's, a racing copy's), or replaces it atomically
+    (`EpochClaim.replace`: an earlier run's, or none) with its own; every copy then puts the
+    winner as the kept epoch. Without ``claim``, put then read back, as before."""
     if state_type not in (StateType.TRANSACTIONAL, StateType.OPAQUE) \
             or getattr(context, "transactional_home", None) is None:
         return None
@@ -71,9 +100,27 @@ def kept_epoch(context: Any, state_type: StateType, name: str, where: str, new: 
     writer = component() if callable(component) else ""
     key = "epoch-" + hashlib.sha256(f"{writer}\n{where}".encode()).hexdigest()[:32]
     epoch = store.get(key)
-    if not valid(epoch):
+    if valid(epoch):
+        return epoch
+    if claim is None:
         store.put(key, new())
-        epoch = store.get(key)  # read back: of two first copies racing, the one stored
+        return store.get(key)  # read back: of two first copies racing, the one stored (or not)
+    mine = new()
+    listed = key + "-candidates/"
+    store.put(listed + str(mine), True)  # listed before claimed, so a copy that finds it claimed adopts it
+    for _ in range(_CLAIM_TRIES):
+        held = claim.held()
+        if valid(held) and store.get(listed + str(held)) is not None:
+            epoch = held  # this run's: its racing copy's claim, or this copy's own
+            break
+        if claim.replace(held, mine):  # an earlier run's, or none
+            epoch = mine
+            break
+    else:
+        raise StateError(f"the state's partition {where} could not agree on the epoch of its txids: its claim in "
+                         f"the store changed {_CLAIM_TRIES} times while this task started (several runs of the "
+                         f"topology writing the same store at once?)")
+    store.put(key, epoch)  # every copy puts the winner, so whichever puts last puts it
     return epoch
 
 

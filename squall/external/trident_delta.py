@@ -79,7 +79,7 @@ from .._errors import ReportedFailedException
 from ..metric import MultiCountMetric
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
 from ._sink_batch import drops_a_fraction, safe_name
-from ._trident_map import Numbering, StateType, build_map_state, kept_epoch
+from ._trident_map import EpochClaim, Numbering, StateType, build_map_state, kept_epoch
 
 __all__ = ["DeltaMapState", "DeltaMapStateError", "DeltaMapStateFactory", "txids_epoch"]
 
@@ -121,6 +121,10 @@ keys it wrote (a JSON list of `_digest`s), so that a replay of the epoch's last 
 own earlier attempt's row of that txid from an earlier numbering's (`Numbering.asks`), which
 carries no epoch of its own."""
 
+CLAIM_APP = ".claim"
+"""After a partition's application id: the application transaction whose version is the epoch
+the partition's first copies of the task agreed on (`DeltaEpochClaim`)."""
+
 # a store's refusal that no replay gets past: the path made read-only or not ours to write
 _REFUSED_FOR_GOOD = re.compile(r"permission denied|read-only file system|access denied|forbidden|"
                                rf"os error ({errno.EACCES}|{errno.EPERM}|{errno.EROFS})\b", re.IGNORECASE)
@@ -139,16 +143,46 @@ class DeltaMapStateError(ValueError):
     """A table, key or value the Delta map state cannot use (named in the message)."""
 
 
-def txids_epoch(context: Any, state_type: StateType, app_id: str) -> int:
+def txids_epoch(context: Any, state_type: StateType, app_id: str, claim: EpochClaim | None = None) -> int:
     """Which numbering of Trident's txids the partition of application id ``app_id`` writes
     (`squall.external._trident_map.kept_epoch`, under `EPOCHS`): a random positive int64 (a Delta
     transaction's version), a new one when the topology's transactional state is gone (the same
-    topology run again on another LocalCluster, its txids from 1). 0 (none: every last txid
-    compared, as before) for a non-transactional state, or a task whose host lends no
-    transactional state (a state made outside a topology; Spark's engine)."""
+    topology run again on another LocalCluster, its txids from 1); two first copies racing agree
+    through ``claim`` (`DeltaEpochClaim`). 0 (none: every last txid compared, as before) for a
+    non-transactional state, or a task whose host lends no transactional state (a state made
+    outside a topology; Spark's engine)."""
     epoch = kept_epoch(context, state_type, EPOCHS, app_id, lambda: secrets.randbelow(2**63 - 1) + 1,
-                       lambda e: isinstance(e, int) and not isinstance(e, bool) and e > 0)
+                       lambda e: isinstance(e, int) and not isinstance(e, bool) and e > 0, claim)
     return 0 if epoch is None else int(epoch)
+
+
+class DeltaEpochClaim:
+    """The epoch the first copies of a partition's task agreed on, in the Delta table
+    (`EpochClaim`, `kept_epoch`): the application transaction ``<app id>.claim`` (`CLAIM_APP`),
+    committed alone (no rows) from the version its `held` read, which the log refuses if a
+    commit of the same application transaction came after that version."""
+
+    def __init__(self, factory: DeltaMapStateFactory, app_id: str) -> None:
+        self.f = factory
+        self.app = app_id + CLAIM_APP
+        self._read: DeltaTable | None = None  # the version `held` read, which `replace` commits on
+
+    def held(self) -> int | None:
+        """The claimed epoch (None: none)."""
+        self._read = DeltaTable(self.f.table_uri, storage_options=self.f.storage_options)
+        return self._read.transaction_version(self.app)
+
+    def replace(self, held: int | None, epoch: int) -> bool:
+        """Claim ``epoch`` if no claim was committed after the version `held` read."""
+        table = self._read
+        assert table is not None and table.transaction_version(self.app) == held
+        props = CommitProperties(custom_metadata={"squall.claim": self.app, "squall.epoch": str(epoch)},
+                                 app_transactions=[Transaction(self.app, epoch)])
+        try:
+            table.create_write_transaction([], "append", self.f.schema, commit_properties=props)
+        except CommitFailedError:  # "Concurrent transaction failed": another copy's claim came first
+            return False
+        return True
 
 
 def _columns(state_type: StateType, key_schema: pa.Schema, value_field: str, value_type: pa.DataType) -> pa.Schema:
@@ -172,11 +206,11 @@ class DeltaMapState(IBackingMap):
         self.f = factory
         self.keys = factory.key_schema.names
         self.app_id = safe_name(f"{app_id}-{partition_index}")
-        # which numbering of the txids this partition writes (`txids_epoch`); 0: none known
-        self.epoch = txids_epoch(context, factory.state_type, self.app_id)
         self.txid: int | None = None
         self.failures = failures if failures is not None else MultiCountMetric()
         self._ensure_table()
+        # which numbering of the txids this partition writes (`txids_epoch`); 0: none known
+        self.epoch = txids_epoch(context, factory.state_type, self.app_id, DeltaEpochClaim(factory, self.app_id))
 
     @staticmethod
     def transactional(table_uri: str | os.PathLike, key_schema: pa.Schema, value_type: pa.DataType,

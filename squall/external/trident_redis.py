@@ -71,7 +71,7 @@ from .._config import Config
 from .._errors import ReportedFailedException, StoreUnavailableException
 from .._redact import redact_text
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
-from ._trident_map import Numbering, StateType, build_map_state, kept_epoch
+from ._trident_map import EpochClaim, Numbering, StateType, build_map_state, kept_epoch
 
 log = logging.getLogger(__name__)
 
@@ -148,18 +148,52 @@ the numbering of each partition's txids (`txids_epoch`)."""
 
 
 def txids_epoch(context: Any, state_type: StateType, partition_index: int, num_partitions: int,
-                options: Options) -> str:
+                options: Options, claim: EpochClaim | None = None) -> str:
     """Which numbering of Trident's txids a partition's state writes
     (`squall.external._trident_map.kept_epoch`, under `TXIDS_EPOCHS`): a random token, a new one
     when the topology's transactional state is gone (a LocalCluster's lives in its process: the
     same topology run again, its txids from 1, must not be taken for a stale copy of the last
-    run's task), where a stale copy of a task shares its replacement's. Its txids hash
-    (`txids_key`) keeps it beside the last txid, and a last txid of another numbering refuses
-    nothing. "" (not kept, every last txid compared, as with none) for a non-transactional state,
-    or a task whose host lends no transactional state (a state made outside a topology)."""
+    run's task), where a stale copy of a task shares its replacement's; two first copies racing
+    agree through ``claim`` (`RedisEpochClaim`). Its txids hash (`txids_key`) keeps it beside the
+    last txid, and a last txid of another numbering refuses nothing. "" (not kept, every last
+    txid compared, as with none) for a non-transactional state, or a task whose host lends no
+    transactional state (a state made outside a topology)."""
     epoch = kept_epoch(context, state_type, TXIDS_EPOCHS, marker_key(options, partition_index, num_partitions),
-                       lambda: secrets.token_hex(8), lambda e: isinstance(e, str))
+                       lambda: secrets.token_hex(8), lambda e: isinstance(e, str), claim)
     return "" if epoch is None else str(epoch)
+
+
+_REPLACE_CLAIM = """
+local held = redis.call('GET', KEYS[1])
+if (held == false and ARGV[1] == '') or held == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+"""`RedisEpochClaim.replace`: ``SET KEYS[1] ARGV[2]`` if the key holds ``ARGV[1]`` ("": absent)."""
+
+
+@dataclass
+class RedisEpochClaim:
+    """The epoch the first copies of a partition's task agreed on, in Redis (`EpochClaim`,
+    `kept_epoch`): the key ``<txids key>/<field>/epoch`` (`txids_key`, `txids_field`), replaced
+    by a script only if it still holds what was read."""
+
+    client: redis.Redis
+    key: str
+    where: str
+
+    def held(self) -> str | None:
+        """The claimed epoch (None: none)."""
+        raw = call_or_fail_batch(f"Redis map state at {self.where}", "read its epoch", self.client.get, self.key)
+        return None if raw is None else raw.decode("ascii", "replace")
+
+    def replace(self, held: str | None, epoch: str) -> bool:
+        """Claim ``epoch`` if the key still holds ``held``."""
+        done = call_or_fail_batch(f"Redis map state at {self.where}", "claim its epoch", self.client.eval,
+                                  _REPLACE_CLAIM, 1, self.key, held or "", epoch)
+        return bool(done)
 
 
 RENUMBERED = "renumbered"
@@ -681,10 +715,11 @@ class RedisMapStateFactory(StateFactory):
                                           socket_connect_timeout=self.timeout)
         except ValueError as e:
             raise ValueError(f"RedisMapState: bad Redis URL {where}: {e}") from None
-        backing = RedisMapState(client, self.options, self.serializer, self.key_factory, where,
-                                marker_key(self.options, partition_index, num_partitions), self.state_type,
-                                txids_field(conf, metrics), txids_epoch(metrics, self.state_type, partition_index,
-                                                                        num_partitions, self.options))
+        marker, field = marker_key(self.options, partition_index, num_partitions), txids_field(conf, metrics)
+        claim = RedisEpochClaim(client, f"{txids_key(marker)}/{field}/epoch", where)
+        backing = RedisMapState(client, self.options, self.serializer, self.key_factory, where, marker,
+                                self.state_type, field, txids_epoch(metrics, self.state_type, partition_index,
+                                                                    num_partitions, self.options, claim))
         try:
             # at the task's start, while the server still holds what an earlier life of this
             # partition wrote; a server away now is asked again before the first read or write

@@ -7,6 +7,9 @@ holds, not a task's cache): transactional ignores a replayed txid, opaque recomp
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from squall import FailedException, ReportedFailedException
@@ -538,6 +541,70 @@ def test_a_run_agains_replay_that_brings_in_a_key_its_last_run_wrote_at_that_txi
     assert counted == [30, 6] and sum(counted) == sent
     sent += _records(run2, 6, ["j"] + ["k"] * 5)  # and run 2 counts on
     assert read(f, "j", "k") == [31, 11] and sent == 42
+
+
+class AnsweringLate(MemoryBackend):
+    """A cluster's transactional state whose answers come late (a master over a slow link): 50
+    ms, and 300 ms for the first read of each thread named in ``slow_first``. The value is read
+    when asked, the answer given after the delay, as over a link."""
+
+    def __init__(self, slow_first=()):
+        super().__init__()
+        self.slow_first = set(slow_first)
+
+    def get(self, topology, key):
+        blob = super().get(topology, key)
+        name = threading.current_thread().name
+        time.sleep(0.3 if name in self.slow_first else 0.05)
+        self.slow_first.discard(name)
+        return blob
+
+
+class OnLateCluster(OnCluster):
+    def __init__(self, slow_first=()):
+        self.transactional_home = AnsweringLate(slow_first)
+
+
+@pytest.mark.parametrize("store", ["redis", "delta"])
+@pytest.mark.parametrize("late", ["copy-b", "neither"])
+def test_two_first_copies_of_a_task_starting_at_once_keep_one_epoch_and_refuse_the_stale_ones_write(
+        tmp_path, request, store, late):
+    """Two copies of a partition's task start at once on a cluster whose transactional state
+    holds no epoch yet (a task relaunched while its first launch was still starting). Before,
+    each put its own epoch and read it back; where copy B's first read was answered late, A
+    read its own back before B's put, so the two kept different epochs, and when A, stale, wrote
+    its txid 2 after B had committed txids 2 and 3, the write was of "another numbering" and
+    refused nothing: its count put back (Redis: 10 of 15 records counted; Delta: 20). Now the
+    store arbitrates (a Redis script's compare-and-set, the Delta log's conflict check on the
+    claim's application transaction): both keep one epoch, whichever reads first ("neither" late:
+    both claim at once, one claim is refused and its copy takes the other's)."""
+    if store == "redis":
+        f = RedisMapState.transactional(request.getfixturevalue("redis_server").url)
+    else:
+        f = DELTA["transactional"](tmp_path / "counts", KEYS, pa.int64(), value_field="count", local_cache_size=0)
+    cluster = OnLateCluster(["copy-b"] if late == "copy-b" else [])
+    copies = {}
+    gate = threading.Barrier(2)
+
+    def start(name):
+        gate.wait()
+        copies[name] = f.make_state({"topology.name": "wc"}, cluster, 0, 1)
+
+    threads = [threading.Thread(target=start, args=(name,), name=name) for name in ("copy-a", "copy-b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    a, b = copies["copy-a"], copies["copy-b"]
+    epochs = {getattr(c._hooks, "txids_epoch", None) or c._hooks.epoch for c in (a, b)}
+    assert len(epochs) == 1
+    sent = _records(b, 1, ["w"] * 5)
+    a.begin_commit(2)  # the stale copy A starts txid 2, and hangs before its write
+    sent += _records(b, 2, ["w"] * 5) + _records(b, 3, ["w"] * 5)  # B, its replacement, replays 2, goes on
+    with pytest.raises(ReportedFailedException, match="wrote txid 3 already.*this write of txid 2 is refused"):
+        a.multi_update([["w"]], [Add(5)])
+        a.commit(2)
+    assert read(f, "w") == [15] and sent == 15
 
 
 def test_delta_a_table_that_records_no_epoch_is_compared_as_before_and_records_one_at_its_next_write(tmp_path):

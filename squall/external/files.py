@@ -53,6 +53,7 @@ from ..engine.clock import Clock
 from ._arity import arity_error
 from ._file_locks import FileLocks
 from ._regular import NotRegular, open_regular
+from ._writers import open_for_writing
 from .offsets import OffsetManager
 from .retry import (
     AloneGate,
@@ -84,8 +85,12 @@ MAX_RECORD_KEY = Config.TOPOLOGY_FILESPOUT_MAX_RECORD_BYTES
 DEFAULT_MAX_RECORD_BYTES = default_of(MAX_RECORD_KEY)
 SKIP_CHUNK = 64 << 10  # what an oversized line is skipped by: the memory it takes, whatever its length
 # How long a file must have stayed unchanged before `FileSpout` takes it as finished (its last
-# line without a newline a record, the file renamed done): longer than a logger's pauses
+# line without a newline a record once no process has it open for writing, the file renamed
+# done): longer than a logger's pauses
 DEFAULT_QUIET_SECS = 5.0
+# How often a task asks again whether a quiet file ending in a line without its newline is still
+# open for writing (`FileSpout._writer_holds`): how late it sees the writer close it
+WRITER_LOOK_SECS = 1.0
 
 
 class FileConnectorError(SquallError):
@@ -756,16 +761,19 @@ class FileSpout(Spout, CountsDeadLetters):
     ``.`` or ``_`` are skipped, as Spark does.
 
     A file may still be written while it is read (a logger, ``cat >> f``): the task follows it as
-    it grows, and never emits a line before its newline (it is read again, whole, once the newline
-    is there; the committed offset is never inside a line). The file counts as finished, and is
-    renamed done, only once every record is acked and it has not changed (size or mtime) for
+    it grows, and never emits a line before its newline, whatever the ``reader``: a record that
+    stops at the file's end without a newline is read again, whole, once the newline is there
+    (the committed offset is never inside a line). The file counts as finished, and is renamed
+    done, only once every record is acked and it has not changed (size or mtime) for
     ``quiet_secs`` (default 5 s; a file whose mtime is older than that is finished at once); then a
-    last line without a newline is a record, as files often end so. A writer that pauses longer
-    than ``quiet_secs`` and goes on writes into the file renamed done, where no one reads: set it
-    above the writer's longest pause, or better, write elsewhere and move each file in whole (or
-    write it with ``ignore_suffix`` and rename it), with ``quiet_secs=0`` (a file is finished at
-    its end at once, its last line a record whatever it ends with). A file truncated while it is
-    read is reported (`_say_if_truncated`).
+    last line without a newline is a record, as files often end so, unless a process still has
+    the file open for writing (Linux: a writer paused mid-line longer than ``quiet_secs``; the
+    line waits for its newline or the file's close, logged once). A writer that pauses longer than
+    ``quiet_secs`` after a whole line and goes on writes into the file renamed done, where no one
+    reads: set it above the writer's longest pause, or better, write elsewhere and move each file
+    in whole (or write it with ``ignore_suffix`` and rename it), with ``quiet_secs=0`` (a file is
+    finished at its end at once, its last line a record whatever it ends with). A file truncated
+    while it is read is reported (`_say_if_truncated`).
 
     A record longer than ``max_record_bytes`` (by default ``topology.filespout.max.record.bytes``,
     16 MiB) is not emitted: the default reader reads past it in 64 KiB chunks to the next newline,
@@ -834,10 +842,11 @@ class FileSpout(Spout, CountsDeadLetters):
         max_record_bytes: the longest record emitted, in bytes (a line's newline included); None:
             the topology's ``topology.filespout.max.record.bytes`` (default 16 MiB).
         quiet_secs: how long a file must stay unchanged (size and mtime) before it counts as
-            finished, its last line without a newline then a record (default 5 s); 0: a file is
-            finished at its end at once (files are moved in whole). A line without its newline
-            is held back while the file may grow with the default reader only: another reader's
-            record ends where the reader says.
+            finished, its last line without a newline then a record once no process has the file
+            open for writing (default 5 s); 0: a file is finished at its end at once (files are
+            moved in whole). With any reader, a record that stops at the file's end without a
+            newline is held back while the file may grow (a reader whose records do not end in
+            newlines has its last record wait there too, till the file grows or is finished).
     """
 
     def __init__(self, directory: str | os.PathLike, fields: Sequence[str] = ("line",), *,
@@ -879,9 +888,9 @@ class FileSpout(Spout, CountsDeadLetters):
         self.commit_secs = commit_secs
         self.poll_secs = poll_secs
         self.quiet_secs = float(quiet_secs)
-        # a line read without its newline is one still being written, held back while the file
-        # may grow: for the default reader's lines (another reader's records end as it knows)
-        self.holds_tail = quiet_secs > 0 and reader is read_line
+        # a record that stops at the file's end without a newline is a line still being written,
+        # whichever reader cut it: held back while the file may grow (`_ends_whole`)
+        self.holds_tail = quiet_secs > 0
         self.claim_files = claim_files
         self.lock_timeout_secs = lock_timeout_secs
         self.clock = clock or Clock()
@@ -1097,15 +1106,22 @@ class FileSpout(Spout, CountsDeadLetters):
         self.waiting: int | None = None  # its size when found at its end still growing: not read again till it changes
         self.cut = False  # it shrank under the task (truncated): read to its end, never waited for
         self.cut_said = False  # the truncation was reported (once a file)
+        self.waiting_tail = False  # what it waits for ends in a line without its newline
+        self.end_before = 0  # a size the file had before the record being read was read (`_ends_whole`)
+        self.writer_look_at = float("-inf")  # when to ask again whether a writer has it open (`_writer_holds`)
+        self.writer_open = False  # the answer last given
+        self.writer_said = False  # a writer holding it mid-line was logged (once a file)
 
-    def _still_growing(self) -> bool:
-        """Whether the current file, read to the end of what it holds (or up to a line without
-        its newline), may still grow: it changed (its size or mtime) within the last
+    def _still_growing(self, unfinished: bool = False) -> bool:
+        """Whether the current file, read to the end of what it holds (or, ``unfinished``, up to a
+        line without its newline), may still grow: it changed (its size or mtime) within the last
         ``quiet_secs`` by this task's clock; at the first look, within ``quiet_secs`` of its
-        mtime, so a file written long ago is finished at once. A file that shrank was truncated
-        under the task: it is never waited for (`_say_if_truncated` reports it). While it grows,
+        mtime, so a file written long ago is finished at once. A file ending in a line without
+        its newline may also still grow once quiet, while a process has it open for writing (a
+        writer paused mid-line: `_writer_holds`). A file that shrank was truncated under the
+        task: it is never waited for (`_say_if_truncated` reports it). While it grows,
         ``waiting`` keeps the size it was found at: `next_tuple` reads it again only once that
-        changed, or once it is quiet."""
+        changed, or once it is quiet (and, for a line without its newline, closed)."""
         self.waiting = None
         if not self.quiet_secs or self.cut:
             return False
@@ -1123,17 +1139,50 @@ class FileSpout(Spout, CountsDeadLetters):
             else:
                 self.changed_at = now
             self.seen_stat = seen
-        if now - self.changed_at < self.quiet_secs:
-            self.waiting = st.st_size
+        self.end_before = max(self.end_before, st.st_size)
+        if now - self.changed_at < self.quiet_secs or (unfinished and self._writer_holds(now)):
+            self.waiting, self.waiting_tail = st.st_size, unfinished
             return True
         return False
 
-    def _unterminated(self) -> bool:
-        """Whether the record just read past (a line above the size limit) ended at the end of
-        the file without its newline."""
+    def _writer_holds(self, now: float) -> bool:
+        """Whether a process still has the current file open for writing, asked at most every
+        `WRITER_LOOK_SECS` (`squall.external._writers.open_for_writing`; where that cannot be
+        told, no: the quiet rule alone decides). Logged once a file, since the task reads
+        nothing else meanwhile."""
+        if now < self.writer_look_at:
+            return self.writer_open
+        assert self.handle is not None and self.file is not None
+        self.writer_look_at = now + WRITER_LOOK_SECS
+        self.writer_open = bool(open_for_writing(self.handle.fileno()))
+        if self.writer_open and not self.writer_said:
+            self.writer_said = True
+            log.warning("FileSpout %r task %d: %s ends in a line without its newline, unchanged for %.1f s "
+                        "(quiet_secs), and a process still has it open for writing: the line is held, and the "
+                        "task reads no other file, until its newline comes or the file is closed",
+                        self.spout_id, self.index, os.path.join(self.directory, self.file), self.quiet_secs)
+        return self.writer_open
+
+    def _ends_whole(self, record: bytes | None) -> bool | None:
+        """Whether the record just read (None: one read past, above the size limit) is whole:
+        True if it ends in a newline, or stops before an end the file had before it was read
+        (where the reader cut it); False if it stops at the file's end without a newline, which
+        is a line still being written for a line-based reader, whichever reader it is (a record
+        of a reader that is not line-based, such as fixed-size binary records, waits there too:
+        it goes out once the file grows past it or is finished); None if the file grew while
+        it was read, so that which it is is not known: it is read again."""
         assert self.handle is not None
+        if record is not None and self.reader is read_line:
+            return record[-1] == 10  # readline stops without a newline only at the end of the file
         at = self.handle.tell()
-        return at > 0 and os.pread(self.handle.fileno(), 1, at - 1) != b"\n"
+        if at < self.end_before:
+            return True
+        fd = self.handle.fileno()
+        ends_line = at > 0 and os.pread(fd, 1, at - 1) == b"\n"  # the file's byte: a reader may strip it
+        self.end_before = max(self.end_before, os.fstat(fd).st_size)  # for the next record
+        if ends_line:
+            return True
+        return False if self.end_before <= at else None
 
     def _reset_charges(self) -> None:
         """No file, or a new one: nothing in flight, no line read before, nothing charged."""
@@ -1279,7 +1328,7 @@ class FileSpout(Spout, CountsDeadLetters):
         assert self.handle is not None and self.tracker is not None
         if self.waiting is not None:
             was = self.waiting
-            if self._still_growing() and self.waiting == was:  # nothing new yet at the end of a growing file
+            if self._still_growing(self.waiting_tail) and self.waiting == was:  # nothing new yet at the end of a growing file
                 self._watch_end()
                 self._maybe_commit()
                 return
@@ -1294,13 +1343,19 @@ class FileSpout(Spout, CountsDeadLetters):
             record = self._read()
         except RecordTooLarge as e:
             size = e.size  # read here: the name e ends with the except block
-            if self.holds_tail and self._unterminated() and self._still_growing():
+            whole = self._ends_whole(None) if self.holds_tail else True
+            if whole is None or (not whole and self._still_growing(unfinished=True)):
                 self.handle.seek(offset)  # still being written: skipped whole once its newline comes
                 self._maybe_commit()
                 return
             self._set_aside(offset, lambda: self._dead_letter_too_large(offset, size))
             return
-        if not record or (record[-1] != 10 and self.holds_tail and self._still_growing()):
+        whole = self._ends_whole(record) if record and self.holds_tail else True
+        if whole is None:  # the file grew while it was read: read it again
+            self.handle.seek(offset)
+            self._maybe_commit()
+            return
+        if not record or (not whole and self._still_growing(unfinished=True)):
             if record:  # a line still being written: read again, whole, once its newline is there
                 self.handle.seek(offset)
             self._maybe_finish()
@@ -1351,6 +1406,9 @@ class FileSpout(Spout, CountsDeadLetters):
                 self.handle.seek(offset)   # read again, not lost
                 raise
         self.tracker.add_to_emitted(offset, end)
+        # a wait at the file's end for acks is timed from the last record out (`_watch_end`): a
+        # line a paused writer finished after a minute is not one unacked for a minute
+        self.at_end_since = None
         self.inflight.add(offset, values, charge.retries)
         self.gate.emitted(offset, alone, size)
         self.collector.emit(values, LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
@@ -1545,10 +1603,10 @@ class FileSpout(Spout, CountsDeadLetters):
             record = self._read()
         except RecordTooLarge:  # next_tuple dead-letters it, or waits for its end
             record = b"\n"
-        if record and (record[-1] == 10 or not self.holds_tail):
-            more = True  # a record to emit
-        else:  # at its end, or at a line without its newline: a record once the file is quiet (files often end so)
-            more = self._still_growing() or bool(record)
+        if record and (not self.holds_tail or self._ends_whole(record) is not False):
+            more = True  # a record to emit (or to read again, the file grown meanwhile)
+        else:  # at its end, or at a line without its newline: a record once the file is done (files often end so)
+            more = self._still_growing(unfinished=bool(record)) or bool(record)
         if more:  # not finished
             self.handle.seek(offset)
             return

@@ -74,7 +74,7 @@ def test_a_file_appended_to_in_pieces_of_lines_gives_every_record_once_whole(tmp
 def test_a_restart_while_a_line_is_half_written_resumes_at_its_start_and_emits_it_whole(tmp_path):
     """The committed offset never points inside a line: the half-written line is not emitted, so
     the progress stops at its start, and the next run emits it whole once its newline comes, then
-    holds the last line (no newline) until the file has been quiet for ``quiet_secs``."""
+    holds the last line (no newline) until the file, closed, has been quiet for ``quiet_secs``."""
     src, local = tmp_path / "in", tmp_path / "local"
     src.mkdir()
     clock = SimulatedClock()
@@ -94,13 +94,15 @@ def test_a_restart_while_a_line_is_half_written_resumes_at_its_start_and_emits_i
         got = again.pump(10)
         assert lines(got) == ["r2-half"]
         again.ack(got)
-        clock.advance(4.9)
-        assert again.pump(10) == []  # "r3" without its newline, the file changed 4.9 s ago
-        clock.advance(0.2)
-        got = again.pump(10)
-        assert lines(got) == ["r3"]
-        again.ack(got)
-        again.pump(5)
+    # the writer closed the file: "r3" is its last line (one still open for writing is held:
+    # test_file_unfinished_lines.py)
+    clock.advance(4.9)
+    assert again.pump(10) == []  # "r3" without its newline, the file changed 4.9 s ago
+    clock.advance(0.2)
+    got = again.pump(10)
+    assert lines(got) == ["r3"]
+    again.ack(got)
+    again.pump(5)
     assert os.listdir(src) == ["a.log.done"]
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import os
-import sys
 import threading
 import time
 import traceback
@@ -46,6 +45,7 @@ from .loop import Backpressure, ExecutorLoop, TopologyActivation
 from .plan import ExecutorSpec, TopologyPlan
 from .spout_executor import SpoutExecutor
 from .start_gate import StartGate
+from .thread_frames import frames_of
 from .tracking import counted, tracker_of
 from .transport import Transport
 
@@ -65,19 +65,9 @@ def _user_entry(frame: FrameType | None) -> FrameType | None:
 
 
 def _frames_of(threads: Iterable[threading.Thread | None]) -> dict[int, FrameType]:
-    """The current frame of each of ``threads`` that runs, by its ident, and of no other thread.
-
-    ``sys._current_frames()`` holds every thread's frame, the caller's own too, whose locals
-    would then hold that dict: a reference cycle, made at every look of the watchdog, that kept
-    every thread's frame of that moment alive, and everything their locals held (tuples,
-    batches, locks), until the garbage collector's next pass, which a worker's raised thresholds
-    (``topology.worker.gc.thresholds``) put tens of minutes away: a worker's memory grew by
-    megabytes a minute meanwhile. The dict is emptied here before it is let go."""
-    every = sys._current_frames()
-    try:
-        return {t.ident: every[t.ident] for t in threads if t is not None and t.ident in every}
-    finally:
-        every.clear()
+    """The current frame of each of ``threads`` that runs, by its ident, and of no other thread
+    (`squall.engine.thread_frames.frames_of`: read without CPython 3.11's deadlock)."""
+    return frames_of({t.ident for t in threads if t is not None and t.ident is not None})
 
 
 def _on_stack(entry: FrameType, frame: FrameType | None) -> bool:

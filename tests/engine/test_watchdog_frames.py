@@ -13,8 +13,14 @@ going from 45.5 MB to 65-67 MB and still rising (57.9-59.2 MB, flattening, with 
 from __future__ import annotations
 
 import gc
+import itertools
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
+import squall
 from squall import Bolt, Config, Fields, TopologyBuilder
 from squall._config import topology_conf
 from squall.engine.clock import Clock
@@ -27,6 +33,7 @@ from squall.testing import FeederSpout
 from ..conftest import wait_until
 
 LOOKS = 200
+LOOKS_IN_CHILD = 50
 PAYLOAD = 10_000  # bytes held by each call of `_holds` while a look reads the frames
 
 RELEASE = threading.Event()
@@ -105,3 +112,83 @@ def test_the_watchdogs_looks_keep_no_frame_of_any_thread_alive():
             gc.enable()
         RELEASE.set()
         worker.stop()
+
+
+# The watchdog's look (`_frames_of`) made, each time, with a collection due inside
+# sys._current_frames, cyclic garbage whose finalizer hands the GIL over, and a thread told to
+# start another meanwhile (a worker's loops, links and a bolt's own threads start and end).
+_LOOKS_WITH_A_COLLECTION_INSIDE = """
+import gc, sys, threading, time
+from squall.engine.worker import _frames_of
+
+class Finalized:
+    def __init__(self):
+        self.me = self  # a cycle: only the collector frees it
+    def __del__(self):
+        time.sleep(0.01)  # hands the GIL to another thread
+
+go = threading.Event()
+def churn():  # starts a thread whenever told (as a worker's loops, links, a bolt's threads do)
+    while True:
+        go.wait()
+        go.clear()
+        t = threading.Thread(target=lambda: None)
+        t.start()
+        t.join()
+
+def holds(entered, leave):  # a new call per look: its frame has no frame object until a look makes one
+    entered.release()
+    leave.acquire()
+
+def holder(entered, leave):
+    while True:
+        holds(entered, leave)
+
+threading.Thread(target=churn, daemon=True).start()
+pairs = [(threading.Semaphore(0), threading.Semaphore(0)) for _ in range(3)]
+for entered, leave in pairs:
+    threading.Thread(target=holder, args=(entered, leave), daemon=True).start()
+looks = int(sys.argv[1])
+for n in range(1, looks + 1):
+    for entered, _ in pairs:
+        entered.acquire()
+    threads = threading.enumerate()
+    gc.collect()
+    Finalized()
+    go.set()
+    # the next collection at the second allocation from here: sys._current_frames' own dict is
+    # the first, a frame object made inside it the second
+    gc.set_threshold(gc.get_count()[0] + 2)  # (+1: the tuple get_count returns is an allocation too)
+    _frames_of(threads)
+    gc.set_threshold(700)
+    for _, leave in pairs:
+        leave.release()
+    print("looked", n, flush=True)
+print("done", flush=True)
+"""
+
+
+def test_a_look_never_freezes_the_process_when_a_collection_runs_inside_it(tmp_path):
+    """python/cpython#106883, stop 77's CI hang: on CPython up to 3.11 ``sys._current_frames()``
+    holds the runtime's lock of the thread list while it allocates, so a collection can run
+    inside it; a finalizer there handed the GIL to a thread that was starting another (which
+    takes that lock holding the GIL), and the whole process froze: every thread, pytest-timeout's
+    alarm too (the test run in CI stayed in LocalCluster's wait for its workers, past its 120 s
+    deadline). Here the collection is made due inside each look: before, the child froze at its
+    first look (3 runs of 3, at 0 s of CPU); the look now keeps the collector off while it reads
+    the frames, and all 50 end (in about 1 s). In a child process, which a freeze cannot take the
+    test down with."""
+    out = tmp_path / "looks.out"
+    env = {**os.environ, "PYTHONPATH": str(Path(squall.__file__).resolve().parents[1])}
+    with out.open("w") as sink:
+        child = subprocess.Popen([sys.executable, "-c", _LOOKS_WITH_A_COLLECTION_INSIDE, str(LOOKS_IN_CHILD)],
+                                 stdout=sink, stderr=subprocess.STDOUT, env=env)
+        try:
+            child.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    said = out.read_text().split()
+    looked = max((int(n) for word, n in itertools.pairwise(said) if word == "looked"), default=0)
+    assert said[-1:] == ["done"] and child.returncode == 0, \
+        f"the process froze after {looked} of {LOOKS_IN_CHILD} looks (exit {child.returncode}): {' '.join(said)[-2000:]}"

@@ -1,0 +1,63 @@
+"""Other threads' current frames, read without CPython 3.11's deadlock.
+
+The worker's watchdog (`squall.engine.worker.Worker.find_stalls` and ``report_stuck``) reads
+the stack of each loop's thread a few times a second, and `LocalCluster` reads a starting
+worker's to say what it is doing. Python gives one way to do that: ``sys._current_frames()``.
+
+On CPython up to 3.11 that call can freeze the whole process (python/cpython#106883, #116969):
+it holds the runtime's list-of-threads lock (``HEAD_LOCK``) while it makes a frame object per
+thread, and an allocation there may run the garbage collector, whose finalizers (``__del__``,
+weakref callbacks) are Python code that hands the GIL to another thread. A thread that starts or
+ends at that moment takes ``HEAD_LOCK`` while holding the GIL: each waits for the other for
+ever, and every thread of the process with them, ``time.sleep`` and signal handlers included
+(pytest-timeout's alarm never runs). Stop 77's CI hang was that shape: the main thread in
+`LocalCluster`'s wait for its workers, long past its own deadline and pytest-timeout's, and a
+worker's agent thread in ``find_stalls``. 3.12 runs the collector only between bytecodes.
+
+`current_frames` keeps the collector off for the length of the call, as CPython 3.11.9's own
+fix does in C: one caller at a time (so that no caller turns it back on while another is inside),
+and it is turned back on only if it was on. A collection that was due runs at the next
+allocation after the call, outside the lock.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+from types import FrameType
+
+# 3.12 and later: allocations no longer run the collector (it runs at the eval breaker)
+_COLLECTOR_INSIDE_ALLOCATIONS = sys.version_info < (3, 12)
+_lock = threading.Lock()
+
+
+def current_frames() -> dict[int, FrameType]:
+    """``sys._current_frames()``: each thread's innermost frame by its ident, read without the
+    garbage collector running inside the call (see the module's note)."""
+    if not _COLLECTOR_INSIDE_ALLOCATIONS:
+        return sys._current_frames()
+    with _lock:
+        was_on = gc.isenabled()
+        gc.disable()
+        try:
+            return sys._current_frames()
+        finally:
+            if was_on:
+                gc.enable()
+
+
+def frames_of(idents: set[int]) -> dict[int, FrameType]:
+    """The current frame of each thread of ``idents`` that runs, and of no other thread.
+
+    ``sys._current_frames()`` holds every thread's frame, the caller's own too, whose locals
+    would then hold that dict: a reference cycle, made at every look of the watchdog, that kept
+    every thread's frame of that moment alive, and everything their locals held (tuples,
+    batches, locks), until the garbage collector's next pass, which a worker's raised thresholds
+    (``topology.worker.gc.thresholds``) put tens of minutes away: a worker's memory grew by
+    megabytes a minute meanwhile. The dict is emptied here before it is let go."""
+    every = current_frames()
+    try:
+        return {ident: every[ident] for ident in idents if ident in every}
+    finally:
+        every.clear()

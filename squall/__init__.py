@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from ._errors import ReportedFailedException as ReportedFailedException
     from ._errors import SerializationError as SerializationError
     from ._errors import SquallError as SquallError
+    from ._errors import WorkerStartTimeoutError as WorkerStartTimeoutError
     from ._failure import FailureCause as FailureCause
     from ._fields import Fields as Fields
     from ._fields import GlobalStreamId as GlobalStreamId
@@ -105,7 +106,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["TopologyContext"], "._context"),
     **dict.fromkeys(["AlreadyAliveException", "DiskWriteError", "EmitError", "FailedException", "IllegalStateTransition",
                      "InvalidTopologyException", "NotAliveException", "ReportedFailedException", "SerializationError",
-                     "SquallError"], "._errors"),
+                     "SquallError", "WorkerStartTimeoutError"], "._errors"),
     **dict.fromkeys(["FailureCause"], "._failure"),
     **dict.fromkeys(["Fields", "GlobalStreamId", "MessageId", "Values"], "._fields"),
     **dict.fromkeys(["CustomStreamGrouping", "Grouping"], "._grouping"),
@@ -154,5 +155,6 @@ __all__ = [
     "MultiCountMetric", "MultiReducedMetric", "NotAliveException", "OutputCollector", "OutputFieldsDeclarer",
     "ReducedMetric", "ReportedFailedException", "SerializationError", "ShellBolt", "ShellSpout", "Spout",
     "SpoutDeclarer", "SpoutOutputCollector", "SquallError", "StormSubmitter", "StormTopology", "TaskInfo",
-    "TopologyBuilder", "TopologyContext", "TopologyStatus", "Tuple", "TupleWindow", "Values", "is_tick_tuple",
+    "TopologyBuilder", "TopologyContext", "TopologyStatus", "Tuple", "TupleWindow", "Values", "WorkerStartTimeoutError",
+    "is_tick_tuple",
 ]

@@ -11,7 +11,8 @@ The hierarchy::
     ├── SerializationError            a value cannot cross between workers, or a batch cannot be read
     ├── UnknownComponentError         a page or debug switch of a component the topology lacks (a KeyError)
     ├── BadParameterError             a malformed parameter of a read, e.g. a statistics window (a ValueError)
-    └── DiskWriteError                a file squall keeps cannot be written: a full disk, a quota (an OSError)
+    ├── DiskWriteError                a file squall keeps cannot be written: a full disk, a quota (an OSError)
+    └── WorkerStartTimeoutError       LocalCluster's workers not in within nimbus.task.launch.secs (a TimeoutError)
     FailedException                   raised by BasicBolt.execute to fail its input
     └── ReportedFailedException       ... and also report the error
 
@@ -124,6 +125,13 @@ class DiskWriteError(SquallError, OSError):
 
     def __reduce__(self) -> tuple:  # crosses processes (a worker's reported error) as itself
         return (type(self), (self.message, self.errno, self.filename))
+
+
+class WorkerStartTimeoutError(SquallError, TimeoutError):
+    """`LocalCluster.submit_topology` (or a ``rebalance`` with ``wait_secs=0``) waited
+    ``nimbus.task.launch.secs`` for a topology's workers to report in, and some did not; the
+    message names each one, its components, and what its thread was doing. The topology stays
+    submitted."""
 
 
 class FailedException(Exception):

@@ -250,6 +250,13 @@ class InProcessLauncher(Launcher):
                                   status != EXIT_CANNOT_START))
         return out
 
+    def threads(self, storm_id: str) -> list[tuple[WorkerAgent, threading.Thread]]:
+        """The agents of ``storm_id``'s running workers, each with the thread that runs it (to
+        read what it is doing)."""
+        with self._lock:
+            return [(w.agent, w.thread) for w in self._workers.values()
+                    if w.thread is not None and w.thread.is_alive() and w.launch.storm_id == storm_id]
+
     def agents(self, storm_id: str | None = None) -> list[WorkerAgent]:
         """The agents of the running workers (of ``storm_id`` only, if given)."""
         with self._lock:

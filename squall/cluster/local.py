@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..drpc.local import Crash, LocalDRPC
 
 from .._config import SECRET_KEY, Config, cluster_conf, conf_value, topology_conf
-from .._errors import SquallError
+from .._errors import SquallError, WorkerStartTimeoutError
 from .._nimbus import LogConfig, nimbus_client
 from .._ratelimit import RateLimitedLog
 from .._topology import StormTopology
@@ -38,6 +38,7 @@ from ..state import HostMemory, StateHome, get_state, state_key
 from .inprocess import DirectMaster, InProcessLauncher, Networks
 from .master import Master, check_wait_secs
 from .served_ui import statistics_pages
+from .starting_workers import starting_workers
 from .store import MemoryStore
 from .timers import Timers
 
@@ -223,7 +224,7 @@ class LocalCluster:
         storm_id = self._direct.submit(name, given, topology, initial_status)
         self._watch_drpc(storm_id, topology)
         self._sync()
-        self._await_workers(storm_id)
+        self._await_workers(name, storm_id)
         log.info("Submitted topology %s (%s)", name, storm_id)
 
     def _watch_drpc(self, storm_id: str, topology: StormTopology) -> None:
@@ -270,17 +271,40 @@ class LocalCluster:
                                 f"(its workers died {deaths.restarts} time{'s' * (deaths.restarts != 1)}; {then})",
                      deaths.held)
 
-    def _await_workers(self, storm_id: str) -> None:
+    def _await_workers(self, name: str, storm_id: str) -> None:
         """Wait until every worker of ``storm_id`` has built its executors and reported in (or
         ended), as Storm's LocalCluster returns from a submission with its workers up: a test
         may read the statistics of every task, or feed a spout, at once. User code (``open``,
-        ``prepare``) runs on the workers' loops and is not waited for."""
-        deadline = time.monotonic() + float(conf_value(self.conf, Config.NIMBUS_TASK_LAUNCH_SECS))
-        while time.monotonic() < deadline:
+        ``prepare``) runs on the workers' loops and is not waited for.
+
+        Raises:
+            WorkerStartTimeoutError: some had not within ``nimbus.task.launch.secs`` (real
+                time, whatever the cluster's clock), naming each, its components and what its
+                thread was doing. Before, the wait returned as if they were up.
+        """
+        limit = float(conf_value(self.conf, Config.NIMBUS_TASK_LAUNCH_SECS))
+        deadline = time.monotonic() + limit
+        while True:
             waiting = self._direct.run(self.master.unready_slots, storm_id)
-            if not waiting & {agent.slot for agent in self._agents(storm_id)}:
+            starting = [(agent, thread) for launcher in self._launchers for agent, thread in launcher.threads(storm_id)
+                        if agent.slot in waiting]
+            if not starting:
                 return  # each is in, or ended (its exit is the master's business)
+            if time.monotonic() >= deadline:
+                raise WorkerStartTimeoutError(self._not_started(name, storm_id, starting, limit))
             time.sleep(0.002)  # they report within milliseconds, on threads of this process
+
+    def _not_started(self, name: str, storm_id: str, starting: list[Any], limit: float) -> str:
+        """What `_await_workers` raises: the workers not in, and what each was doing."""
+        components = self._direct.run(self.master.slot_components, storm_id)
+        workers = starting_workers(starting, components)
+        restart = ("the master never restarts them, as its nimbus.task.launch.secs runs on the cluster's "
+                   "SimulatedClock" if getattr(self.clock, "advance", None) is not None
+                   else "the master restarts a worker that stays silent that long")
+        return (f"topology {name!r} ({storm_id}): {len(workers)} of its {len(components)} workers did not report in "
+                f"within {Config.NIMBUS_TASK_LAUNCH_SECS} ({limit:g} s): "
+                + "; ".join(w.describe() for w in workers)
+                + f". The topology stays submitted ({restart}); kill_topology({name!r}) or shutdown() stops it")
 
     # --- the state machine ----------------------------------------------------------------------------
     def activate(self, name: str) -> None:
@@ -328,7 +352,7 @@ class LocalCluster:
         self._refresh(name)
         self._sync()
         if wait_secs == 0:
-            self._await_workers(self._storm_id(name))
+            self._await_workers(name, self._storm_id(name))
 
     def debug(self, name: str, component: str | None, enable: bool, pct: float) -> dict[str, Any]:
         """Storm's ``debug``: set the debug switch of ``name`` (or of its ``component``: None for

@@ -1433,6 +1433,14 @@ class Master:
         topo = self._find(storm_id)
         return set() if topo is None else {s for s in topo.assignment if not topo.slot(s).ready}
 
+    def slot_components(self, storm_id: str) -> dict[str, list[str]]:
+        """Each slot of ``storm_id``'s assignment and the components of its executors, sorted
+        (empty once the topology is gone): what a host names a worker by."""
+        topo = self._find(storm_id)
+        if topo is None:
+            return {}
+        return {slot: sorted({topo.plan.executors[i].component for i in idx}) for slot, idx in topo.assignment.items()}
+
     def topology_names(self) -> list[str]:
         """Names of the topologies (killed ones until removed)."""
         return sorted(self.topologies)

@@ -48,7 +48,9 @@ wrote there is an earlier numbering's, and is read (`RedisMapState.multi_get`) a
 script) as of no txid, so the batch of that number applies to it, where a transactional state
 took it for its own replay (the count lost) and an opaque one stalled on it as a later batch's.
 A value at the epoch's last txid itself is this epoch's only if it wrote the key then: a
-renumbered partition's writes keep those keys (`written_key`), which a replay of that txid reads.
+renumbered partition's writes keep those keys (`written_key`), which a replay of that txid reads
+where the set says it was begun at that txid by this epoch (`written_begun`; an older squall's
+writes kept no set, and their value is taken for this epoch's, as they took it).
 A field with no epoch (written before squall kept them, or by a state with none) is taken as
 this numbering's, its values read as they are.
 
@@ -138,8 +140,19 @@ def written_key(marker: str, field: str) -> str:
     that the writer ``field`` (`txids_field`) wrote at its last txid, kept by a renumbered
     partition's writes (`RENUMBERED`) only, emptied when a later txid is written: a replay of
     that txid tells by it its own earlier attempt's value from an earlier numbering's of the
-    same txid (`Numbering.asks`), which carries no epoch of its own. At most one batch's keys."""
+    same txid (`Numbering.asks`), which carries no epoch of its own. At most one batch's keys,
+    and the member `written_begun` that says of which txid and epoch they are."""
     return f"{txids_key(marker)}/{field}/written"
+
+
+def written_begun(txid: int | str, epoch: str) -> str:
+    """The member of the written set (`written_key`) that says it was begun (emptied) by the
+    write of batch ``txid`` of epoch ``epoch`` (`txids_epoch`), so that it names every key the
+    epoch wrote at that txid. Without it the set says nothing: a squall from before the set (or
+    before this member) wrote that txid and kept none, and a value of it not in the set is this
+    epoch's own write all the same (its replay would count it twice: 40 of 35 records after an
+    upgrade). A NUL byte begins it, as no key name of words or numbers does."""
+    return f"\0begun {txid} {epoch}"
 
 
 TXIDS_EPOCHS = "redis-map-state"
@@ -229,7 +242,7 @@ if ARGV[1] == '1' then
   if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 end
 local hash, expire, txid, epoch = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[7]
-local renumbered, mine = false, nil
+local renumbered, mine, begun = false, nil, false
 if txid then
   local last, at, wrote, flag = redis.call('HGET', KEYS[2], ARGV[5]), nil, '', ''
   if last then at, wrote, flag = string.match(last, '^(%d+) ?(%S*) ?(%S*)$') end
@@ -240,6 +253,10 @@ if txid then
   -- a partition with no last txid holds nothing of its own (another parallelism's keys)
   renumbered = epoch ~= '' and (not ours or not at or flag == 'renumbered')
   if ours and at then mine = tonumber(at) end
+  -- `written_begun`: the written set names this epoch's keys at `mine` only if begun there
+  if renumbered and mine then
+    begun = redis.call('SISMEMBER', KEYS[3], string.char(0) .. 'begun ' .. at .. ' ' .. epoch) == 1
+  end
   if ARGV[6] == '1' then
     local function same(a, b)
       if type(a) ~= type(b) then return false end
@@ -261,7 +278,7 @@ if txid then
         -- `Numbering.txid`: an earlier numbering's txid is no txid to this one's batches; at
         -- this epoch's last txid, a key it did not write then (`written_key`) is one
         if at ~= cjson.null and renumbered and (not mine or at > mine
-            or (at == mine and redis.call('SISMEMBER', KEYS[3], ARGV[i]) == 0)) then at = cjson.null end
+            or (at == mine and begun and redis.call('SISMEMBER', KEYS[3], ARGV[i]) == 0)) then at = cjson.null end
         if at ~= cjson.null and at > txid then return {'ahead', ARGV[i], stored} end
         if at == txid then before = s[3] else before = s[2] end
       elseif expire == 0 then
@@ -292,7 +309,10 @@ if txid then
   if renumbered then mark = mark .. ' renumbered' end
   redis.call('HSET', KEYS[2], ARGV[5], mark)
   if renumbered then
-    if not mine or txid > mine then redis.call('DEL', KEYS[3]) end
+    if not mine or txid > mine then
+      redis.call('DEL', KEYS[3])
+      redis.call('SADD', KEYS[3], string.char(0) .. 'begun ' .. ARGV[4] .. ' ' .. epoch)
+    end
     for i = 8, #ARGV, 2 do redis.call('SADD', KEYS[3], ARGV[i]) end
   end
 end
@@ -311,8 +331,8 @@ Storm's JSON form, which the script reads with ``cjson``), the numbering of the 
 for none: kept as ``<txid> <epoch>``, and a last txid of another numbering checks nothing; from
 an epoch's first write over another's, ``<txid> <epoch> renumbered`` (`RENUMBERED`), and a
 value's txid above what the epoch wrote is checked as none, as `RedisMapState.multi_get` reads
-it, and one equal to it where the key is not in the written set), then name, value, name,
-value...
+it, and one equal to it where the key is not in the written set and the set was begun at that
+txid, `written_begun`), then name, value, name, value...
 
 Returns 1 (written), 0 (the marker is gone: nothing written), or a refusal, nothing written:
 ``[txid, <last>]`` (the partition wrote a later txid), ``[ahead, name, stored]`` (the key holds
@@ -579,12 +599,18 @@ class RedisMapState(IBackingMap):
     def _written_at_mine(self, names: list[str], values: list, numbering: Numbering) -> list[bool | None]:
         """For each of ``values`` (read at ``names``), whether this epoch wrote it at its last txid
         (`written_key`), asked only where it matters (`Numbering.asks`: this batch replays that
-        txid, and the value is of it), in a second round trip; None where not asked."""
+        txid, and the value is of it), in a second round trip; None where not asked, or where
+        the set was not begun at that txid by this epoch (`written_begun`: an older squall wrote
+        it, and kept no set)."""
         mine = numbering.mine
         asked = [numbering.asks(self.txid) and _stored_txid(v) == mine for v in values]
-        if not any(asked):
+        if not any(asked) or mine is None:
             return [None] * len(values)
-        found = self._call("read the keys it wrote at its last txid", self.client.smismember, self.written, names)
+        begun = written_begun(mine, self.txids_epoch)
+        *found, known = self._call("read the keys it wrote at its last txid", self.client.smismember, self.written,
+                                   [*names, begun])
+        if not known:
+            return [None] * len(values)
         return [bool(f) if a else None for a, f in zip(asked, found)]
 
     def _numbering(self, raw: bytes | None) -> Numbering:

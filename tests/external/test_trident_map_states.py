@@ -23,7 +23,7 @@ deltalake = pytest.importorskip("deltalake")
 
 from squall.external.trident_delta import DeltaMapState, DeltaMapStateError  # noqa: E402
 from squall.external.trident_redis import (  # noqa: E402
-    DefaultKeyFactory, Options, RedisMapState, RedisMapStateError)
+    DefaultKeyFactory, Options, RedisMapState, RedisMapStateError, marker_key, written_key)
 from squall.external.trident_redis_streams import RedisStreamTridentSpout  # noqa: E402
 
 from .test_trident_redis_zombie import Add, AddWhileFrozen  # noqa: E402 - the same updaters on both stores
@@ -541,6 +541,40 @@ def test_a_run_agains_replay_that_brings_in_a_key_its_last_run_wrote_at_that_txi
     assert counted == [30, 6] and sum(counted) == sent
     sent += _records(run2, 6, ["j"] + ["k"] * 5)  # and run 2 counts on
     assert read(f, "j", "k") == [31, 11] and sent == 42
+
+
+@pytest.mark.parametrize("kind", ["transactional", "opaque"])
+def test_redis_a_replay_after_an_upgrade_of_a_txid_an_older_squall_wrote_counts_it_once(redis_server, kind):
+    """Run 2 of a topology (another cluster, its txids from 1 over run 1's) wrote txids 1 to 3
+    with a squall from before the written set (`written_key`), and its worker died before batch
+    3 was acked. squall is upgraded and the topology goes on, its cluster state kept: batch 3 is
+    replayed. Its values at txid 3 are run 2's own, which the older squall listed in no set; the
+    replay took them for run 1's (not in the set) and counted them again: 40 of 35 records (the
+    same with squall at fd03c131 before the upgrade, run in its own process). Now a set not begun
+    at that txid by the epoch says nothing, the values are taken for the epoch's, as before the
+    upgrade, and batch 4 starts the set afresh. Every record sent is counted."""
+    f = FACTORIES[kind](redis_server.url)
+    conf = {"topology.name": "wc"}
+    sent = 0
+    run1 = f.make_state(conf, OnCluster(), 0, 1)
+    for txid in range(1, 6):
+        sent += _records(run1, txid, ["a"] * 2 + ["b"])
+    cluster = OnCluster()
+    run2 = f.make_state(conf, cluster, 0, 1)
+    for txid in range(1, 4):
+        sent += _records(run2, txid, ["a"] * 3 + ["b"] * 2)
+    client = redis.Redis.from_url(redis_server.url)
+    written = written_key(marker_key(Options(), 0, 1), "wc/b-0")
+    assert client.exists(written)
+    client.delete(written)  # what the older squall left: no set
+    assert read(f, "a", "b") == [19, 11] and sent == 30
+    upgraded = f.make_state(conf, cluster, 0, 1)  # the worker started again, on the new squall
+    _records(upgraded, 3, ["a"] * 3 + ["b"] * 2)  # the replay: its records were counted once
+    sent += _records(upgraded, 4, ["a"] * 3 + ["b"] * 2)
+    counted = read(f, "a", "b")
+    assert counted == [22, 13] and sum(counted) == sent == 35
+    _records(upgraded, 4, ["a"] * 3 + ["b"] * 2)  # and a replay of batch 4 reads the new set
+    assert read(f, "a", "b") == [22, 13]
 
 
 class AnsweringLate(MemoryBackend):

@@ -111,9 +111,9 @@ partition's rows may hold txids of that earlier numbering (`DeltaMapState._value
 
 HORIZON_APP = ".horizon"
 """After a partition's application id: the application transaction whose version is the highest
-txid any row of the table held when the epoch of `RENUMBERED_APP` first wrote the partition, a
-bound of an earlier numbering's txids there. Up to it, the epoch's commits name the keys they
-wrote (`KEYS_META`)."""
+txid any row of the table held when the epoch of `RENUMBERED_APP` first wrote the partition (or,
+an epoch an older squall renumbered, when this one first wrote for it), a bound of an earlier
+numbering's txids there. Up to it, the epoch's commits name the keys they wrote (`KEYS_META`)."""
 
 KEYS_META = "squall.keys"
 """A commit's metadata in a renumbered partition, while its txid is at most `HORIZON_APP`: the
@@ -474,7 +474,8 @@ class DeltaMapState(IBackingMap):
         """The MERGE (of ``source``'s rows into ``table``) of batch ``txid``: its application
         transaction (the partition's last txid, `DeltaTable.transaction_version`), and with an
         epoch the epoch's beside it (`EPOCH_APP`), at an epoch's first write `RENUMBERED_APP`
-        and `HORIZON_APP`, and while renumbered and within the horizon the keys (`KEYS_META`)."""
+        and `HORIZON_APP` (or at its first write renumbered with no horizon, an older squall's
+        epoch), and while renumbered and within the horizon the keys (`KEYS_META`)."""
         txns = [Transaction(self.app_id, txid)]
         meta = {"squall.app": self.app_id, "squall.txid": str(txid)}
         if self.epoch:
@@ -486,7 +487,13 @@ class DeltaMapState(IBackingMap):
                 txns.append(Transaction(self.app_id + HORIZON_APP, highest))
                 horizon: int | None = highest
             elif numbering.renumbered:
-                horizon = table.transaction_version(self.app_id + HORIZON_APP)  # None: unknown
+                horizon = table.transaction_version(self.app_id + HORIZON_APP)
+                if horizon is None:
+                    # renumbered by a squall from before the horizon (an upgrade mid-run): bound it
+                    # now, by every txid the table holds, else every later commit of the run names
+                    # its keys, however far past the earlier numbering's txids it has gone
+                    horizon = self._highest_txid(table)
+                    txns.append(Transaction(self.app_id + HORIZON_APP, horizon))
             else:
                 horizon = 0  # never renumbered: no earlier numbering's txid to tell from
             if horizon is None or txid <= horizon:

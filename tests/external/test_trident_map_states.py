@@ -21,7 +21,8 @@ redis = pytest.importorskip("redis")
 pa = pytest.importorskip("pyarrow")
 deltalake = pytest.importorskip("deltalake")
 
-from squall.external.trident_delta import DeltaMapState, DeltaMapStateError  # noqa: E402
+from squall.external.trident_delta import (  # noqa: E402
+    EPOCH_APP, KEYS_META, RENUMBERED_APP, DeltaMapState, DeltaMapStateError)
 from squall.external.trident_redis import (  # noqa: E402
     DefaultKeyFactory, Options, RedisMapState, RedisMapStateError, marker_key, written_key)
 from squall.external.trident_redis_streams import RedisStreamTridentSpout  # noqa: E402
@@ -658,6 +659,52 @@ def test_delta_a_table_that_records_no_epoch_is_compared_as_before_and_records_o
     assert batch_on(run1, f, 4, {"a": 10}) == {"a": 13}
     assert batch_on(OnCluster(), f, 1, {"a": 100}) == {"a": 113}
     assert read(f, "a") == [113]
+
+
+def _older_commit_properties(self, table, numbering, txid, source):
+    """`DeltaMapState._commit_properties` as squall wrote it before the horizon and the commits'
+    keys (fd03c131), to make the table a run had written with it before an upgrade."""
+    txns = [deltalake.Transaction(self.app_id, txid)]
+    meta = {"squall.app": self.app_id, "squall.txid": str(txid)}
+    if self.epoch:
+        txns.append(deltalake.Transaction(self.app_id + EPOCH_APP, self.epoch))
+        meta["squall.epoch"] = str(self.epoch)
+        if numbering.mine is None:
+            txns.append(deltalake.Transaction(self.app_id + RENUMBERED_APP, self.epoch))
+    return deltalake.CommitProperties(custom_metadata=meta, app_transactions=txns)
+
+
+def test_delta_a_run_renumbered_before_an_upgrade_names_its_commits_keys_only_up_to_a_horizon(
+        tmp_path, monkeypatch):
+    """Run 1 counted txids 1 to 8, and run 2 (another cluster, its txids from 1) wrote txids 1 to
+    3, with a squall from before the horizon (`HORIZON_APP`); run 2 was upgraded and went on, its cluster
+    state kept, to txid 14. Its partition was renumbered with no horizon, so every later commit
+    named its keys (`KEYS_META`: a hash of every key of the batch in the commit's metadata, 17
+    bytes a key), for as long as the run went on (here 9 to 14 too, past every txid of run 1's).
+    Now its first write after the upgrade bounds the horizon by the table's highest txid (run 1's
+    8), and the keys are named up to it only. Every record sent is counted."""
+    uri = tmp_path / "counts"
+    f = DELTA["transactional"](uri, KEYS, pa.int64(), value_field="count")
+    conf = {"topology.name": "wc"}
+    sent = 0
+    cluster = OnCluster()
+    with monkeypatch.context() as older:
+        older.setattr(DeltaMapState, "_commit_properties", _older_commit_properties)
+        run1 = f.make_state(conf, OnCluster(), 0, 1)
+        for txid in range(1, 9):
+            sent += _records(run1, txid, ["a", "z"])
+        run2 = f.make_state(conf, cluster, 0, 1)
+        for txid in range(1, 4):
+            sent += _records(run2, txid, ["a"] * 3 + ["b"])
+    upgraded = f.make_state(conf, cluster, 0, 1)
+    _records(upgraded, 3, ["a"] * 3 + ["b"])  # its worker died before batch 3 was acked: replayed
+    for txid in range(4, 15):
+        sent += _records(upgraded, txid, ["a"] * 3 + ["b"])
+    counted = read(f, "a", "b", "z")
+    assert counted == [8 + 14 * 3, 14, 8] and sum(counted) == sent == 72
+    named = sorted(int(c["squall.txid"]) for c in deltalake.DeltaTable(uri).history()
+                   if c.get("squall.epoch") == str(upgraded._hooks.epoch) and KEYS_META in c)
+    assert named == [4, 5, 6, 7, 8]
 
 
 def opaque_batch(state, txid, counts):

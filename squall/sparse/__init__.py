@@ -25,7 +25,7 @@ from .project import (
     project_of,
     topology_file,
 )
-from .translate import Translation, translate
+from .translate import Translation, multilang_wire, translate
 
 __all__ = [
     "Environment", "LoadedTopology", "Project", "SparseBolt", "SparseComponentError", "SparseProjectError",
@@ -57,7 +57,8 @@ def load(directory: str | Path = ".", name: str | None = None, *, env_name: str 
         SparseProjectError: no project, no such topology, a file that does not import or
             defines no Topology (naming the file and the name).
         InvalidTopologyException: a component squall cannot run, or bad wiring (naming the
-            file and the component).
+            file and the component); with ``multilang``, a ``topology.multilang.serializer``
+            other than config.json's ``serializer`` (the subprocesses' wire).
     """
     try:
         import streamparse  # noqa: F401 (its DSL and pystorm's components are what is loaded)
@@ -73,6 +74,8 @@ def load(directory: str | Path = ".", name: str | None = None, *, env_name: str 
     translation = translate(topology_cls, env_name=env.name, multilang=multilang, serializer=serializer,
                             where=where, resources=str(project.src) if project.src.is_dir() else None)
     conf = {**env.options(), **translation.conf, **(options or {})}
+    if multilang:  # an env option or -o may name the multilang wire too: it must be the subprocesses'
+        multilang_wire({**env.options(), **(options or {})}, serializer, where)
     if conf.get(Config.TOPOLOGY_DEBUG):  # as sparse's resolve_options: pystorm logs at debug level too
         conf["pystorm.log.level"] = "debug"
     return LoadedTopology(topology_name, translation.topology, conf, path)

@@ -30,6 +30,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from .._config import MULTILANG_SERIALIZERS, Config
 from .._errors import InvalidTopologyException
 from .._fields import Fields
 from .._grouping import CustomStreamGrouping
@@ -88,7 +89,38 @@ def translate(topology_cls: Any, *, env_name: str | None = None, multilang: bool
         raise InvalidTopologyException(f"{where}: {e}") from e
     for name, streams in python_for_java.items():
         _check_outputs(topology, name, streams, where)
-    return Translation(topology, dict(topology_cls.config or {}))
+    conf = dict(topology_cls.config or {})
+    if multilang:
+        conf = multilang_wire(conf, serializer, where)
+    return Translation(topology, conf)
+
+
+def multilang_wire(conf: dict[str, Any], serializer: str, where: str) -> dict[str, Any]:
+    """``conf`` with ``topology.multilang.serializer`` speaking the wire ``serializer`` names
+    (config.json's ``serializer``): the one the ``streamparse_run -s SERIALIZER`` subprocesses
+    speak, so squall's side of each pipe speaks it too. Without it squall spoke JSON to a
+    msgpack subprocess, which failed its handshake (pystorm read ``{`` as the msgpack int 123):
+    every Python component crashed before its first tuple.
+
+    Raises:
+        InvalidTopologyException: ``serializer`` is no multilang serializer, or ``conf`` names
+            the other wire (a subprocess would fail its handshake), naming both.
+    """
+    wire = MULTILANG_SERIALIZERS.get(serializer)
+    if wire is None:
+        raise InvalidTopologyException(
+            f"{where}: config.json's serializer {serializer!r} is no multilang serializer: "
+            f"{' or '.join(sorted(set(MULTILANG_SERIALIZERS.values())))} (streamparse_run's -s)")
+    key = Config.TOPOLOGY_MULTILANG_SERIALIZER
+    given = conf.get(key)
+    if given is None:
+        return {**conf, key: wire}
+    if MULTILANG_SERIALIZERS.get(given) != wire:
+        raise InvalidTopologyException(
+            f"{where}: {key} is {given!r} and config.json's serializer is {serializer!r}: the Python "
+            f"components run as 'streamparse_run -s {serializer}' would not understand the "
+            f"{MULTILANG_SERIALIZERS.get(given, given)} squall sends them; make the two the same")
+    return conf
 
 
 def _check_outputs(topology: StormTopology, name: str, streams: Streams, where: str) -> None:

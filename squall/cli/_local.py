@@ -117,8 +117,8 @@ class _CurrentStderr(logging.StreamHandler):
 @contextlib.contextmanager
 def _squall_logging(debug: bool) -> Iterator[None]:
     """Show squall's warnings and errors on stderr, and the records of what logs tuples for the
-    user to see: topology.debug's emit log and Flux's LogInfoBolt (whose whole purpose is its
-    INFO lines, which Storm's local mode shows)."""
+    user to see: topology.debug's emit log, Flux's LogInfoBolt (whose whole purpose is its
+    INFO lines, which Storm's local mode shows) and what the components log themselves."""
     root = logging.getLogger("squall")
     emits = logging.getLogger("squall.debug")
     tuples = logging.getLogger("squall.flux.wrappers")
@@ -127,16 +127,20 @@ def _squall_logging(debug: bool) -> Iterator[None]:
     # `squall.sparse.component` sets on it) and its ``self.log(...)`` (at the level it gives)
     sparse = logging.getLogger("squall.sparse")
     pystorm = logging.getLogger("pystorm.component")
+    # and a shell component's ``log`` commands (so a streamparse one's over --multilang), which
+    # Storm's local mode shows as ShellLog lines at INFO (squall.multilang.component.shell_log)
+    shell_log = logging.getLogger("squall.multilang.shell_log")
     handler = _CurrentStderr()
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactingFilter())
     if not debug:
         handler.addFilter(_OneLine())
-    saved = (root.level, root.propagate, emits.level, tuples.level, sparse.level, pystorm.propagate)
+    saved = (root.level, root.propagate, emits.level, tuples.level, sparse.level, pystorm.propagate, shell_log.level)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
     emits.setLevel(logging.INFO)
     tuples.setLevel(logging.INFO)
     sparse.setLevel(logging.DEBUG if debug else logging.INFO)
+    shell_log.setLevel(logging.DEBUG if debug else logging.INFO)
     root.propagate = False
     pystorm.propagate = False  # shown here once, not again by the root logger's handlers
     root.addHandler(handler)
@@ -152,6 +156,7 @@ def _squall_logging(debug: bool) -> Iterator[None]:
         tuples.setLevel(saved[3])
         sparse.setLevel(saved[4])
         pystorm.propagate = saved[5]
+        shell_log.setLevel(saved[6])
 
 
 @contextlib.contextmanager

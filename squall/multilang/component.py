@@ -18,6 +18,11 @@ from .resources import pack, unpack
 from .serializer import serializer_for
 
 log = logging.getLogger("squall.multilang")
+# what the components themselves log (``log`` commands: pystorm's ``self.logger`` and
+# ``self.log``), apart from squall's own lines about them, so that ``squall local`` and
+# ``squall sparse run`` can show these at INFO, as Storm's local mode shows its ShellLog lines,
+# while squall's stay at WARNING there (squall.cli._local._squall_logging names this logger)
+shell_log = logging.getLogger("squall.multilang.shell_log")
 
 # the most of a ``log`` command's message a log line holds: a component that logged a tuple
 # (``self.log(f"got {tup}")``) of several MB made a log line as large, each time; a Python
@@ -108,7 +113,7 @@ class ShellComponent:
         """Handle ``log``, ``error`` and ``metrics``; False for another command."""
         command = msg.command
         if command == "log":
-            log.log(msg.level, "ShellLog %s pid %s: %s", process.where, process.pid, shell_log_text(msg.msg))
+            shell_log.log(msg.level, "ShellLog %s pid %s: %s", process.where, process.pid, shell_log_text(msg.msg))
         elif command == "error":
             if self._closing:
                 # squall closed its input on a clean shutdown, where Storm kills the process:

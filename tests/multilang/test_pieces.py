@@ -172,7 +172,7 @@ def test_a_multi_megabyte_log_command_makes_no_multi_megabyte_log_line(caplog):
     bolt._closing = False
     for text in ["got [1]", "got [" + "x" * 3_000_000 + "]"]:
         assert bolt._common(Process(), ShellMsg("log", msg=text), None, None)
-    first, second = (r.getMessage() for r in caplog.records if r.name == "squall.multilang")
+    first, second = (r.getMessage() for r in caplog.records if r.name == "squall.multilang.shell_log")
     assert first == "ShellLog ShellBolt [split] task 3 pid 4127: got [1]"
     assert second.startswith("ShellLog ShellBolt [split] task 3 pid 4127: got [xxx")
     assert second.endswith("xxx... (3000006 characters)") and len(second) < 10_100

@@ -122,6 +122,19 @@ class StormTopology:
         return topo
 
 
+def not_a_topology(got: Any, verb: str = "submit_topology") -> InvalidTopologyException:
+    """The error for ``verb`` given ``got`` where a `StormTopology` belongs. A record that holds
+    one (`squall.sparse.translate`'s ``Translation``, `squall.sparse.load`'s ``LoadedTopology``:
+    both have ``.topology`` and ``.conf``) is named with what to pass instead, as a user who
+    passed the whole record needs to hear."""
+    inner = getattr(got, "topology", None)
+    hint = ""
+    if isinstance(inner, StormTopology):
+        hint = f": pass its .topology{', and its .conf as the configuration' if hasattr(got, 'conf') else ''}"
+    return InvalidTopologyException(f"{verb} needs a StormTopology (from TopologyBuilder.create_topology()), "
+                                    f"got {type(got).__name__}{hint}")
+
+
 class _Declarer:
     def __init__(self, spec: ComponentSpec) -> None:
         self._spec = spec

@@ -16,7 +16,7 @@ from .._config import Config, conf_value
 from .._errors import RemoteError, RpcError
 from .._nimbus import READS, LogConfig, NimbusIface, nimbus_client, verb_named
 from .._secret import load_or_create_secret
-from .._topology import StormTopology
+from .._topology import StormTopology, not_a_topology
 from .._wire import AuthenticationError, Client, rpc_settings
 from .seeds import LeaderLink, NimbusAddress, nimbus_seeds
 from .shipping import pickle_topology
@@ -69,8 +69,7 @@ class NimbusVerbs:
         """Submit; returns the topology id. ``initial_status``: ``"ACTIVE"`` or ``"INACTIVE"``
         (no user code runs until `activate`), Storm's ``SubmitOptions``."""
         if not isinstance(topology, StormTopology):
-            raise _errors.InvalidTopologyException(
-                f"submit_topology needs a StormTopology, got {type(topology).__name__}")
+            raise not_a_topology(topology)
         return self.nimbus.submit(name, sendable_conf(conf), pickle_topology(topology), initial_status)
 
     def check_submit(self, name: str, conf: Mapping[str, Any] | None, topology: StormTopology,
@@ -78,8 +77,7 @@ class NimbusVerbs:
         """Raise as `submit_topology` would, submitting nothing; with ``replacing``, as if the
         topology ``name`` were gone (its name and slots free)."""
         if not isinstance(topology, StormTopology):
-            raise _errors.InvalidTopologyException(
-                f"submit_topology needs a StormTopology, got {type(topology).__name__}")
+            raise not_a_topology(topology)
         self.nimbus.check_submit(name, sendable_conf(conf), pickle_topology(topology), replacing)
 
     def kill_topology(self, name: str, wait_secs: float | None = None) -> None:

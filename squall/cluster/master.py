@@ -100,7 +100,7 @@ from .._nimbus import (
 from .._ratelimit import RateLimitedLog
 from .._redact import redact
 from .._system import ACKER_COMPONENT
-from .._topology import StormTopology
+from .._topology import StormTopology, not_a_topology
 from .._transactional import LaunchRefusedError, TransactionalStateError
 from ..engine.clock import Clock
 from ..engine.executor import ErrorRecord, add_error
@@ -919,9 +919,7 @@ class Master:
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise InvalidTopologyException(f"Topology name {name!r} is invalid: it must match ^[^/.:\\\\]+$")
         if not isinstance(topology, StormTopology):
-            raise InvalidTopologyException(
-                f"submit_topology needs a StormTopology (from TopologyBuilder.create_topology()), "
-                f"got {type(topology).__name__}")
+            raise not_a_topology(topology)
         if initial_status not in (TopologyStatus.ACTIVE.value, TopologyStatus.INACTIVE.value):
             raise InvalidTopologyException(f"initial_status must be \"ACTIVE\" or \"INACTIVE\", got {initial_status!r}")
         status = TopologyStatus(initial_status)

@@ -242,3 +242,17 @@ def test_a_tickless_batching_bolt_with_its_own_init_is_refused_naming_it() -> No
     with pytest.raises(InvalidTopologyException, match=r"topologies/t.py: component \[batches\]: .*OwnInit is a "
                                                        r"TicklessBatchingBolt that defines __init__"):
         translate(WithOwnInit, where="topologies/t.py")
+
+
+def test_submitting_a_translation_whole_says_to_pass_its_topology_and_conf() -> None:
+    """The docs' ``translate(TopologyClass)`` returns a record: passed to ``submit_topology`` as
+    it is, the error said only ``got Translation``; it now says what to pass."""
+    t = translate(Everything, env_name="prod")
+    with LocalCluster() as cluster:
+        said = (r"submit_topology needs a StormTopology \(from TopologyBuilder.create_topology\(\)\), got "
+                r"Translation: pass its \.topology, and its \.conf as the configuration$")
+        with pytest.raises(InvalidTopologyException, match=said):
+            cluster.submit_topology("whole", t.conf, t)
+        with pytest.raises(InvalidTopologyException, match=r"got dict$"):  # nothing to point at
+            cluster.submit_topology("plain", {}, {})
+        assert cluster.get_cluster_info()["topologies"] == []

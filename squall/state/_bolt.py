@@ -128,36 +128,62 @@ class AnchoringCollector(OutputCollector):
         self._out.report_error(error)
 
 
+MAX_STEPS_AHEAD = 1000
+"""The most checkpoints a `CheckpointBarrier` keeps of one input task that are still to come
+from another; past it the oldest is forgotten (an input task that far behind is stuck or gone,
+and would otherwise grow the list by two entries every checkpoint interval, for ever)."""
+
+
 class CheckpointBarrier:
     """Tells when every one of ``inputs`` tasks has sent a checkpoint ``(action, txid)`` (Storm's
-    ``shouldProcessTransaction``): when the last checkpoint each input task sent is that one.
+    ``shouldProcessTransaction``): when each input task has sent it since the last checkpoint
+    that completed here.
 
     Storm counts the copies of each ``(action, txid)`` instead, and keeps a count that never
     completed: a PREPARE one input task failed (its worker died, a hook raised) while another
     passed it on stayed counted, and when the spout tried the same txid again after its
     rollback, the first copy of the new PREPARE completed the old count. The bolt then prepared
     before the other task's PREPARE came, without the inputs that task had sent before it.
-    An input task passes the checkpoints on in the spout's order, one step at a time, so its
-    last one is the step it is at.
+    Here a step completes only with a copy from each task sent since the last step completed,
+    and completing it forgets what each task sent up to it: the stale PREPARE went with the
+    ROLLBACK that completed after it.
+
+    An input task passes the checkpoints on in the spout's order, so what each one sent since
+    the last completed step is a list in that order, one step long with acking on (the spout
+    takes the next step only once this one was acked here). With acking off
+    (``topology.acker.executors`` 0) the spout's steps are acked as it emits them, so it sends
+    INITSTATE, PREPARE and COMMIT at once, and one input task may pass all three on before
+    another passed the first. Counted by each task's last step only, INITSTATE then never
+    completed here: a stateful bolt behind a bolt of several tasks was never initialized, and
+    held every input for good without a word (a persistent window fired nothing). Now each step
+    completes, in order, once its last copy came.
     """
 
     def __init__(self, inputs: int) -> None:
         self.inputs = inputs
-        self._last: dict[int, tuple[str, int]] = {}  # input task -> the last (action, txid) it sent
+        # input task -> the (action, txid) it sent since the last step that completed, in order
+        self._sent: dict[int, list[tuple[str, int]]] = {}
 
     def arrived(self, task: int, action: str, txid: int) -> bool:
         """Note that input task ``task`` sent ``(action, txid)``; True when that completes it:
-        every input task's last checkpoint is this one."""
+        every input task has sent it since the last step that completed."""
         key = (action, txid)
-        last = self._last
-        if last.get(task) == key:
+        sent = self._sent.setdefault(task, [])
+        if sent and sent[-1] == key:
             # the same step again from this task (a copy the spout re-sent before the others
             # sent theirs): still one copy per task
             return False
-        last[task] = key
-        if len(last) < self.inputs or any(k != key for k in last.values()):
+        sent.append(key)
+        if len(sent) > MAX_STEPS_AHEAD:
+            del sent[0]
+        if len(self._sent) < self.inputs or any(key not in steps for steps in self._sent.values()):
             return False
-        last.clear()  # the next time the spout sends this step counts afresh
+        # done: each task's steps up to (its last copy of) this one; the next time the spout
+        # sends this step it counts afresh
+        for steps in self._sent.values():
+            last = len(steps) - 1 - steps[::-1].index(key)
+            del steps[:last + 1]
+        self._sent = {t: steps for t, steps in self._sent.items() if steps}
         return True
 
 

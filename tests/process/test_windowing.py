@@ -2,9 +2,12 @@
 watermark, the late-tuple stream (a Tuple as a value crossing processes), and Storm's acking
 rule (a spout tuple completes once it left every window, here in both workers)."""
 
+import pytest
+
 from squall import TopologyBuilder
 
 from ..conftest import wait_until
+from ..state.acking_off_windows import acking_off_conf, as_expected, describe, topology
 from .semantics_topology import records, topology_conf
 from .windowing_topology import RecordsLate, RecordsWindows, ScheduledSpout
 
@@ -40,3 +43,20 @@ def test_event_time_windows_late_tuples_and_acks_across_worker_processes(shared_
     assert {r["from"] for r in late} == {"items"}
     assert not [r for r in records(tmp_path, "spout") if "fail" in r]
     assert 100 not in acked()  # still in the last window
+
+
+@pytest.mark.parametrize("time", ["event-tumbling", "processing"])
+def test_a_persistent_window_behind_a_bolt_of_two_tasks_fires_every_record_with_acking_off(shared_cluster, tmp_path,
+                                                                                          time):
+    """`tests/state/test_windows_acking_off.py` across 3 worker processes: with acking off the
+    checkpoint spout sent INITSTATE, PREPARE and COMMIT at once, the window took them from the
+    2 parse tasks interleaved, was never initialized, and fired nothing (sent 1,200, 0 windows)."""
+    n, name = 1200, f"acking-off-{time}"
+    client = shared_cluster.client()
+    client.submit_topology(name, acking_off_conf(tmp_path, workers=3), topology(n, True, time))
+    try:
+        done = wait_until(lambda: as_expected(tmp_path, n, time), 20, interval=0.2)
+    finally:
+        client.kill_topology(name, wait_secs=0)
+        client.close()
+    assert done, describe(tmp_path, n, time)

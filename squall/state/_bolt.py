@@ -18,6 +18,7 @@ is never lost, and it may apply twice only when its commit went through and its 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -34,6 +35,8 @@ from ..engine.plan import SUBMIT_CHECK
 from ._api import StateError
 from ._names import get_state, provider_config, provider_problem, provider_settings_problem, state_namespace
 from .checkpoint import CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, COMMIT, INITSTATE, PREPARE, ROLLBACK
+
+log = logging.getLogger(__name__)
 
 
 class BaseStatefulBolt(_Component):
@@ -332,6 +335,9 @@ class StatefulBoltExecutor(_CheckpointAware):
         self.crash: Exception | None = None  # an input's exception that INITSTATE put off (`_run_waiting`)
         self.prepared: list[Tuple] = []
         self.fail_fast_setting = conf.get(Config.TOPOLOGY_BOLT_FAIL_FAST)
+        # with acking off no failure reaches the checkpoint spout: it never recovers, and never
+        # sends INITSTATE again to a task that restarted (`_initialize_unasked`)
+        self.acking_off = conf.get(Config.TOPOLOGY_ACKER_EXECUTORS) == 0
         self.bolt.prepare(conf, context, self.out)
 
     def execute(self, tup: Tuple) -> None:
@@ -411,6 +417,8 @@ class StatefulBoltExecutor(_CheckpointAware):
 
     def handle_checkpoint(self, tup: Tuple, action: str, txid: int) -> bool:
         if action == PREPARE:
+            if not self.initialized and self.acking_off:
+                self._initialize_unasked(txid)
             if not self.initialized:  # restarted since INITSTATE: fail, so the spout recovers
                 fail_because(self.collector, tup, *self._task,
                              f"checkpoint prepare at txid {txid} before this task's state was initialized "
@@ -428,10 +436,7 @@ class StatefulBoltExecutor(_CheckpointAware):
         elif action == ROLLBACK:
             self._roll_back(f"checkpoint rollback at txid {txid}")
         elif action == INITSTATE and not self.initialized:
-            self.bolt.init_state(self.state)
-            self.initialized = True
-            waiting, self.waiting = self.waiting, []
-            self._run_waiting(waiting)
+            self._initialize()
         elif action == INITSTATE and getattr(self.bolt, "fired_since_prepare", False):
             # The spout recovers (a step failed: a worker died). A live persistent window that
             # fired since its last PREPARE sent results (unanchored) that may have died with a
@@ -440,6 +445,29 @@ class StatefulBoltExecutor(_CheckpointAware):
             # those windows as fired, their results lost. Back to the last commit: they fire again.
             self._redo_since_prepare(txid)
         return True
+
+    def _initialize(self) -> None:
+        """``init_state`` with the last commit, then ``execute`` the inputs that waited for it."""
+        self.bolt.init_state(self.state)
+        self.initialized = True
+        waiting, self.waiting = self.waiting, []
+        self._run_waiting(waiting)
+
+    def _initialize_unasked(self, txid: int) -> None:
+        """A PREPARE came before INITSTATE with acking off: this task restarted (its worker
+        died) while the checkpoint spout went on. With acking on the PREPARE fails, the spout
+        recovers and sends INITSTATE; with acking off the failure reaches no one, no INITSTATE
+        ever comes, and the task held every input for good, without a word (a persistent
+        window fired nothing after its worker's restart, as in Storm, whose bolt fails the
+        PREPARE the same way). So it initializes from its last commit now, as INITSTATE would,
+        and says so: what it took since that commit before it restarted is lost (acking off is
+        at most once: nothing replays it)."""
+        log.warning("component [%s] task %s: checkpoint PREPARE at txid %s before this task's state was "
+                    "initialized (it restarted since the last INITSTATE); with acking off (%s 0) no INITSTATE "
+                    "comes again, so it initializes from its last commit now; what it took since that commit "
+                    "before it restarted is lost (nothing replays with acking off)",
+                    self._task[0], self._task[1], txid, Config.TOPOLOGY_ACKER_EXECUTORS)
+        self._initialize()
 
     def _redo_since_prepare(self, txid: int) -> None:
         """Back to the last commit, and the inputs taken since (acked, their acks deferred to the

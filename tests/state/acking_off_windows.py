@@ -9,6 +9,7 @@ acking off the checkpoint spout sends INITSTATE, PREPARE and COMMIT at once, so 
 all three on before the other passed INITSTATE."""
 
 import json
+import time
 from pathlib import Path
 
 from squall import BaseWindowedBolt, BasicBolt, Config, Duration, Fields, Spout, TopologyBuilder
@@ -77,8 +78,62 @@ class Records(Spout):
             self.next += 1
 
 
+def back(out: Path) -> list[str]:
+    """The bolts (component names) that were prepared again after the flag ``crashed`` was made
+    under ``out`` (their worker restarted)."""
+    return sorted(f.name.split("-")[1] for f in out.glob("back-*"))
+
+
+class PacedRecords(Records):
+    """`Records` at ``per_sec`` records a second, so that a worker can restart while they flow.
+    Once ``crashed`` exists under ``test.out.dir`` it holds its records until ``resume_after``
+    bolts came back (`back`), then writes the first id it emits then to ``resumed``: with acking
+    off, what it sent meanwhile is lost, by design."""
+
+    def __init__(self, n: int, per_sec: int, resume_after: int = 0) -> None:
+        super().__init__(n)
+        self.per_sec = per_sec
+        self.resume_after = resume_after
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.out = Path(conf["test.out.dir"])
+        self.started: float | None = None
+        self.held = 0.0  # seconds held, which the pace does not count
+        self.holding_since: float | None = None
+
+    def next_tuple(self):
+        now = time.monotonic()
+        if self.started is None:
+            self.started = now
+        if self.resume_after and not (self.out / "resumed").exists() and (self.out / "crashed").exists():
+            if len(back(self.out)) < self.resume_after:
+                self.holding_since = self.holding_since or now
+                return
+            self.held = now - (self.holding_since or now)
+            (self.out / "resumed").write_text(str(self.next))
+        due = min(self.n + 4, int((now - self.started - self.held) * self.per_sec))
+        while self.next < due:
+            i = self.next
+            if i < self.n:
+                self.collector.emit([i, self.ts[i]], msg_id=i if i % 2 == 0 else None)
+            else:
+                self.collector.emit([i, close_ts(self.n)], stream=CLOSE)
+            self.next += 1
+
+
+def _mark_back(conf, context) -> None:
+    """Note under ``test.out.dir`` that this task was prepared after the crash (`back`)."""
+    out = Path(conf["test.out.dir"])
+    if (out / "crashed").exists():
+        (out / f"back-{context.get_this_component_id()}-{context.get_this_task_id()}").write_text("1")
+
+
 class Parse(BasicBolt):
     """Passes each record on (a new user's parse step), the closing ones on the default stream too."""
+
+    def prepare(self, conf, context):
+        _mark_back(conf, context)
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("id", "ts"))
@@ -93,6 +148,7 @@ class _Records:
     def prepare(self, conf, context, collector):
         super().prepare(conf, context, collector)
         self.log = Path(conf["test.out.dir"]) / f"windows-{context.get_this_task_id()}.jsonl"
+        _mark_back(conf, context)
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("end", "n"))
@@ -115,9 +171,10 @@ class PersistentWindow(_Records, BaseStatefulWindowedBolt):
         self.state = state
 
 
-def window(persistent: bool, time: str) -> BaseWindowedBolt:
-    """The window: ``time`` "event-tumbling", "event-sliding" or "processing" (tumbling)."""
-    bolt = PersistentWindow() if persistent else PlainWindow()
+def window(persistent: bool, time: str, cls: type | None = None) -> BaseWindowedBolt:
+    """The window: ``time`` "event-tumbling", "event-sliding" or "processing" (tumbling); an
+    instance of ``cls`` (a subclass of `PersistentWindow` or `PlainWindow`) if given."""
+    bolt = (cls or (PersistentWindow if persistent else PlainWindow))()
     if time == "processing":
         bolt.with_tumbling_window(Duration.of(PROCESSING_MS))
     else:
@@ -131,11 +188,13 @@ def window(persistent: bool, time: str) -> BaseWindowedBolt:
     return bolt
 
 
-def topology(n: int, persistent: bool, time: str):
+def topology(n: int, persistent: bool, time: str, spout: Spout | None = None, bolt: BaseWindowedBolt | None = None):
+    """records -> parse (2 tasks) -> window (1 task); ``spout`` and ``bolt`` instead of
+    `Records` and `window`."""
     b = TopologyBuilder()
-    b.set_spout("records", Records(n))
+    b.set_spout("records", spout or Records(n))
     b.set_bolt("parse", Parse(), 2).shuffle_grouping("records").all_grouping("records", CLOSE)
-    b.set_bolt("window", window(persistent, time)).global_grouping("parse")
+    b.set_bolt("window", bolt or window(persistent, time)).global_grouping("parse")
     return b.create_topology()
 
 

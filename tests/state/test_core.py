@@ -455,6 +455,27 @@ def test_prepare_before_initstate_fails_so_the_spout_recovers():
     assert rec.failed == [t] and not [e for e in rec.emitted if e[0] == "$checkpoint"]
 
 
+def test_with_acking_off_a_prepare_before_initstate_initializes_from_the_last_commit(caplog):
+    """No failure reaches the checkpoint spout with acking off, so no INITSTATE follows the
+    PREPARE a restarted task fails: it initializes itself, with a warning, and prepares."""
+    mem = HostMemory()
+    first, _ = stateful(mem)
+    first.execute(cp(-1, INITSTATE))
+    first.execute(Tuple(["a"], DATA))
+    first.execute(cp(0, PREPARE))
+    first.execute(cp(0, COMMIT))
+    ex, rec = StatefulBoltExecutor(Counter()), Recorder()  # its worker restarted
+    ex.prepare({"topology.name": "t", "topology.acker.executors": 0},
+               BoltCtx(mem, {"$checkpointspout": [9]}), rec)
+    b = Tuple(["b"], DATA)
+    ex.execute(b)
+    ex.execute(cp(1, PREPARE))
+    ex.execute(cp(1, COMMIT))
+    assert ex.initialized and not rec.failed and b in rec.acked
+    assert dict(ex.state.committed()) == {"a": 1, "b": 1}
+    assert any("initializes from its last commit now" in r.getMessage() for r in caplog.records)
+
+
 def test_a_checkpoint_counts_once_every_input_task_sent_it():
     ex, rec = stateful(inputs={"split": [4, 5]})
     first = Tuple([-1, INITSTATE], Source("split", "$checkpoint", 4, Fields("txid", "action")))

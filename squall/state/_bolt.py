@@ -580,12 +580,20 @@ class CheckpointTupleForwarder(_CheckpointAware):
     pauses) gets Storm's rule instead: checkpoints pass at once. Held, no checkpoint passed such
     a bolt while a window held anything, and the stateful bolts after it never committed. Its
     window's results are anchored to their inputs, so a failure after it replays them.
+
+    So does every bolt with acking off (``topology.acker.executors`` 0): a failed PREPARE
+    reaches no one there, so holding one buys no rollback, and a bolt need not ack (nothing is
+    tracked, as in Storm). Held, a bolt that never acked kept every input it was given, and no
+    checkpoint passed it after its first input: the persistent window after it committed its
+    windows once, at the start, never again (and, had an input come before INITSTATE, was never
+    initialized at all).
     """
 
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         self._start(context, collector)
         self.in_flight = InputsInFlight()
-        self.hold_checkpoints = not getattr(self.bolt, "squall_holds_inputs", False)
+        self.hold_checkpoints = not getattr(self.bolt, "squall_holds_inputs", False) \
+            and conf.get(Config.TOPOLOGY_ACKER_EXECUTORS) != 0
         out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=False,
                                  settled=self.in_flight.settled)
         if isinstance(self.bolt, BasicBolt):
@@ -599,7 +607,9 @@ class CheckpointTupleForwarder(_CheckpointAware):
         if tup.source_stream == CHECKPOINT_STREAM_ID:
             self._checkpoint(tup)
             return
-        tracked = not is_tick_tuple(tup)  # a tick needs no ack: none would ever settle it
+        # a tick needs no ack: none would ever settle it; and only held checkpoints need the
+        # inputs (with acking off a bolt need not ack: kept, they were never let go)
+        tracked = self.hold_checkpoints and not is_tick_tuple(tup)
         if tracked:
             self.in_flight.given(tup)
         try:

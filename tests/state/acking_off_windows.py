@@ -12,7 +12,7 @@ import json
 import time
 from pathlib import Path
 
-from squall import BaseWindowedBolt, BasicBolt, Config, Duration, Fields, Spout, TopologyBuilder
+from squall import BaseWindowedBolt, BasicBolt, Bolt, Config, Duration, Fields, Spout, TopologyBuilder
 from squall.state import BaseStatefulWindowedBolt
 
 LAG_MS = 500
@@ -122,6 +122,17 @@ class PacedRecords(Records):
             self.next += 1
 
 
+class ParseNeverAcks(Bolt):
+    """`Parse` written for acking off: it anchors what it emits (a stateful topology asks for
+    that) and acks nothing, since nothing is tracked."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id", "ts"))
+
+    def execute(self, tup):
+        self.collector.emit([tup[0], tup[1]], tup)
+
+
 def _mark_back(conf, context) -> None:
     """Note under ``test.out.dir`` that this task was prepared after the crash (`back`)."""
     out = Path(conf["test.out.dir"])
@@ -188,12 +199,13 @@ def window(persistent: bool, time: str, cls: type | None = None) -> BaseWindowed
     return bolt
 
 
-def topology(n: int, persistent: bool, time: str, spout: Spout | None = None, bolt: BaseWindowedBolt | None = None):
-    """records -> parse (2 tasks) -> window (1 task); ``spout`` and ``bolt`` instead of
-    `Records` and `window`."""
+def topology(n: int, persistent: bool, time: str, spout: Spout | None = None, bolt: BaseWindowedBolt | None = None,
+             parse: Bolt | BasicBolt | None = None):
+    """records -> parse (2 tasks) -> window (1 task); ``spout``, ``bolt`` and ``parse`` instead
+    of `Records`, `window` and `Parse`."""
     b = TopologyBuilder()
     b.set_spout("records", spout or Records(n))
-    b.set_bolt("parse", Parse(), 2).shuffle_grouping("records").all_grouping("records", CLOSE)
+    b.set_bolt("parse", parse or Parse(), 2).shuffle_grouping("records").all_grouping("records", CLOSE)
     b.set_bolt("window", bolt or window(persistent, time)).global_grouping("parse")
     return b.create_topology()
 

@@ -12,6 +12,7 @@ from squall import LocalCluster
 from ..conftest import wait_until
 from .acking_off_windows import (
     PacedRecords,
+    ParseNeverAcks,
     PersistentWindow,
     acking_off_conf,
     as_expected,
@@ -42,6 +43,28 @@ def test_windows_behind_a_bolt_of_two_tasks_fire_every_record_with_acking_off(tm
     assert done, describe(tmp_path, N, time)
     if time != "processing":  # the closing records are in no window that fired
         assert not any(i >= N for w in windows_fired(tmp_path) for i in w["ids"]), describe(tmp_path, N, time)
+
+
+def test_a_bolt_that_never_acks_holds_back_no_checkpoint_with_acking_off(tmp_path):
+    """With acking off nothing is tracked and a bolt need not ack, as in Storm. The checkpoint
+    forwarder around such a bolt waited for it to ack every input before passing a checkpoint
+    on: it kept every input, and no checkpoint passed it after the first, so the persistent
+    window after it committed its windows once, at the start (txid 0 after 5 s of checkpoints
+    every 100 ms), never again. Now checkpoints pass at once with acking off."""
+    with LocalCluster() as cluster:
+        cluster.submit_topology("windows", acking_off_conf(tmp_path),
+                                topology(N, True, "event-tumbling", parse=ParseNeverAcks()))
+
+        def window_commits():
+            names = [ns for ns in cluster._state_memory.namespaces("windows")
+                     if ns.startswith("window-") and ns.endswith("-window")]
+            return [cluster.get_state("windows", ns).committed_txid for ns in names]
+        done = wait_until(lambda: as_expected(tmp_path, N, "event-tumbling"), 20, interval=0.1)
+        first = window_commits()
+        committing = wait_until(lambda: window_commits()[0] >= first[0] + 5, 10, interval=0.1)
+        cluster.kill_topology("windows", wait_secs=0)
+    assert done, describe(tmp_path, N, "event-tumbling")
+    assert committing, f"the window's state committed txid {first} and no later one"
 
 
 class CrashesOnce(PersistentWindow):

@@ -23,7 +23,9 @@ the heartbeats up again. A worker that stops heartbeating for ``nimbus.task.time
 (``nimbus.task.launch.secs`` while it starts) gets a new launch id, which its supervisor obeys by
 restarting it; if its supervisor fell silent that long too, the machine is taken for dead (it
 died, or its link was cut) and the executors move to the other machines, as Storm reassigns
-timed-out executors. A supervisor whose node fails its health checks (`squall.cluster.health`)
+timed-out executors; but not when every machine fell silent at once, which the master takes for
+its own link cut (or itself paused): it moves and restarts nothing (`squall.cluster.silence`).
+A supervisor whose node fails its health checks (`squall.cluster.health`)
 is given no slots, and what ran there moves at once. A worker that exits before its heartbeat
 said it started (its executors opened; its loops take no tuple before that beat is answered,
 `squall.engine.start_gate`, so one that dies on its first tuple had said so) failed to start,
@@ -123,6 +125,7 @@ from .master_records import (
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
 from .seeds import NimbusAddress, nimbus_seeds
 from .shipping import pickle_topology
+from .silence import HeardNone, SilenceWatch, silence_grace
 from .state import ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus, next_status, transition
 from .store import (
     Change,
@@ -450,6 +453,8 @@ class Master:
         self.scheduler = load_scheduler(conf)
         # one line a minute at most: two supervisors that claim one address sync every second
         self._clash_log = RateLimitedLog(log, limit=1, period=60.0)
+        # every machine silent at once: the master suspects its own link, not them (`silence`)
+        self._silence = SilenceWatch(silence_grace(conf))
         # what the store was last handed (`_outcome`): the next outcome carries what differs
         self._persisted = _Persisted()
         self._dirty = False  # the persisted part may have changed since the last outcome
@@ -603,6 +608,7 @@ class Master:
                 state.heartbeat = LastBeat.launched(now) if hb is None else dataclasses.replace(
                     hb, time=now, starting=True)
         self._persisted = _Persisted()
+        self._silence.spell = None  # every machine has its timeout anew anyway (`adopt`)
         self.leading = True
         self.terms += 1
         self._changed()
@@ -1714,8 +1720,11 @@ class Master:
     def _check_timeouts(self) -> None:
         self._run_due_actions()
         now, wall = self.mono(), self.clock.wall()
+        self._heard_again(now)
         sup_timeout = float(conf_value(self.conf, Config.NIMBUS_SUPERVISOR_TIMEOUT_SECS))
-        dead = [sid for sid, sup in self.supervisors.items() if now - sup.seen > sup_timeout]
+        silent = [sid for sid, sup in self.supervisors.items() if now - sup.seen > sup_timeout]
+        # decided before any is dropped: whether each fell silent with all the others
+        dead = [sid for sid in silent if not self._held(sid, now, wall)]
         for sid in dead:  # its slots are gone: move what ran there
             sup = self.supervisors.pop(sid)
             log.warning("supervisor %s silent for %.0f s: rescheduling its slots", sid, now - sup.seen)
@@ -1740,7 +1749,8 @@ class Master:
                 limit = launch if hb.starting else timeout
                 last = max(hb.time, state.retry_at)
                 if now - last > timeout and not self._supervised(slot, now, timeout):
-                    dead_nodes.add(slot)
+                    if not self._held_slot(slot, now, wall):
+                        dead_nodes.add(slot)
                 elif now - last > limit and self._synced_since(slot, last + limit):
                     log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
                                 slot, topo.plan.name, now - last)
@@ -1751,6 +1761,58 @@ class Master:
             self._node_lost(dead_nodes, wall, timeout)
         if changed:
             self._changed()
+
+    def _held(self, supervisor_id: str, now: float, wall: float) -> bool:
+        """Whether the silent ``supervisor_id`` is held back from being taken for lost because
+        every machine fell silent with it (`squall.cluster.silence`); the first one held says
+        why, in the log and in each topology's errors."""
+        was = self._silence.spell
+        spell = self._silence.held(supervisor_id, self.supervisors, now)
+        if spell is not None and was is None:
+            self._suspect_self(spell, now, wall)
+        return spell is not None
+
+    def _held_slot(self, slot: str, now: float, wall: float) -> bool:
+        """Whether the silent worker of ``slot`` is on a machine `_held` back (a slot no
+        supervisor offers is not: nothing is heard of its machine at all)."""
+        return any(self._held(sid, now, wall) for sid, sup in list(self.supervisors.items()) if slot in sup.slots())
+
+    def _suspect_self(self, spell: HeardNone, now: float, wall: float) -> None:
+        """Say, once a spell, that this master heard none of its machines and suspects itself."""
+        silent = now - spell.last_heard
+        what = (f"heard none of its {spell.machines} supervisors for {silent:.0f} s, and they fell silent within "
+                f"{self._silence.grace:g} s of each other: as when this master's own link to them is cut (a Nimbus HA "
+                f"leader that still reaches ZooKeeper keeps the lead) or the master was paused, rather than "
+                f"{spell.machines} machines failing at once. It takes none of them for lost: it moves no executor and "
+                f"restarts no worker, which run on without it; the first machine heard again ends this, and every "
+                f"machine and worker then has its timeout anew")
+        log.warning("this master (%s) %s", self.me(), what)
+        for topo in self.topologies.values():
+            if topo.assignment:
+                add_error(topo.errors, _error("__master", -1, f"the master {what}", wall))
+        self._changed()
+
+    def _heard_again(self, now: float) -> None:
+        """A machine is heard again after a spell in which none was: the silence was this
+        master's. Every machine and worker not heard since gets its timeout anew from now
+        (a worker ``nimbus.task.launch.secs``, as when a master takes the lead), so that none
+        is taken for lost, or restarted in place, for the silence the master caused."""
+        spell = self._silence.ended(self.supervisors)
+        if spell is None:
+            return
+        resumed = max(sup.seen for sup in self.supervisors.values())
+        for sup in self.supervisors.values():
+            if sup.seen <= spell.last_heard:
+                sup.seen = now
+        for topo in self.topologies.values():
+            for slot in topo.assignment:
+                state = topo.slot(slot)
+                hb = state.heartbeat
+                if hb is not None and hb.time < resumed:
+                    state.heartbeat = dataclasses.replace(hb, time=now, starting=True)
+        log.warning("this master (%s) hears its machines again after %.0f s in which it heard none: the silence was "
+                    "its own, and no worker is restarted for it; each machine has nimbus.supervisor.timeout.secs and "
+                    "each worker nimbus.task.launch.secs from now to be heard", self.me(), resumed - spell.last_heard)
 
     def _synced_since(self, slot: str, since: float) -> bool:
         """True if a supervisor that offers ``slot`` synced after ``since`` (the moment its

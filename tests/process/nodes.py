@@ -91,6 +91,14 @@ class Network:
         _ip("-n", self.switch, "link", "set", port, "master", "br0")
         _ip("-n", self.switch, "link", "set", port, "up")
 
+    def second_master_address(self) -> str:
+        """Another address of the root namespace on the LAN, ``10.213.N.250``, for a second
+        master there: a machine can then be cut off from one master (`block`) and not the
+        other. It goes with the root namespace's link, in `remove`."""
+        address = f"10.213.{self.subnet}.250"
+        _ip("addr", "add", f"{address}/24", "dev", self.root_link)
+        return address
+
     def cut(self, machine: int, up: bool = False) -> None:
         """Unplug machine ``machine``: nothing reaches it or leaves it any more (``up``: plug it
         back in)."""

@@ -17,10 +17,12 @@ class LoggedSpout(Spout):
     is emitted again. Writes ``e|a|f <id> <pid> <time>`` lines (emit, ack, fail) to
     ``spout.log`` under ``test.out.dir``. A restarted instance (its executors moved) goes on
     after the last id any instance emitted and replays what was emitted and not acked. New
-    ids go out at most ``rate`` a second (replays at once), so the logs stay small."""
+    ids go out at most ``rate`` a second (replays at once), so the logs stay small; with
+    ``limit``, only ids below it (a finite set: replays still go out)."""
 
-    def __init__(self, rate=500):
+    def __init__(self, rate=500, limit=None):
         self.rate = rate
+        self.limit = limit
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("id"))
@@ -43,7 +45,7 @@ class LoggedSpout(Spout):
     def next_tuple(self):
         if self.todo:
             i = self.todo.pop()
-        elif self.stopped or (self.dir / STOP).exists():
+        elif self.stopped or (self.dir / STOP).exists() or (self.limit is not None and self.next >= self.limit):
             self.stopped = True
             return
         else:
@@ -77,11 +79,11 @@ class LoggedSink(BasicBolt):
         self.log.flush()
 
 
-def partition_topology(sinks=4):
-    """`LoggedSpout` -> ``sinks`` `LoggedSink` tasks (shuffle): with two workers, about half the
-    tuples cross between them."""
+def partition_topology(sinks=4, rate=500, limit=None):
+    """`LoggedSpout` (``rate``, ``limit``) -> ``sinks`` `LoggedSink` tasks (shuffle): with two
+    workers, about half the tuples cross between them."""
     b = TopologyBuilder()
-    b.set_spout("source", LoggedSpout(), 1)
+    b.set_spout("source", LoggedSpout(rate, limit), 1)
     b.set_bolt("sink", LoggedSink(), sinks).shuffle_grouping("source")
     return b.create_topology()
 

@@ -28,7 +28,7 @@ from .semantics_topology import topology_conf
 pytest.importorskip("kazoo")
 
 SECRET = "squall-leader-cut-off-secret-0123456789"
-TAG = "s43ha"
+TAG = "sqlco"  # leader cut off: its own prefix for the namespaces, apart from other tests'
 IDS = 1800  # at 200 a second: the spout still emits for seconds after the heal
 
 

@@ -56,6 +56,9 @@ of each class):
   (`squall.trident.executor`).
 - `combine_rows`: a pack's rows combined per group into a grouped combiner's persist
   (`squall.trident.processors`).
+- `current_frames`: ``sys._current_frames()`` with the garbage collector off
+  (`squall.engine.thread_frames`); compiled, in one step that no other thread's ``gc.enable()``
+  or ``gc.disable()`` can come between.
 - `TridentTupleBase`, `view_of`: the slots of `squall.trident.TridentTuple` with ``t[i]`` and
   ``len(t)``, and one of its subtypes made without its ``__init__`` (a Trident bolt's views).
 
@@ -67,13 +70,17 @@ measured: see ``docs/profiles/w1-one-worker.md``.
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import os
 import random
 import select
+import sys
+import threading
 import time
 from itertools import repeat
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 _DEFAULT_STREAM = "default"  # squall._system.DEFAULT_STREAM (not imported: this module is imported first)
@@ -261,6 +268,29 @@ def BasicExecute(user_execute, basic, ack, on_failed, failed_type, acks, stats, 
 
 def _nothing() -> None:
     """Does nothing."""
+
+
+# 3.12 and later: allocations no longer run the collector (it runs at the eval breaker)
+_COLLECTOR_INSIDE_ALLOCATIONS = sys.version_info < (3, 12)
+_frames_lock = threading.Lock()
+
+
+def current_frames() -> dict[int, FrameType]:
+    """``sys._current_frames()`` with the garbage collector off for the call, turned back on only
+    if it was on (`squall.engine.thread_frames` says why); one caller at a time, so that no
+    caller turns it back on while another is inside. Other threads run between the three calls
+    here: a ``gc.disable()`` of theirs made meanwhile is undone, and a ``gc.enable()`` lets a
+    collection run inside the call. The compiled one makes them one step."""
+    if not _COLLECTOR_INSIDE_ALLOCATIONS:
+        return sys._current_frames()
+    with _frames_lock:
+        was_on = gc.isenabled()
+        gc.disable()
+        try:
+            return sys._current_frames()
+        finally:
+            if was_on:
+                gc.enable()
 
 
 def own_methods(cls: type) -> list:
@@ -810,7 +840,8 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
                    "drain_inbox": "drain_inbox", "KeyStatsBase": "KeyStatsBase",
                    "opaque_commit": "opaque_commit", "CountingEmit": "CountingEmit",
                    "pack_rows": "pack_rows", "TridentTupleBase": "TridentTupleBase", "view_of": "view_of",
-                   "combine_rows": "combine_rows", "Outbox": "Outbox", "ExecutingEntry": "ExecutingEntry"}
+                   "combine_rows": "combine_rows", "Outbox": "Outbox", "ExecutingEntry": "ExecutingEntry",
+                   "current_frames": "current_frames"}
 
 
 class ExecutingEntry:

@@ -1585,6 +1585,30 @@ send_held(PyObject *acks, PyObject *ackers, PyObject *kind)
     return rc;
 }
 
+/* current_frames(): sys._current_frames() with the garbage collector off, turned back on only if
+ * it was on, all while this thread holds the GIL (squall.engine.thread_frames says why: on
+ * CPython <= 3.11.8 a collection inside the call can freeze the process, python/cpython#106883).
+ * In Python the three calls could not be one step: another thread ran between them, so a user's
+ * gc.disable() made meanwhile was undone by the gc.enable() after (16 of 1,771 in a 30 s loop),
+ * and a gc.enable() made meanwhile let a collection run inside the call again. Here no Python code
+ * runs between them (no collection, so no finalizer; the call allocates only frames and a dict). */
+static PyObject *
+current_frames(PyObject *module, PyObject *unused)
+{
+    PyObject *read = PySys_GetObject("_current_frames");  /* borrowed */
+    if (read == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "current_frames(): no sys._current_frames");
+        return NULL;
+    }
+    Py_INCREF(read);
+    int was_on = PyGC_Disable();
+    PyObject *frames = PyObject_CallNoArgs(read);
+    if (was_on)
+        PyGC_Enable();
+    Py_DECREF(read);
+    return frames;
+}
+
 /* send_acks(acks, ackers, kind): `send_held` for the Python paths (BoltExecutor.flush_acks) */
 /* own_methods(cls): each method of cls's compiled base (the first base in its MRO that is a static
  * type: BasicCollectorBase, BoltCollectorBase, SpoutCollectorBase) that cls does not override,
@@ -6050,6 +6074,8 @@ static PyMethodDef speedups_functions[] = {
     {"acker_run", (PyCFunction)(void (*)(void))acker_run, METH_FASTCALL,
      "acker_run(acker, pop, n, now, deliver): apply n messages from pop() as Acker.update would, "
      "delivering each reply (kind, root, delta_secs) to deliver[spout_task]."},
+    {"current_frames", (PyCFunction)current_frames, METH_NOARGS,
+     "current_frames(): sys._current_frames() with the garbage collector off, in one step under the GIL."},
     {"own_methods", (PyCFunction)own_methods, METH_O,
      "own_methods(cls): the compiled base's methods set on cls as its own (CPython 3.11 specialises their calls then)."},
     {"send_acks", (PyCFunction)(void (*)(void))send_acks, METH_FASTCALL,

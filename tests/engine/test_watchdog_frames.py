@@ -18,14 +18,19 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
+import pytest
+
 import squall
+import squall._native
 from squall import Bolt, Config, Fields, TopologyBuilder
 from squall._config import topology_conf
 from squall.engine.clock import Clock
 from squall.engine.loop import Backpressure, TopologyActivation
 from squall.engine.plan import make_plan
+from squall.engine.thread_frames import frames_of
 from squall.engine.transport import InMemoryNetwork, InMemoryTransport
 from squall.engine.worker import Worker, component_blobs
 from squall.testing import FeederSpout
@@ -192,3 +197,49 @@ def test_a_look_never_freezes_the_process_when_a_collection_runs_inside_it(tmp_p
     looked = max((int(n) for word, n in itertools.pairwise(said) if word == "looked"), default=0)
     assert said[-1:] == ["done"] and child.returncode == 0, \
         f"the process froze after {looked} of {LOOKS_IN_CHILD} looks (exit {child.returncode}): {' '.join(said)[-2000:]}"
+
+
+TOGGLES = 800
+
+
+@pytest.mark.skipif(not squall._native.COMPILED, reason="the pure-Python twin reads the frames in three calls "
+                    "another thread can run between (squall.engine.thread_frames says so)")
+def test_a_look_never_undoes_a_gc_disable_another_thread_made_meanwhile():
+    """A user's thread turns the collector off (``gc.disable()``: a bolt tuning its worker, or
+    ``timeit``) while two watchdogs read frames in a loop, 800 times: each time the collector
+    stays off until the thread itself turns it back on. Before, the look turned the collector
+    off and back on in three Python calls, and a ``gc.disable()`` made between them was undone
+    by its ``gc.enable()`` (76 of 1,344 in 5 s, threads switched every microsecond as here; 16 of
+    1,771 in 30 s at Python's default 5 ms); a ``gc.enable()`` made between them let a collection
+    run inside ``sys._current_frames``, the freeze above. Now the look is one step under the GIL."""
+    enabled, interval = gc.isenabled(), sys.getswitchinterval()
+    stop = threading.Event()
+    idents = {threading.get_ident()}
+
+    def watchdog() -> None:
+        while not stop.is_set():
+            frames_of(idents)
+
+    watchdogs = [threading.Thread(target=watchdog) for _ in range(2)]
+    undone = 0
+    sys.setswitchinterval(1e-6)  # threads switch as often as CPython lets them: the race shows at once
+    try:
+        for t in watchdogs:
+            t.start()
+        for _ in range(TOGGLES):
+            gc.enable()
+            time.sleep(0)
+            gc.disable()  # the user's: off from here on
+            for _ in range(20):  # a little work, while the watchdogs look
+                time.sleep(0)
+            undone += gc.isenabled()
+    finally:
+        sys.setswitchinterval(interval)
+        stop.set()
+        for t in watchdogs:
+            t.join(10)
+        if enabled:
+            gc.enable()
+        else:
+            gc.disable()
+    assert undone == 0, f"{undone} of {TOGGLES} gc.disable() calls were undone by a look at the frames"

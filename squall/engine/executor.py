@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -244,6 +244,9 @@ class Wiring:
     tracker: Any = None             # this worker's WorkerCounts of a tracked topology (squall.engine.tracking), or None
     executing: Any = None           # a bolt executor's line on the worker's board (squall.engine.executing), or None
     reach: Any = None               # the PeerReach of the worker's wire (squall.engine.transport), or None
+    # the inputs executed so far by every task of the components named, if all run in this
+    # worker, else None (`Worker.executed_by`); None: the worker cannot tell
+    executed_by: Callable[[Sequence[str]], int | None] | None = None
 
     def __post_init__(self) -> None:
         self.ackers = [self.deliver[t] for t in self.plan.acker_tasks]

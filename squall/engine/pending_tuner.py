@@ -26,7 +26,13 @@ one place that reads that key and decides which of the three limits applies.
   budget if that is less (at least 1 per task): a bolt that completes fewer than the floor within
   the budget (a slow service's 100 ms calls, a 2 s timeout) kept a queue longer than the timeout
   under it, every replay behind its timed-out copy, and none completed again. Timeouts under a
-  limit tuples completed under are likewise a queue's, and double nothing. A bolt that is merely
+  limit tuples completed under are likewise a queue's, and double nothing. Before a stateful
+  bolt, which acks its inputs at its commits on a timer, timeouts never double it, and being
+  held doubles it only after ``COMMIT_WAIT_INTERVALS`` checkpoint intervals in which no tuple
+  completed and the stateful bolts executed nothing as well (then once per as many), if that
+  is less than half the timeout, and not once tuples timed out with none completed (a queue in
+  front of the checkpoints): a join or a batch gives the stateful bolt nothing until more are
+  in flight, a slow bolt gives it a few at a time. A bolt that is merely
   slow never raises it. Measured (a 1 ms/tuple bolt in another worker, message timeout 3 s):
   Storm's unlimited default timed 30,032 tuples out in 8 s; this limit, none. Without acking or
   timeouts: no limit, as Storm.
@@ -125,6 +131,10 @@ PENDING_BUDGET = 0.5
 AUTO_PENDING_FLOOR = 64
 # Periods of the completion rate's sliding window (half the timeout when the timeout is 10 s or less).
 RATE_WINDOW = 5
+# Checkpoint intervals that a spout before a stateful bolt, held at the limit, waits for a
+# completion before the limit doubles (`CompletionRateLimit`): a commit comes at least once an
+# interval, and acks what the stateful bolt got before the prepare; the third allows for a slow one.
+COMMIT_WAIT_INTERVALS = 3
 
 
 class Measurement(NamedTuple):
@@ -361,10 +371,18 @@ class CompletionRateLimit:
     in bursts (a bolt in another worker flushes them once per loop round, which is a second for a
     bolt taking 1 ms per tuple), hence the rate over a window of periods."""
 
-    def __init__(self, tasks: int, timeout_secs: float, ceiling: int | None = None, commits: bool = False) -> None:
-        """``commits``: the spout's tuples complete only at a stateful bolt's commit (see `update`)."""
+    def __init__(self, tasks: int, timeout_secs: float, ceiling: int | None = None, commits: bool = False,
+                 checkpoint_secs: float | None = None) -> None:
+        """``commits``: the spout's tuples complete only at a stateful bolt's commit (see `update`),
+        which comes every ``checkpoint_secs`` (``topology.state.checkpoint.interval.ms``; None:
+        unknown, and then the limit never doubles for want of completions)."""
         self.tasks = tasks
         self.commits = commits
+        # held at the limit this long with no completion, the commits are not what holds the
+        # spout's tuples: one came at least every interval and then acked what the stateful bolt
+        # had. None: no such time is short enough to tell (see `update`)
+        wait = None if checkpoint_secs is None else COMMIT_WAIT_INTERVALS * checkpoint_secs
+        self.commit_wait = wait if commits and wait is not None and wait < PENDING_BUDGET * timeout_secs else None
         self.floor = self.base_floor = AUTO_PENDING_FLOOR * tasks
         self.budget = PENDING_BUDGET * timeout_secs
         self.timeout = timeout_secs
@@ -375,14 +393,24 @@ class CompletionRateLimit:
         self._raised_at = float("-inf")  # when timeouts last doubled the floor
         self._climbing = False  # the last doubling was for a spout held at the limit, and none completed since
         self._worked = 0  # the highest limit a period with a completion was run under
+        self._quiet_since = float("-inf")  # the start of the window, or the last completion (commits)
+        self._queued = False  # commits: tuples timed out with none completed since (a queue's)
+        self._progress: int | None = None  # commits: the stateful bolts' executions, as last told
+        self._progress_at = float("-inf")  # commits: when they last moved (or were not told)
         self._samples: deque[tuple[float, int, int]] = deque(maxlen=RATE_WINDOW + 1)
 
-    def update(self, now: float, completed: int, expired: int = 0, held: bool = False) -> int:
+    def update(self, now: float, completed: int, expired: int = 0, held: bool = False,
+               progress: int | None = None) -> int:
         """Feed the tuples completed (acked or failed, not by a timeout) by ``now``, and those
         that timed out by then, and whether the spout is held at the limit now; the first call
-        only starts the window. Returns the limit to apply: the rate's, or, when none completed
-        over the window while the spout is held at the limit, or tuples timed out over it while
-        none completed, the limit doubled, which becomes the floor (see the module docstring)."""
+        only starts the window. ``progress``: where the tuples complete at commits, the inputs
+        the stateful bolts executed so far (None: not known). Returns the limit to apply: the
+        rate's, or, when none completed over the window while the spout is held at the limit, or
+        tuples timed out over it while none completed, the limit doubled, which becomes the
+        floor (see the module docstring)."""
+        if progress is None or progress != self._progress:
+            self._progress_at = now
+        self._progress = progress
         samples = self._samples
         if samples:
             t0, done0, expired0 = samples[0]
@@ -394,14 +422,19 @@ class CompletionRateLimit:
             # 4,000 tuples in flight is reached in 5 + 6 periods, not 6 windows). Not at a
             # limit under which tuples completed before: it is not what holds them then (a
             # bolt that pauses, not a join), and doubled every period of the pause, it filled
-            # the queues behind it with more than could be worked off within the timeout
-            # Neither doubles where the tuples complete only at a stateful bolt's commit: that
-            # comes on a timer, not once more tuples are in flight, and when none comes the
-            # checkpoints wait behind a queue (a slow bolt before the stateful one) that a doubled
-            # limit only made longer: no checkpoint went through again (measured: a 10 tuples/s
-            # bolt, timeout 2 s, not one commit in 90 s). Timeouts are then a queue's (below)
+            # the queues behind it with more than could be worked off within the timeout.
+            # Where the tuples complete only at a stateful bolt's commit, that comes on a timer,
+            # not once more tuples are in flight, and when none comes the checkpoints may wait
+            # behind a queue (a slow bolt before the stateful one) that a doubled limit only
+            # makes longer: no checkpoint went through again (measured: a 10 tuples/s bolt,
+            # timeout 2 s, not one commit in 90 s). So there it doubles only once, for a few
+            # checkpoint intervals too, nothing completed and the stateful bolts executed
+            # nothing (`_commits_not_the_cause`), and
+            # never on timeouts, which are a queue's (below). Never doubled, a join of 1,000 ids
+            # in opposite orders before a stateful bolt completed nothing at 64 a task, and
+            # after the timeouts was held at 1 a task for good
             stuck = (held and (len(samples) >= RATE_WINDOW or self._climbing) and self.limit > self._worked
-                     and not self.commits)
+                     and (not self.commits or self._commits_not_the_cause(now)))
             # timeouts double it on the same condition: under a limit tuples completed under,
             # tuples that time out while none completes wait in a queue longer than the timeout
             # (a bolt slower than the limit's worth per timeout), and doubled, the limit let the
@@ -416,7 +449,7 @@ class CompletionRateLimit:
                 samples.clear()  # the timeouts seen so far are answered: a new window
             elif now > t0:
                 if completed > done0:
-                    self._climbing = False
+                    self._climbing = self._queued = False
                 rate = (completed - done0) / (now - t0)
                 if expired > expired0 and (completed > done0 or self.limit <= self._worked or self.commits):
                     # timeouts beside completions, or under a limit tuples completed under: a
@@ -426,9 +459,39 @@ class CompletionRateLimit:
                     # timed-out copy: none completes again (a 10 tuples/s bolt, timeout 2 s, 64 in
                     # flight). The limit then halves, a period at a time, down to it
                     self.floor = min(self.base_floor, max(self.tasks, int(rate * self.budget)))
+                    # (and before a stateful bolt the limit no longer doubles while none completes:
+                    # the queue is what held its tuples, not the limit)
+                    self._queued = self._queued or (self.commits and completed == done0)
                 self.limit = max(self.floor, int(rate * self.budget), self.limit // 2)
+        if not samples or completed > samples[-1][1]:
+            self._quiet_since = now
         samples.append((now, completed, expired))
         return self.limit
+
+    def _commits_not_the_cause(self, now: float) -> bool:
+        """Whether a spout held at its limit, none of whose tuples completed, waits on the limit
+        rather than on a stateful bolt's commits (`update`): for `commit_wait` (a few checkpoint
+        intervals) no tuple completed and the stateful bolts executed nothing, and its tuples
+        have not timed out without a completion since the last one.
+
+        Both are needed. With no completion for a few intervals, a commit came meanwhile (one
+        comes every interval) and acked nothing, or no checkpoint could pass a bolt before the
+        stateful one: squall's forwarders pass a checkpoint only once the bolt settled the
+        inputs it took before it. A join holds its inputs until their matches come, a batching
+        bolt until it has a batch: they settle none, and give the stateful bolt nothing, until
+        more are in flight. But a bolt that is merely slow settles its inputs a few at a time,
+        and the checkpoints wait behind it too: it passes them on to the stateful bolt, which
+        executes them, and doubling the limit only lengthened the queue behind it (measured: a
+        bolt passing on 5 tuples a second, 400 ids, message timeout 30 s: doubled on the silence
+        alone, 111 acked in 200 s, 656 timeouts, 367 ids counted twice in the state; at 64 in
+        flight, all 400 in 80 s, none failed). Not known (``progress`` None: a stateful
+        task in another worker): never. Nor after timeouts with none completed (a queue in front
+        of the checkpoints then, which a higher limit only lengthens)."""
+        # (commit_wait None: the interval is too long to tell a commit's wait from the limit's
+        # within half the timeout, where tuples begin to time out)
+        if self.commit_wait is None or self._queued or self._progress is None:
+            return False
+        return now - max(self._quiet_since, self._raised_at, self._progress_at) >= self.commit_wait
 
 
 class TaskCounters(Protocol):
@@ -462,8 +525,11 @@ class MaxPending:
         # worth, and stall it
         self.tuners = tuners(conf, tasks, timeout_secs) if msp == AUTO and acking and not held_by else {}
         buffer = int(conf_value(conf, Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE))
+        # (at least 100 ms, as the checkpoint spout runs it: Storm's floor)
+        checkpoint_secs = max(100.0, float(conf_value(conf, Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL))) / 1000 \
+            if committed_by else None
         self.rate = CompletionRateLimit(len(self.tasks), timeout_secs, buffer * len(self.tasks),
-                                        commits=bool(committed_by)) \
+                                        commits=bool(committed_by), checkpoint_secs=checkpoint_secs) \
             if timeouts_on and not msp and not held_by else None
         bolts = f"bolt{'s' if len(held_by) > 1 else ''} [{'], ['.join(held_by)}]"
         if msp == AUTO and acking and held_by:
@@ -498,17 +564,20 @@ class MaxPending:
             self.rate.update(now, completed, expired)
 
     def update(self, now: float, stats: Mapping[int, TaskCounters], completed: int, expired: int = 0,
-               expired_by_task: Mapping[int, int] | None = None, held: bool = False) -> int:
+               expired_by_task: Mapping[int, int] | None = None, held: bool = False,
+               progress: int | None = None) -> int:
         """Feed the counters at ``now``: each task's, the tuples completed (acked or failed,
-        not by a timeout) by all of them, those that timed out (in all, and by task), and
-        whether the executor is held at its limit now. Returns the executor's limit."""
+        not by a timeout) by all of them, those that timed out (in all, and by task), whether
+        the executor is held at its limit now, and the inputs the stateful bolts downstream
+        executed so far (None: not known; `CompletionRateLimit.update`). Returns the
+        executor's limit."""
         if self.tuners:
             by_task = expired_by_task or {}
             self.limit = sum(tuner.update(now, stats[t].acked, stats[t].latency_sum, stats[t].latency_count,
                                           by_task.get(t, 0), held)
                              for t, tuner in self.tuners.items())
         elif self.rate is not None:
-            self.limit = self.rate.update(now, completed, expired, held)
+            self.limit = self.rate.update(now, completed, expired, held, progress)
         return self.limit
 
     def replay_storm(self, completed: int, expired: int, reach: PeerReach | None = None) -> str | None:

@@ -81,6 +81,9 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
                                         timeout_secs=self.timeout_secs, held_by=holders, paced=own,
                                         committed_by=committers)
         self.max_pending = self.pending_limit.limit
+        # the stateful bolts downstream, whose executions tell the limit whether they are taking
+        # this spout's tuples (`CompletionRateLimit.update`)
+        self.committers = committers
         self.timed_out = 0  # failed by a timeout or a lost worker: not completions, for the limit
         self.expired = 0  # failed by a timeout alone (the automatic limit doubles when only these come)
         self.expired_by_task = dict.fromkeys(self.task_ids, 0)  # the same, by task (for the tuners)
@@ -193,8 +196,10 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
     def _update_pending(self) -> None:
         """The timer of an automatic max pending (`MaxPending`): it reads the counters."""
         held = bool(self.max_pending) and self.in_flight >= self.max_pending
+        executed_by = self.wiring.executed_by
+        progress = executed_by(self.committers) if self.committers and executed_by is not None else None
         self.max_pending = self.pending_limit.update(self.wiring.clock.now(), self.stats, self.completed(),
-                                                     self.expired, self.expired_by_task, held)
+                                                     self.expired, self.expired_by_task, held, progress)
 
     def _expired(self, root: int, info: tuple) -> None:
         self._expired_ids.append((info[1], info[0], info[2]))

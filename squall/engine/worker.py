@@ -18,7 +18,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -220,11 +220,24 @@ class Worker:
             wiring = Wiring(plan, self._deliver_map(lp, transport), clock, state, backpressure,
                             report_error, port, self.tasks, seed, self.inboxes, loop=lp,
                             loads=self.load_mapping if load_aware else None, tracker=self.tracker,
-                            executing=lines.get(e), reach=transport.reach)
+                            executing=lines.get(e), reach=transport.reach, executed_by=self.executed_by)
             ex = self._make_executor(e, wiring, blobs)
             ex.depth = depths.get(e.component, 0)  # type: ignore[attr-defined]
             lp.add(ex)
             self.executors.append(ex)
+
+    def executed_by(self, components: Sequence[str]) -> int | None:
+        """The inputs executed so far (ticks excepted) by every task of ``components``, if all
+        of them run in this worker, else None. Read on any loop's thread: the counters only grow,
+        and a read a few tuples behind is as good (a spout's max pending asks it once a period,
+        to tell a stateful bolt that takes tuples from one that waits for them)."""
+        wanted = set(components)
+        every = self.plan.component_tasks
+        local = [ex for ex in self.executors if ex.spec.component in wanted]
+        if (not wanted or not all(every.get(c) for c in wanted)
+                or {t for ex in local for t in ex.task_ids} != {t for c in wanted for t in every[c]}):
+            return None
+        return sum(st.executed for ex in local for st in ex.stats.values())
 
     def task_fill(self, task: int) -> float:
         """Local ``task``'s inbox fill, Storm's load (0.0 empty, 1.0 when

@@ -382,3 +382,59 @@ def test_tuples_that_time_out_while_a_peer_is_unreachable_name_the_peer_not_max_
     assert m.replay_storm(completed=50, expired=400, reach=reach) is not None
     reach.forget("k")
     assert reach.away() == [] and reach.recent(10.0) == []
+
+
+def test_the_rate_limit_of_a_spout_before_a_stateful_bolt_doubles_when_neither_a_commit_nor_the_bolt_moved():
+    """A join (or a bolt that acks in batches) in front of a stateful bolt settles nothing, and
+    gives the stateful bolt nothing, until more than the limit's worth of tuples is in flight; the
+    commits, every checkpoint interval, ack nothing. Held at 64 a task, a join of 1,000 ids in
+    opposite orders acked none, its tuples timed out, and the limit fell to 1 a task for good.
+    Held with no completion for a window and three checkpoint intervals, while the stateful bolts
+    executed nothing, the limit doubles now, then every three intervals until one completes."""
+    r = CompletionRateLimit(1, 30.0, ceiling=32768, commits=True, checkpoint_secs=1.0)  # periods of 1 s
+    assert r.commit_wait == 3.0
+    assert [r.update(float(t), 0, held=True, progress=7) for t in range(5)] == [64] * 5
+    assert r.update(5.0, 0, held=True, progress=7) == 128     # a window, 3 intervals, the bolt still
+    assert [r.update(t, 0, held=True, progress=7) for t in (6.0, 7.0)] == [128, 128]  # a commit may come
+    assert r.update(8.0, 0, held=True, progress=7) == 256     # three intervals more with none
+    assert r.update(9.0, 0, held=False, progress=7) == 256    # not held: no need to grow
+    assert r.update(10.0, 0, held=True, progress=31) == 256   # some joined, and reached the stateful bolt:
+    assert r.update(12.0, 0, held=True, progress=31) == 256   # its commit may come yet
+    assert r.update(13.0, 0, held=True, progress=31) == 512   # three intervals and it did not
+    assert r.update(14.0, 900, held=True, progress=900) == 13500  # the commits ack: the rate decides
+    assert r.floor == 512
+    assert [r.update(t, 900 * (t - 13), held=True, progress=900) for t in (15.0, 16.0)] == [13500, 13500]
+    # at a limit tuples completed under, held with none completing is a pause, not the limit
+    after = [r.update(float(t), 2700, held=True, progress=2700) for t in range(17, 45)]
+    assert after == sorted(after, reverse=True) and after[-1] == 512  # halves down to the floor, never doubles
+
+
+def test_the_rate_limit_of_a_spout_before_a_stateful_bolt_never_doubles_behind_a_bolt_that_is_merely_slow():
+    """A slow bolt before the stateful one holds the checkpoints behind the inputs it has not
+    settled, so nothing completes for as long as it works off the limit's worth; but it passes
+    tuples on, and the stateful bolt executes them. Doubled as for a join (a bolt passing on 5
+    tuples a second, 400 ids, timeout 30 s), the queue outgrew the timeout: none of 400 acked,
+    all timed out. Nor does it double when the stateful bolts' executions are not known (a task
+    in another worker), after timeouts with none completed (a queue), or when three intervals
+    are not shorter than half the timeout (a long interval, a short timeout)."""
+    slow = CompletionRateLimit(1, 30.0, ceiling=32768, commits=True, checkpoint_secs=1.0)
+    assert {slow.update(float(t), 0, held=True, progress=5 * t) for t in range(30)} == {64}
+    unknown = CompletionRateLimit(1, 30.0, ceiling=32768, commits=True, checkpoint_secs=1.0)
+    assert {unknown.update(float(t), 0, held=True, progress=None) for t in range(30)} == {64}
+    q = CompletionRateLimit(1, 30.0, ceiling=32768, commits=True, checkpoint_secs=1.0)
+    assert [q.update(float(t), 0, expired=64 if t >= 4 else 0, held=True, progress=0) for t in range(12)][-1] == 1
+    assert q.floor == 1
+    for timeout, interval in ((30.0, 5.0), (2.0, 1.0)):
+        late = CompletionRateLimit(1, timeout, ceiling=32768, commits=True, checkpoint_secs=interval)
+        assert late.commit_wait is None
+        assert {late.update(t * late.period, 0, held=True, progress=0) for t in range(100)} == {64}
+
+
+def test_max_pending_gives_the_rate_limit_of_a_spout_before_a_stateful_bolt_its_checkpoint_interval():
+    m = MaxPending({"topology.state.checkpoint.interval.ms": 500}, [1], acking=True, timeouts_on=True,
+                   timeout_secs=30.0, committed_by=["sum"])
+    assert m.rate is not None and m.rate.commits and m.rate.commit_wait == 1.5
+    floor = MaxPending({"topology.state.checkpoint.interval.ms": 10}, [1], acking=True, timeouts_on=True,
+                       timeout_secs=30.0, committed_by=["sum"])
+    assert floor.rate is not None and round(floor.rate.commit_wait, 9) == 0.3  # the checkpoint spout's 100 ms at least
+    assert limit({}).rate.commit_wait is None                        # no stateful bolt downstream

@@ -112,8 +112,10 @@ def test_each_error_a_squall_component_reports_is_in_the_worker_log_once(tmp_pat
 
         def logged():
             return "".join(f.read_text() for f in (tmp_path / "logs").rglob("worker.log"))
-        assert wait_until(lambda: all(text in logged() for text in expected), 30), \
-            [text for text in expected if text not in logged()]
+        def recovering_said():  # the checkpoint spout hears of the failed commit after it is reported
+            return any("; recovering" in line and "[stateful]" in line for line in logged().splitlines())
+        assert wait_until(lambda: all(text in logged() for text in expected) and recovering_said(), 30), \
+            ([text for text in expected if text not in logged()], recovering_said())
     # the cluster has stopped: every line is written
     [log] = list((tmp_path / "logs").rglob("worker.log"))
     records = list(parse_worker_log(log.read_text().splitlines(keepends=True)))

@@ -23,12 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from squall import Bolt, TopologyBuilder
+from squall import TopologyBuilder
 from squall.engine.clock import SimulatedClock
 from squall.external.files import FileSpout, read_line
 from squall.testing._registry import SharedLog
 
 from ..conftest import wait_until
+from .test_file_growing import Recorder
 from .test_file_progress import Task, lines
 from .test_files import CONF, cluster_at
 
@@ -209,15 +210,6 @@ class Writer:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         assert self.proc.wait(timeout=10) == 0
-
-
-class Recorder(Bolt):
-    def __init__(self, log: SharedLog) -> None:
-        self.log = log
-
-    def execute(self, tup) -> None:
-        self.log.append(tup.values[0])
-        self.collector.ack(tup)
 
 
 def test_a_writer_process_pausing_mid_line_across_a_restart_gives_each_json_line_once_whole(tmp_path):

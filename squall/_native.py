@@ -72,6 +72,7 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import math
 import os
 import random
 import select
@@ -897,17 +898,21 @@ class StaleWatch:
         """A loop polls now."""
         self._polled = time.monotonic()
 
-    def wait_stale(self, secs: float) -> bool:
+    def wait_stale(self, secs: float, until: float | None = None) -> bool:
         """True once ``secs`` have passed since the last `touch` and, given ``fd``, it is
-        readable; False once `close` was called."""
+        readable or ``time.monotonic()`` has reached ``until`` (None: never); False once `close`
+        was called."""
         if not 0.0 < secs < 3600.0:
             raise ValueError("StaleWatch.wait_stale: secs must be above 0 and below 3600")
+        if until is not None and math.isnan(until):
+            raise ValueError("StaleWatch.wait_stale: until must be a time, not NaN")
         while not self._closed:
-            left = self._polled + secs - time.monotonic()
+            now = time.monotonic()
+            left = self._polled + secs - now
             if left > 0:
                 time.sleep(left)
                 continue
-            if self._fd is None:
+            if self._fd is None or (until is not None and now >= until):
                 return True
             # stale: wait (a span at most, to see a close or a touch) for something to read
             try:  # poll(), not select(), which refuses a descriptor past 1023

@@ -5948,7 +5948,10 @@ recv_nb(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  * stale, until fd (the transport's epoll) is readable: a loop whose rounds are longer than
  * the span (W1's on a loaded machine) lost the GIL to a watchman that had nothing to read, every
  * span, each a switch of threads that left the loop waiting for the GIL (py-spy: 8% of one
- * worker's loop in the GIL's waits, with nothing crossing).
+ * worker's loop in the GIL's waits, with nothing crossing). wait_stale(secs, until) also
+ * returns, stale, once the monotonic clock (time.monotonic()) reaches until: the watchman then
+ * tends the wire for loops stuck in user code (its reach check, about once a second), which no
+ * data arrives to wake it for during a partition.
  */
 typedef struct {
     PyObject_HEAD
@@ -6003,27 +6006,44 @@ StaleWatch_close(StaleWatch *self, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
-StaleWatch_wait_stale(StaleWatch *self, PyObject *arg)
+StaleWatch_wait_stale(StaleWatch *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    double secs = PyFloat_AsDouble(arg);
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "StaleWatch.wait_stale(secs, until=None) takes 1 or 2 arguments");
+        return NULL;
+    }
+    double secs = PyFloat_AsDouble(args[0]);
     if (secs == -1.0 && PyErr_Occurred())
         return NULL;
     if (!(secs > 0.0 && secs < 3600.0)) {
         PyErr_SetString(PyExc_ValueError, "StaleWatch.wait_stale: secs must be above 0 and below 3600");
         return NULL;
     }
+    long long until_ns = LLONG_MAX;  /* None: only something to read ends a stale wait */
+    if (nargs == 2 && args[1] != Py_None) {
+        double until = PyFloat_AsDouble(args[1]);
+        if (until == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (until != until) {
+            PyErr_SetString(PyExc_ValueError, "StaleWatch.wait_stale: until must be a time, not NaN");
+            return NULL;
+        }
+        if (until < 9.0e9)  /* seconds; past ~285 years: never */
+            until_ns = (long long)(until * 1e9);
+    }
     long long span = (long long)(secs * 1e9);
     int span_ms = (int)((span + 999999LL) / 1000000LL);
     int stale = 0;
     Py_BEGIN_ALLOW_THREADS
     while (!atomic_load(&self->closed)) {
-        long long left = atomic_load_explicit(&self->polled_ns, memory_order_relaxed) + span - monotonic_ns();
+        long long now = monotonic_ns();
+        long long left = atomic_load_explicit(&self->polled_ns, memory_order_relaxed) + span - now;
         if (left > 0) {
             struct timespec ts = {(time_t)(left / 1000000000LL), (long)(left % 1000000000LL)};
             nanosleep(&ts, NULL);  /* woken early by a signal: the loop looks again */
             continue;
         }
-        if (self->fd < 0) {
+        if (self->fd < 0 || now >= until_ns) {
             stale = 1;
             break;
         }
@@ -6042,9 +6062,10 @@ StaleWatch_wait_stale(StaleWatch *self, PyObject *arg)
 
 static PyMethodDef StaleWatch_methods[] = {
     {"touch", (PyCFunction)StaleWatch_touch, METH_NOARGS, "touch(): a loop polls now."},
-    {"wait_stale", (PyCFunction)StaleWatch_wait_stale, METH_O,
-     "wait_stale(secs): True once secs have passed since the last touch (sleeping without the GIL "
-     "until then) and, given fd, fd is readable; False once closed."},
+    {"wait_stale", (PyCFunction)(void (*)(void))StaleWatch_wait_stale, METH_FASTCALL,
+     "wait_stale(secs, until=None): True once secs have passed since the last touch (sleeping without "
+     "the GIL until then) and, given fd, fd is readable or time.monotonic() has reached until; False "
+     "once closed."},
     {"close", (PyCFunction)StaleWatch_close, METH_NOARGS, "close(): wait_stale returns False."},
     {NULL}
 };

@@ -11,7 +11,8 @@ sleeps in ``poll(2)`` on its wake-up descriptor and on this transport's epoll de
 (`loop_event`), so the data that arrives for a sleeping worker wakes its loop directly. One
 thread, the watchman, sleeps until no loop has polled for `STALE_SECS` and something has come
 to read (without the GIL, in `squall._native.StaleWatch`) and then reads for the loops (they are
-in a long round: a slow bolt), so that a flood still reaches the inboxes and flips backpressure.
+in a long round: a slow bolt), so that a flood still reaches the inboxes and flips backpressure;
+it also looks at the peers' reach for them about once a second while none polls (below).
 
 The wire is a stream of frames per connection: a 4-byte big-endian length, then one message
 sealed as `squall.worker.envelope` says (MAC, header, data), checked before anything in it is
@@ -46,7 +47,8 @@ stays unacknowledged in the kernel. The data path sets no ``TCP_USER_TIMEOUT``, 
 applies to a receiver that keeps its window closed (a stopped worker, or one in a long round):
 closing the connection then loses what the receiver's kernel took and its worker did not read,
 whereas waiting loses nothing. So the connection is kept, and only looked at: about once a second
-(`TcpTransport._check_reach`, from a flush) each connected peer's kernel tells whether segments
+(`TcpTransport._check_reach`, from a loop's flush, or from the watchman while no loop polls: one
+stuck in user code flushes nothing) each connected peer's kernel tells whether segments
 sent wait for its acknowledgement and how long ago the last one came (``TCP_INFO``:
 `unacknowledged_for`). A receiver with its window closed has acknowledged all that was sent (the
 rest waits for the window to open), so it stays reachable; a peer that acknowledged none of the
@@ -56,7 +58,8 @@ transport logs once which worker (address, tasks, components), counts it (``peer
 acknowledged again, as `squall.worker.transport.ZmqTransport` does (one `PeerReach` for both). The
 kernel goes on retransmitting meanwhile, so what was written is delivered after the heal, soon
 after it: the transport caps the kernel's backoff, and times its own attempts to connect out
-(`squall.worker.reconnect`; a sleeping loop is woken for them: `LoopEvent`). An idle
+(`squall.worker.reconnect`; a sleeping loop is woken for them: `LoopEvent`; for a loop stuck in
+user code the watchman raises the cap). An idle
 connection (its worker's spouts wait for acks the partition holds) is found silent by keepalive
 probes within ``silent_secs`` too, which close it and say so the same way: nothing sent waits on
 it, and a stopped peer's kernel answers them.
@@ -349,20 +352,43 @@ class TcpTransport(BatchingTransport):
 
     def _watch_loops(self) -> None:
         """Read for the loops while none has polled for `STALE_SECS` (they are in a long
-        round) and something has come. Compiled, the wait for that holds no GIL
-        (`squall._native.StaleWatch`): waiting in Python, this thread took the GIL from a busy
-        loop 200 times a second to find it had nothing to do (2.4-2.8% of each worker's GIL
+        round) and something has come; and, about once a second while none polls, look at the
+        connected peers for them (`_check_reach_for_loops`). Compiled, the wait for that holds
+        no GIL (`squall._native.StaleWatch`): waiting in Python, this thread took the GIL from a
+        busy loop 200 times a second to find it had nothing to do (2.4-2.8% of each worker's GIL
         samples in a 2-worker W1); looking whenever the loops' rounds outlasted the span, it
         still did, each time leaving the loop to wait for the GIL back."""
-        while self._stale.wait_stale(STALE_SECS):
+        look_at = monotonic() + REACH_CHECK_SECS  # the StaleWatch's clock, not the transport's (a test's)
+        while self._stale.wait_stale(STALE_SECS, look_at):
             try:
                 self.poll()
+                if monotonic() >= look_at:
+                    look_at = monotonic() + REACH_CHECK_SECS
+                    self._check_reach_for_loops()
             except Exception:
                 log.exception("the transport's watchman could not read for the loops")
             finally:
                 # the next look in STALE_SECS at the earliest, also when poll read nothing because
                 # a loop holds the poll lock (a long delivery), or raised: never a busy loop
                 self._stale.touch()
+
+    def _check_reach_for_loops(self) -> None:
+        """`_check_reach` when it is due and no loop has done it: the loops have not polled for
+        `STALE_SECS` (a bolt's ``execute`` holds its worker's only loop, or they sleep) while
+        something written may wait for its acknowledgement. A loop checks at its flushes, and
+        a sleeping one wakes for it (`LoopEvent`), but one stuck in user code does neither: the
+        connection kept its backoff capped at 1 s, the kernel gave it up 14.4 s into a
+        partition, and what it held was lost (tuples failing at the message timeout and
+        replaying; with acking off, gone).
+
+        The check is a whole `flush`, as another loop's would be: a loop that finds the send
+        lock taken skips its own flush, trusting the holder to send what it queued, so whoever
+        holds the lock must send the queues. Skipped while a loop flushes (it checks itself)."""
+        # read without the lock (a hint, so that an idle worker's watchman takes no lock):
+        # `_flush_locked` decides under it
+        if self._closed or self._now() < self._reach_at or not (self._wrote or self._silences):
+            return
+        self.flush()
 
     def _accept(self) -> int:
         """Accept the waiting connections, and deliver what they have sent already."""

@@ -140,3 +140,39 @@ def test_given_a_descriptor_wait_stale_returns_only_once_it_is_readable_as_well(
     watch.close()
     b.recv(1)
     assert watch.wait_stale(0.01) is False
+
+
+def test_given_a_time_wait_stale_returns_stale_at_that_time_with_nothing_to_read(pair):
+    """The watchman looks at the peers' reach for loops stuck in user code about once a second,
+    when nothing arrives to wake it during a partition: ``until`` ends a stale wait too, not a
+    wait while a loop polls."""
+    _, b = pair
+    watch = StaleWatch(b.fileno())
+    start = time.monotonic()
+    assert watch.wait_stale(0.01, start + 0.2) is True
+    assert time.monotonic() - start >= 0.19
+    assert watch.wait_stale(0.01, start) is True  # past already, and stale: at once
+    polls = threading.Event()
+
+    def poll():  # a loop polling every 10 ms until told to stop
+        while not polls.is_set():
+            watch.touch()
+            time.sleep(0.01)
+    poller = threading.Thread(target=poll)
+    watch.touch()  # polled now, before the waiter starts
+    poller.start()
+    results = []
+    # a span far above the loop's gaps: only a poller kept off the CPU for half a second could
+    # let the watch go stale while it polls
+    waiter = threading.Thread(target=lambda: results.append(watch.wait_stale(0.5, 0.0)))
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive() and results == []  # due long ago, but never stale
+    polls.set()
+    poller.join()
+    waiter.join(30)
+    assert results == [True]
+    watch.close()
+    assert watch.wait_stale(0.01, 0.0) is False
+    with pytest.raises(ValueError, match="until"):
+        watch.wait_stale(0.01, float("nan"))

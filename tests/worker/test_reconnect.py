@@ -149,6 +149,86 @@ def test_a_silent_connections_backoff_is_capped_as_far_as_the_kernels_giving_up_
         b.close()
 
 
+def test_a_silent_connections_cap_is_raised_while_its_workers_loop_is_stuck_in_user_code():
+    """A worker's only loop held in user code (a bolt's ``execute`` sleeping) neither flushes
+    nor polls, so the reach check that raises a silent connection's cap never ran from it, and
+    the kernel gave the connection up on the 1 s cap (14.4 s into a partition). The watchman,
+    which wakes about once a second while no loop polls, runs the check for it."""
+    got = []
+    b = tcp(receive=lambda t, i: got.append(i), slot="h:2")
+    clock = [100.0]
+    a = tcp(peers={7: b.address}, now=lambda: clock[0])
+    said = [Unacknowledged(0.0, 0, 0)]
+    a._unacknowledged = lambda sock: said[0]
+    loops = [Loop(b)]  # and none for a: its loop is stuck
+    try:
+        a.sender(7)((0,))
+        assert wait_until(lambda: (a.flush(), got)[1] == [(0,)])
+        out = a._outbound[b.address]
+        if not out.rto_max:
+            pytest.skip("this kernel has no TCP_RTO_MAX_MS (Linux 6.11 on)")
+        assert out.rto_max == 1.0
+        said[0] = Unacknowledged(20.0, 3, 0)  # what a flushed just before the cut waits 20 s
+        clock[0] += 1.0  # the check is due
+        assert wait_until(lambda: out.rto_max == 4.0, 5), f"the cap stayed at {out.rto_max:g} s"
+        kernel = out.sock.getsockopt(socket.IPPROTO_TCP, reconnect.TCP_RTO_MAX_MS)
+        assert kernel == 4000
+    finally:
+        for lp in loops:
+            lp.stop()
+        a.close()
+        b.close()
+
+
+class _Wire:
+    """Two ends of a TCP wire in processes of their own (`wire_side.py`), each in a network
+    namespace of its own (`tests.process.nodes.Network`): ``b`` receives, ``a`` sends; the
+    sender's namespace has net.ipv4.tcp_retries2 at 6, so that its kernel gives a connection
+    capped at 1 s up after 5.4 s (14.4 s at the default 15)."""
+
+    def __init__(self, tag):
+        from tests.process.nodes import NetnsUnavailable, Network
+
+        try:
+            self.net = Network(2, tag=f"{tag}{os.getpid() % 100000}")
+        except NetnsUnavailable as e:
+            pytest.skip(f"network namespaces cannot be made here ({e})")
+        self.procs = []
+        try:
+            subprocess.run(["ip", "netns", "exec", self.net.namespaces[1], "sysctl", "-qw",
+                            "net.ipv4.tcp_retries2=6"], check=True, timeout=10)
+            peer = f"tcp://{self.net.addresses[0]}:{free_port()}"
+            _, self.got = self._start(self.net.namespaces[0], "b", peer)
+            self.a, self.said = self._start(self.net.namespaces[1], "a", f"tcp://{self.net.addresses[1]}:0", peer)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, ns, *args):
+        p = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, str(Path(__file__).parent / "wire_side.py"),
+                              *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                             cwd=Path(__file__).parents[2])
+        self.procs.append(p)
+        lines = []
+        threading.Thread(target=lambda: lines.extend(line.strip() for line in p.stdout), daemon=True).start()
+        assert wait_until(lambda: "ready" in lines, 20), lines
+        return p, lines
+
+    def tell(self, *lines):
+        """Write ``lines`` to the sender at once."""
+        self.a.stdin.write("".join(f"{line}\n" for line in lines))
+        self.a.stdin.flush()
+
+    def cut(self, up=False):
+        self.net.cut(1, up=up)
+
+    def close(self):
+        for p in self.procs:
+            p.kill()
+            p.wait(10)
+        self.net.remove()
+
+
 def test_what_a_sleeping_worker_wrote_as_a_partition_began_reaches_its_peer_after_the_heal():
     """A worker (its own network namespace, net.ipv4.tcp_retries2 at 6) sends a message as its
     link is cut, then its loop sleeps, as an engine loop with no timer due does until woken (a
@@ -159,42 +239,43 @@ def test_what_a_sleeping_worker_wrote_as_a_partition_began_reaches_its_peer_afte
     for what was just written: no check came, and the kernel gave the connection up 5.4 s into
     an 8 s cut, the message lost with it (the kernel's own backoff, uncapped, delivered it
     after the heal). Now a loop wakes for the check after anything sent."""
-    from tests.process.nodes import NetnsUnavailable, Network
-
+    wire = _Wire("sqw")
     try:
-        net = Network(2, tag=f"sqw{os.getpid() % 100000}")
-    except NetnsUnavailable as e:
-        pytest.skip(f"network namespaces cannot be made here ({e})")
-    procs = []
-    try:
-        subprocess.run(["ip", "netns", "exec", net.namespaces[1], "sysctl", "-qw", "net.ipv4.tcp_retries2=6"],
-                       check=True, timeout=10)
-
-        def start(ns, *args):
-            p = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, str(Path(__file__).parent / "wire_side.py"),
-                                  *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-                                 cwd=Path(__file__).parents[2])
-            procs.append(p)
-            lines = []
-            threading.Thread(target=lambda: lines.extend(line.strip() for line in p.stdout), daemon=True).start()
-            assert wait_until(lambda: "ready" in lines, 20), lines
-            return p, lines
-
-        peer = f"tcp://{net.addresses[0]}:{free_port()}"
-        _, got = start(net.namespaces[0], "b", peer)
-        a, _ = start(net.namespaces[1], "a", f"tcp://{net.addresses[1]}:0", peer)
-        a.stdin.write("send 1\n")
-        a.stdin.flush()
-        assert wait_until(lambda: "got 1" in got, 10), got
+        wire.tell("send 1")
+        assert wait_until(lambda: "got 1" in wire.got, 10), wire.got
         time.sleep(1.2)  # past the reach check of the first message's flush: the loop asleep
-        net.cut(1)
-        a.stdin.write("send 2\n")
-        a.stdin.flush()
+        wire.cut()
+        wire.tell("send 2")
         time.sleep(8.0)  # the partition itself
-        net.cut(1, up=True)
-        assert wait_until(lambda: "got 2" in got, 10), f"the message sent as the cut began was lost: {got}"
+        wire.cut(up=True)
+        assert wait_until(lambda: "got 2" in wire.got, 10), f"the message sent as the cut began was lost: {wire.got}"
     finally:
-        for p in procs:
-            p.kill()
-            p.wait(10)
-        net.remove()
+        wire.close()
+
+
+def test_what_a_worker_stuck_in_user_code_wrote_as_a_partition_began_reaches_its_peer_after_the_heal():
+    """A worker (its own network namespace, net.ipv4.tcp_retries2 at 6) sends a message as its
+    link is cut, then its only loop is held in user code for 8 s (a bolt's ``execute`` sleeping,
+    its component not moved off the loop: topology.executor.blocking.move false, or alone in
+    its worker), neither polling nor flushing. The reach check that raises the connection's
+    capped backoff as the silence lasts ran only from a loop's flush, so the cap stayed at 1 s,
+    the kernel gave the connection up 5.4 s into the 9 s cut (14.4 s at the default
+    net.ipv4.tcp_retries2), and the message was lost with it: on a cluster, its tuples fail at
+    the message timeout and replay (with acking off, they are gone). Now the watchman, which
+    wakes about once a second while no loop polls, runs the check: the connection is kept
+    and the message arrives after the heal."""
+    wire = _Wire("sqs")
+    try:
+        wire.tell("send 1")
+        assert wait_until(lambda: "got 1" in wire.got, 10), wire.got
+        time.sleep(1.2)  # past the reach check of the first message's flush: the loop asleep
+        wire.cut()
+        wire.tell("send 2", "stuck 8")
+        assert wait_until(lambda: "stuck" in wire.said, 5), wire.said
+        time.sleep(9.0)  # the partition itself, past the stuck loop's return
+        assert "unstuck" in wire.said, wire.said
+        wire.cut(up=True)
+        assert wait_until(lambda: "got 2" in wire.got, 10), f"the message sent as the cut began was lost: {wire.got}"
+        assert wire.got.count("got 2") == 1, wire.got
+    finally:
+        wire.close()

@@ -2,10 +2,12 @@
 network namespace): ``b <bind>`` receives and prints ``got <n>`` for each message; ``a <bind>
 <peer>`` sends ``(n,)`` to the peer for each ``send <n>`` line on its stdin, on a loop as an
 engine loop with no timer runs it: a round, a flush, then asleep on its `LoopEvent` until woken
-(`squall.engine.loop`)."""
+(`squall.engine.loop`); a ``stuck <secs>`` line holds the loop ``secs`` seconds after that
+round's flush, neither polling nor flushing, as a bolt's ``execute`` holds its worker's only loop."""
 
 import sys
 import threading
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -39,15 +41,26 @@ def main(role, bind, peer=None):
 
     def read():
         for line in sys.stdin:
-            todo.append(int(line.split()[1]))
+            verb, arg = line.split()
+            todo.append((verb, float(arg)))
             event.set()
     threading.Thread(target=read, daemon=True).start()
     say("ready")
     while True:
+        stuck = 0.0
         while todo:
-            send((todo.pop(0),))
+            verb, arg = todo.pop(0)
+            if verb == "send":
+                send((int(arg),))
+            else:
+                stuck += arg
         t.poll()
         t.flush()
+        if stuck:
+            say("stuck")
+            time.sleep(stuck)  # user code: the loop neither polls nor flushes
+            say("unstuck")
+            continue
         event.wait(None)
         event.clear()
 

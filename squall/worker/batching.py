@@ -158,6 +158,7 @@ class BatchingTransport(Transport):
         self._batch_len = 2 * self._batch_items  # a list chunk is flat: task, item, ...
         self._waiting: dict[str, float] = {}  # key -> the flush_due before the one that left its items unsent
         self._last_due = now()  # when flush_due was last called
+        self._flush_wanted = False  # a flush found the send lock taken: its holder flushes after it (`_released`)
         self._closed = False
         self._encode_errors: set[str] = set()  # logged once each (see _encode)
 
@@ -321,6 +322,7 @@ class BatchingTransport(Transport):
             return None
         with self._send_lock:
             bounds = [self._lost_only_before(key, heard[1]) for key in keys]
+        self._released()
         known = [b for b in bounds if b is not None]
         if len(known) < len(bounds):
             return None
@@ -353,7 +355,7 @@ class BatchingTransport(Transport):
             for key in self._queues:
                 self._send(key, self._sealer.seal(CONTROL, self._route(key), data))
             self._check_held()
-        self._tell_held()
+        self._released()
 
     def set_peers(self, peers: dict[int, str]) -> frozenset[int]:
         """Addresses of peer workers: new tasks (before `sender` is asked for them), or a new
@@ -379,7 +381,7 @@ class BatchingTransport(Transport):
                     lost.add(key)
             self._check_held()
             moved = frozenset(t for t, key in self._task_key.items() if key in lost)
-        self._tell_held()
+        self._released()
         return moved
 
     def sender(self, task_id: int) -> Callable[[Any], None]:
@@ -393,14 +395,29 @@ class BatchingTransport(Transport):
         return native_sender(q, task_id, Tuple, PLAIN_TYPES, self._serializer.check)
 
     def flush(self) -> None:
-        if not self._send_lock.acquire(blocking=False):
-            return  # another loop of this worker is flushing; it takes our items too
-        try:
-            if not self._closed:
-                self._flush_locked()
-        finally:
-            self._send_lock.release()
+        """Send every queued item now (a loop about to sleep, or a user's thread). When another
+        thread holds the send lock the items are left to it (`_released`): not waited for, since
+        the holder may be a loop in a long send, and a loop must not block on another."""
+        self._flush_wanted = True
+        while self._flush_wanted and self._send_lock.acquire(blocking=False):
+            try:
+                self._flush_wanted = False
+                if not self._closed:
+                    self._flush_locked()
+            finally:
+                self._send_lock.release()
         self._tell_held()
+
+    def _released(self) -> None:
+        """After the send lock is released by whoever held it: a `flush` that found it taken
+        meanwhile is done now. A flush skipped that way used to trust the holder to send its
+        items, but not every holder sends the queues (the TCP wire's watchman writing a backlog,
+        the ZeroMQ wire's retry thread): a loop that flushed before its sleep then slept with its
+        items unsent until something else woke it (an input, a timer)."""
+        if self._flush_wanted:
+            self.flush()
+        else:
+            self._tell_held()
 
     def flush_due(self) -> None:
         """`flush` for a loop that goes on working: a peer's items go once they fill a message
@@ -440,7 +457,7 @@ class BatchingTransport(Transport):
                 self._check_held()
         finally:
             self._send_lock.release()
-        self._tell_held()
+        self._released()
 
     def _flush_locked(self) -> None:
         self._waiting.clear()

@@ -663,19 +663,18 @@ class TcpTransport(BatchingTransport):
             return  # a loop is flushing: it writes the backlog on itself (the next poll sees a hang-up)
         try:
             out = self._outbound.get(key)
-            if out is None or out.sock is None:
-                return
-            if not out.connecting and mask & _PEER_GONE:
-                # the kernel's error: ETIMEDOUT where its keepalive probes went unanswered (a partition)
-                code = out.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                self._broken(key, out, OSError(code, os.strerror(code)) if code else
-                             OSError(errno.ECONNRESET, "closed by the worker at the other end"))
-            else:
-                self._write(key, out)
-            self._check_held()  # the peer took its backlog (the spouts may go again), or went with it
+            if out is not None and out.sock is not None:
+                if not out.connecting and mask & _PEER_GONE:
+                    # the kernel's error: ETIMEDOUT where its keepalive probes went unanswered (a partition)
+                    code = out.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                    self._broken(key, out, OSError(code, os.strerror(code)) if code else
+                                 OSError(errno.ECONNRESET, "closed by the worker at the other end"))
+                else:
+                    self._write(key, out)
+                self._check_held()  # the peer took its backlog (the spouts may go again), or went with it
         finally:
             self._send_lock.release()
-        self._tell_held()
+        self._released()  # a loop's flush skipped meanwhile: this thread writes a backlog, not the queues
 
     def _broken(self, key: str, out: _Outbound, error: OSError) -> None:
         """Close ``key``'s connection; its backlog waits for the next (but a frame written in

@@ -442,7 +442,7 @@ class ZmqTransport(BatchingTransport):
                 self._check_held()  # a peer took what waited for it: the spouts may go again
         finally:
             self._send_lock.release()
-        self._tell_held()
+        self._released()
 
     def _receive_loop(self) -> None:
         # One blocking receive per message (RCVTIMEO bounds it, for `close`), not a Poller and

@@ -4,6 +4,7 @@ loop on a peer that is away or slow, and waking a loop asleep on its event when 
 
 import itertools
 import logging
+import select
 import socket
 import threading
 import time
@@ -994,3 +995,46 @@ def test_the_kernel_tells_no_silence_of_an_idle_connection_nor_of_a_receiver_wit
                 sent += sender.send(b"x" * 65536)
         assert sent > 0
         assert wait_until(lambda: unacknowledged_for(sender) == 0.0, 5)
+
+
+def test_a_loops_flush_made_while_the_watchman_writes_a_backlog_is_done_when_the_watchman_is_through():
+    """A loop about to sleep flushes; when another thread holds the send lock its flush is
+    skipped, and the holder must send the loop's items. The watchman writing a connection's
+    backlog (`_writable`) sent only that backlog, so the loop slept with its items unsent until
+    something else woke it (a timer, maybe a minute away): here they never arrived."""
+    got = Collect()
+    b = tcp(receive=got, slot="h:2")
+    a = tcp(peers={7: b.address})
+    receiver = Loop(b)
+    try:
+        a.sender(7)((0,))
+        a.flush()
+        assert wait_until(lambda: len(got.got) == 1)  # connected
+        key = a._task_key[7]
+        writing, through = threading.Event(), threading.Event()
+        real_write = a._write
+
+        def slow_write(k, out):  # the watchman in a long write of the backlog
+            writing.set()
+            through.wait(5)
+            return real_write(k, out)
+
+        a._write = slow_write
+        # the watchman's own once-a-second flush for loops that have not polled (a stuck loop's
+        # reach check) would send it too, later: this test is of the hand-over alone
+        a._check_reach_for_loops = lambda: None
+        watchman = threading.Thread(target=a._writable, args=(key, select.EPOLLOUT), daemon=True)
+        watchman.start()
+        assert writing.wait(5)
+        a.sender(7)((1,))
+        a.flush()  # the loop's flush before its sleep: the send lock is the watchman's
+        assert got.got == [(7, (0,))]
+        through.set()
+        watchman.join(5)
+        # no loop of a's flushes again: the watchman's release must have sent item 1
+        assert wait_until(lambda: len(got.got) == 2, timeout=5), got.got
+        assert got.got == [(7, (0,)), (7, (1,))]
+    finally:
+        receiver.stop()
+        a.close()
+        b.close()

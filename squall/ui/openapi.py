@@ -90,6 +90,8 @@ _TOPOLOGY_PAGE = _obj({
                           "acked": _INT, "failed": _INT, "executed": _INT, "capacity": _NUM_OR_STR,
                           "executeLatency": _NUM_OR_STR, "processLatency": _NUM_OR_STR, "deadLettered": _INT})),
     "workers": _array({"type": "object"}),
+    # squall's: the master's records of the workers (``__worker``, ``__master``), newest first
+    "workerErrors": _array(_obj({"component": _STR, "errorTime": _NUM, "error": _STR, "errorCount": _INT})),
     "configuration": {"type": "object"},
     "trident": {"anyOf": [{"type": "null"}, _TRIDENT]},   # squall's: the Trident batches, null without
 })

@@ -33,6 +33,7 @@ from .._config import Config, shown_configuration, visible_to_topology
 from .._errors import BadParameterError, UnknownComponentError
 from ..cluster.logs import worker_log_link
 from ..cluster.view import Stat, TopologyView, WorkerView
+from ..engine.executor import ErrorRecord
 from ..engine.plan import ExecutorSpec
 from ..engine.stats import (
     ACKED,
@@ -253,6 +254,26 @@ class _Index:
     def host_of_port(self, port: int) -> str:
         return next((w.host for w in self.view.workers if w.port == port), "")
 
+    def error_rows(self, records: Iterable[ErrorRecord]) -> list[dict[str, Any]]:
+        """``records`` newest first, as the component page's ``componentErrors`` lists them
+        (``errorTime`` in ms, as Storm's), each with the ``component`` it is recorded under."""
+        storm_id = self.view.plan.storm_id
+        return [{"component": e.component, "errorTime": int(e.last_time * 1000),
+                 "errorHost": e.host or self.host_of_port(e.worker), "errorPort": e.worker, "error": e.error,
+                 "errorTask": e.task, "errorCount": e.count,
+                 "errorLapsedSecs": int(max(0.0, self.view.now - e.last_time)),
+                 "errorWorkerLogLink": worker_log_link(storm_id, e.worker)}
+                for e in reversed(list(records))]
+
+    def worker_errors(self) -> list[dict[str, Any]]:
+        """The topology's errors that are no component's (`error_rows`): those the master records
+        of its workers (``__worker``: a worker that died unasked, by a signal such as SIGKILL, an
+        exit or its memory cap; ``__master``: one restarted for its silence, given up after
+        failed starts, a machine lost). Storm shows no such record; without this list the pages
+        showed none either (only a worker's ``restarts``), where ``squall list``, ``squall
+        info`` and ``squall monitor`` name them."""
+        return self.error_rows(e for e in self.view.errors if e.component not in self.view.plan.component_tasks)
+
 
 
 def _window_entry(window: str) -> dict[str, Any]:
@@ -313,6 +334,7 @@ def topology_page(view: TopologyView, window: str | None = ALL_TIME, sys: bool =
             "replicationCount": 1, "topologyStats": stats, "spouts": spouts, "bolts": bolts,
             "trident": trident_stats(idx, window),
             "workers": [_worker_row(view, w) for w in view.workers],
+            "workerErrors": idx.worker_errors(),
             "configuration": shown_configuration({k: v for k, v in plan.conf.items() if visible_to_topology(k)})}
 
 
@@ -390,11 +412,7 @@ def component_page(view: TopologyView, component: str, window: str | None = ALL_
         "debug": bool(debug.get("enable", False)), "samplingPct": debug.get("samplingpct", 10),
         "eventLogLink": "", "profilingAndDebuggingCapable": False, "profileActionEnabled": False,
         "profilerActive": [],
-        "componentErrors": [{"errorTime": int(e.last_time * 1000), "errorHost": e.host or idx.host_of_port(e.worker),
-                             "errorPort": e.worker, "error": e.error, "errorTask": e.task, "errorCount": e.count,
-                             "errorLapsedSecs": int(max(0.0, view.now - e.last_time)),
-                             "errorWorkerLogLink": worker_log_link(plan.storm_id, e.worker)}
-                            for e in reversed(view.errors) if e.component == component]}
+        "componentErrors": idx.error_rows(e for e in view.errors if e.component == component)}
     summary = []
     for w in WINDOW_NAMES:
         acc = idx.component_acc(component, w, sys, weights)

@@ -96,10 +96,14 @@
       ["Restarts", "restarts", {num: true, tip: "Times the slot was launched again after its worker died"}],
       ["Log", w => { const l = logLink(t.id, w.port, w.workerLogLink); return l ? el("a", {href: l}, "worker.log") : ""; }],
     ], t.workers || []));
-    const errors = [...(t.spouts || []).map(s => [s.spoutId, s]), ...(t.bolts || []).map(b => [b.boltId, b])]
+    // the master's records of the workers (a worker killed by a signal, restarted for its
+    // silence, ...) first, newest first: no component's, so under their own id, not a link
+    const workerErrors = (t.workerErrors || []).map(e => [e.component, {...e, lastError: e.error, worker: true}]);
+    const errors = [...workerErrors, ...(t.spouts || []).map(s => [s.spoutId, s]),
+                    ...(t.bolts || []).map(b => [b.boltId, b])]
       .filter(([, c]) => c.lastError);
     fill("errors", table([
-      ["Component", ([cid]) => componentLink(t.id, cid)],
+      ["Component", ([cid, c]) => c.worker ? cid : componentLink(t.id, cid)],
       ["Time", ([, c]) => when(c.errorTime)], ["Host", ([, c]) => c.errorHost],
       ["Port", ([, c]) => c.errorPort, {num: true, plain: true}],
       ["Count", ([, c]) => c.errorCount ?? 1, {num: true, tip: "Times it happened in a row"}],

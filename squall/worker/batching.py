@@ -159,6 +159,10 @@ class BatchingTransport(Transport):
         self._waiting: dict[str, float] = {}  # key -> the flush_due before the one that left its items unsent
         self._last_due = now()  # when flush_due was last called
         self._flush_wanted = False  # a flush found the send lock taken: its holder flushes after it (`_released`)
+        # when the wire wants a whole flush for its own sake though the loops work on (the TCP
+        # wire's reach check and attempts to connect: `squall.worker.tcp`); inf: never. A loop
+        # busy every round calls only `flush_due`, which does one then: the one comparison it costs
+        self._tend_at = float("inf")
         self._closed = False
         self._encode_errors: set[str] = set()  # logged once each (see _encode)
 
@@ -453,7 +457,13 @@ class BatchingTransport(Transport):
             # looked at, 1.72 with 8): a hold starts only where a message is left waiting (a send)
             # or a connection with a backlog breaks (`flush`, the wire's own checks), so peers are
             # looked at here only after a send, or while one is held, for its release
-            if sent or self._holding:
+            if now >= self._tend_at:
+                # the wire's own flush is due (`_tend_at`): a loop never idle must not skip it.
+                # The TCP wire's reach check ran only from `flush`, and a worker busy every round
+                # through a partition kept its connection's backoff capped at 1 s, so the kernel
+                # gave the connection up 14.4 s into the cut, and what it held was lost
+                self._flush_locked()
+            elif sent or self._holding:
                 self._check_held()
         finally:
             self._send_lock.release()

@@ -47,8 +47,9 @@ stays unacknowledged in the kernel. The data path sets no ``TCP_USER_TIMEOUT``, 
 applies to a receiver that keeps its window closed (a stopped worker, or one in a long round):
 closing the connection then loses what the receiver's kernel took and its worker did not read,
 whereas waiting loses nothing. So the connection is kept, and only looked at: about once a second
-(`TcpTransport._check_reach`, from a loop's flush, or from the watchman while no loop polls: one
-stuck in user code flushes nothing) each connected peer's kernel tells whether segments
+(`TcpTransport._check_reach`, from a loop's flush, from a working loop's `flush_due` when due: one
+never idle never flushes, or from the watchman while no loop polls: one stuck in user code does
+neither) each connected peer's kernel tells whether segments
 sent wait for its acknowledgement and how long ago the last one came (``TCP_INFO``:
 `unacknowledged_for`). A receiver with its window closed has acknowledged all that was sent (the
 rest waits for the window to open), so it stays reachable; a peer that acknowledged none of the
@@ -128,6 +129,9 @@ _HANGUP = select.EPOLLRDHUP
 _PEER_GONE = _HANGUP | _EPOLLIN | _BROKEN
 _GONE_EVENTS = select.POLLRDHUP | select.POLLIN | select.POLLHUP | select.POLLERR  # the same, to poll(2)
 _WOULD_BLOCK = (BlockingIOError, InterruptedError)
+# how the kernel says it gave a connection up (`TcpTransport._break_cause`): timed out, or the
+# error an ICMP message said meanwhile (a soft error on a connection made, reported only then)
+_GAVE_UP = (errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH)
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -162,7 +166,7 @@ class _Outbound:
     """The connection to a peer and what it has not taken yet (under the send lock)."""
 
     __slots__ = ("attempts", "away", "backlog", "broken_at", "connect_by", "connected_at", "connecting", "gave_up",
-                 "gave_up_at", "retry_at", "rto_max", "sock", "watched")
+                 "gave_up_at", "retry_at", "rto_max", "sock", "unacknowledged_since", "watched")
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
@@ -180,6 +184,9 @@ class _Outbound:
         self.attempts = 0
         self.connect_by = 0.0
         self.rto_max = 0.0  # the cap of the connection's retransmission backoff (0.0: the kernel's own)
+        # since when (the transport's clock) the peer has acknowledged nothing written to it, as
+        # the last `_check_reach` found; 0.0: nothing written waited then. What a break says (`_broken`)
+        self.unacknowledged_since = 0.0
         self.watched = False  # watched for EPOLLOUT too (always for the peer's hang-up while connected)
         # the connection broke or was refused, and none has been made since: a connection being
         # made again is not the peer back (a lost machine answers no SYN for minutes)
@@ -286,8 +293,8 @@ class TcpTransport(BatchingTransport):
         self._keepalive = keepalive  # squall.tcp.keepalive.secs: a connection whose other end is gone is closed
         self._silent_secs = silent_secs  # a connected peer that acknowledges nothing this long is unreachable
         self._reach_at = 0.0  # when `_check_reach` looks next
-        # when a flush should come again for the wire's own sake (`_flush_locked`); inf: never
-        self._tend_at = float("inf")
+        # `_tend_at` (`BatchingTransport`'s): when a flush should come again for the wire's own
+        # sake (`_flush_locked`), from a loop about to sleep (`LoopEvent`) or working on (`flush_due`)
         self._silences = False  # the last `_check_reach` found something written waiting for its acknowledgement
         # something was sent since the last `_check_reach`, which may wait for its acknowledgement
         # (a partition begun since): a loop about to sleep wakes for the next check, which raises
@@ -517,7 +524,9 @@ class TcpTransport(BatchingTransport):
 
     # --- sending (under the send lock) --------------------------------------------------------
     def _send(self, key: str, message: bytes) -> None:
-        self._wrote = True
+        if not self._wrote:  # the first since the last check: a loop that works on checks on time (`flush_due`)
+            self._wrote = True
+            self._tend_at = min(self._tend_at, self._reach_at)
         out = self._outbound.get(key)
         if out is None:
             out = self._outbound[key] = _Outbound()
@@ -616,6 +625,7 @@ class TcpTransport(BatchingTransport):
             # not the kernel's SYN backoff (1, 2, 4 ... s apart): an attempt that has not connected
             # by then is abandoned and made again (`_write`), so one starts soon after a heal
             out.connect_by = self._now() + connect_wait(out.attempts, self._min_wait, self._max_wait)
+            self._tend_at = min(self._tend_at, out.connect_by)  # abandoned then, by a loop busy or not
             self._watch(key, out)
         else:
             self._broken(key, out, OSError(code, os.strerror(code)))
@@ -629,6 +639,7 @@ class TcpTransport(BatchingTransport):
         out.away = False
         out.attempts = 0
         out.connected_at = self._now()
+        out.unacknowledged_since = 0.0  # a new connection: what the last one waited for is not its
         self._reached(key)
 
     def _abandon(self, key: str, out: _Outbound) -> None:
@@ -680,10 +691,15 @@ class TcpTransport(BatchingTransport):
         """Close ``key``'s connection; its backlog waits for the next (but a frame written in
         part is lost: the peer dropped its beginning with the connection)."""
         if out.sock is not None:
-            if not out.connecting:
-                self._unreachable(key, f"its machine answered nothing for about {self._silent_secs:g} s (a "
-                                       f"partition, a lost machine?)" if error.errno == errno.ETIMEDOUT
-                                  else f"the connection broke: {error}")
+            if not out.connecting and key in self._silent:
+                # said unreachable already, its connection kept (`_check_reach`): that it is not
+                # kept after all, and what went with it, is said too
+                tasks = [t for t, k in self._task_key.items() if k == key]
+                log.info("the connection to %s, unreachable already, broke: %s; what is sent to it waits for the "
+                         "connection to be made again", self.reach.describe(self._address[key], tasks),
+                         self._break_cause(out, error))
+            elif not out.connecting:
+                self._unreachable(key, self._break_cause(out, error))
             self._close_outbound(out)
         out.sock = None
         out.connecting = False
@@ -691,10 +707,27 @@ class TcpTransport(BatchingTransport):
         self._silent.discard(key)  # said unreachable already, if it was: the next connection made says its return
         out.broken_at = self._now()
         out.retry_at = out.broken_at + self._min_wait
+        self._tend_at = min(self._tend_at, out.retry_at)  # its backlog is tried again then
         if error.errno == errno.ECONNREFUSED:
             out.attempts = 0  # its machine answers: the next attempt has no reason to wait longer
         if out.backlog and _is_partial(out.backlog[0]):
             out.backlog.popleft()
+
+    def _break_cause(self, out: _Outbound, error: OSError) -> str:
+        """What happened to ``out``'s connection, which broke with ``error``, for the log. The
+        kernel gives a connection up on its own in two ways, both with ETIMEDOUT (or the
+        unreachable host or network an ICMP error said meanwhile): what was written on it went
+        unacknowledged through all its retransmissions (``net.ipv4.tcp_retries2``, on the backoff
+        the wire caps: `squall.worker.reconnect`), and is lost with it; or, idle, it went
+        unanswered by its keepalive probes, and nothing is lost."""
+        if error.errno not in _GAVE_UP:
+            return f"the connection broke: {error}"
+        if out.unacknowledged_since:
+            return (f"it acknowledged nothing written to it for {self._now() - out.unacknowledged_since:.0f} s and "
+                    f"the kernel gave the connection up after its retransmissions ({os.strerror(error.errno)}; a "
+                    f"partition, a lost machine?): what was written on it and not acknowledged is lost with it")
+        return (f"the connection was idle and its machine answered none of its keepalive probes for about "
+                f"{min(self._keepalive, self._silent_secs):g} s (a partition, a lost machine?)")
 
     def _close_outbound(self, out: _Outbound) -> None:
         """Stop watching ``out``'s connection and close it."""
@@ -792,11 +825,13 @@ class TcpTransport(BatchingTransport):
         acknowledgement."""
         silences: dict[str, float] = {}
         waits = False  # segments in flight, though acknowledged a moment ago (silent 0 s)
+        now = self._now()
         for key, out in self._outbound.items():
             if out.sock is None or out.connecting:
                 continue
             waiting = self._unacknowledged(out.sock)
             silences[key] = waiting.secs
+            out.unacknowledged_since = now - waiting.secs if waiting.secs > 0.0 else 0.0
             waits = waits or waiting.segments > 0
             if waiting.secs > 0.0:
                 self._retry_sooner(out, out.sock, waiting.secs, waiting.segments)

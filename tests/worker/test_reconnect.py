@@ -3,6 +3,8 @@ its attempts to connect time out and are made again on Storm's netty backoff, no
 SYN backoff; a connection that stays up has its retransmission backoff capped no further than
 the kernel's giving up allows."""
 
+import errno
+import logging
 import os
 import socket
 import subprocess
@@ -176,6 +178,91 @@ def test_a_silent_connections_cap_is_raised_while_its_workers_loop_is_stuck_in_u
     finally:
         for lp in loops:
             lp.stop()
+        a.close()
+        b.close()
+
+
+def test_a_silent_connections_cap_is_raised_while_its_workers_loop_works_every_round():
+    """A worker's loop that works every round (a spout with acking off and mostly local work, a
+    bolt with a deep backlog) is never idle: it calls only `flush_due`, never `flush`, from
+    which alone the reach check that raises a silent connection's cap ran; and it polls, so the
+    watchman, which checks for loops stuck in user code, does not either. The connection kept
+    its backoff capped at 1 s, and the kernel gave it up 14.4 s into a partition, what it held
+    lost with it. Now `flush_due` runs the check when it is due.
+
+    The watchman's own check is left out here: it runs only where the working loop happens to
+    miss a poll for its span (5 ms: the GIL given to another thread for a switch interval),
+    which is chance, not the loop's doing."""
+    got = []
+    b = tcp(receive=lambda t, i: got.append(i), slot="h:2")
+    clock = [100.0]
+    a = tcp(peers={7: b.address}, now=lambda: clock[0])
+    a._check_reach_for_loops = lambda: None
+    said = [Unacknowledged(0.0, 0, 0)]
+    a._unacknowledged = lambda sock: said[0]
+    loops = [Loop(b)]  # a's loop is this test's thread: rounds of poll and flush_due
+    try:
+        a.sender(7)((0,))
+        assert wait_until(lambda: (a.flush(), got)[1] == [(0,)])
+        out = a._outbound[b.address]
+        if not out.rto_max:
+            pytest.skip("this kernel has no TCP_RTO_MAX_MS (Linux 6.11 on)")
+        assert out.rto_max == 1.0
+        a.sender(7)((1,))  # written as the cut begins, from a working round
+        for _ in range(210):  # 21 s of the wire's clock, every round working
+            clock[0] += 0.1
+            said[0] = Unacknowledged(max(0.0, clock[0] - 100.5), 3, 0)  # what was written waits
+            a.poll()
+            a.flush_due()
+        assert out.rto_max == 4.0, f"the cap stayed at {out.rto_max:g} s through 20 s of silence"
+        assert out.sock.getsockopt(socket.IPPROTO_TCP, reconnect.TCP_RTO_MAX_MS) == 4000
+        assert wait_until(lambda: len(got) == 2, 5), got  # no partition here: both records arrive
+        assert got == [(0,), (1,)]
+    finally:
+        for lp in loops:
+            lp.stop()
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("silent", [0.0, 17.0])
+def test_a_connection_the_kernel_gave_up_is_said_to_have_been_idle_or_unacknowledged(silent, caplog):
+    """The kernel gives a connection up with ETIMEDOUT two ways: idle, its keepalive probes went
+    unanswered (nothing is lost); or what was written on it went unacknowledged through all its
+    retransmissions (a partition longer than net.ipv4.tcp_retries2's giving up), and is lost with
+    it. The log said "its machine answered nothing for about 10 s" for both, which the second
+    is not, and said nothing at all where the peer had been said unreachable already (silent
+    past silent_secs: 14.4 s into a cut at the default retries, on a 1 s cap): it is said now,
+    with the silence that the last reach check found, and the loss."""
+    b = tcp(slot="h:2")
+    clock = [100.0]
+    a = tcp(peers={7: b.address}, now=lambda: clock[0], keepalive=60.0, silent_secs=10.0)
+    said = [Unacknowledged(silent, 3 if silent else 0, 0)]
+    a._unacknowledged = lambda sock: said[0]
+    try:
+        a.sender(7)((0,))
+        a.flush()
+        out = a._outbound[b.address]
+        assert wait_until(lambda: (a.flush(), out.sock is not None and not out.connecting)[1])
+        clock[0] += 1.0  # the next reach check is due, and finds the silence said
+        a.flush()
+        clock[0] += 2.0
+        caplog.set_level(logging.INFO, "squall.worker")
+        with a._send_lock:  # as the poll that sees the kernel's error does
+            a._broken(b.address, out, OSError(errno.ETIMEDOUT, os.strerror(errno.ETIMEDOUT)))
+        # a peer silent past silent_secs was said unreachable at the check (the connection kept):
+        # the break is said apart
+        [said_of_it] = [r.getMessage() for r in caplog.records if "cannot reach" in r.getMessage()
+                        or "unreachable already, broke" in r.getMessage()]
+        assert b.address in said_of_it and "tasks 7" in said_of_it
+        if silent:
+            assert "acknowledged nothing written to it for 19 s and the kernel gave the connection up after its " \
+                   "retransmissions (Connection timed out;" in said_of_it
+            assert "what was written on it and not acknowledged is lost with it" in said_of_it
+        else:
+            assert "the connection was idle and its machine answered none of its keepalive probes for about 10 s" \
+                in said_of_it
+    finally:
         a.close()
         b.close()
 

@@ -302,7 +302,7 @@ class TcpTransport(BatchingTransport):
         self._wrote = False
         self._unacknowledged = unacknowledged  # what the kernel says of a connection (a test's)
         self._min_wait = min_wait
-        self._max_wait = max_wait
+        self._connect_max_wait = max_wait  # not `_max_wait`: that is the flush interval (`BatchingTransport.flush_due`)
         self._retries = kernel_retries()  # net.ipv4.tcp_retries2, for `rto_cap`
         host, port = split_address(bind)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -624,14 +624,14 @@ class TcpTransport(BatchingTransport):
             out.connecting = True
             # not the kernel's SYN backoff (1, 2, 4 ... s apart): an attempt that has not connected
             # by then is abandoned and made again (`_write`), so one starts soon after a heal
-            out.connect_by = self._now() + connect_wait(out.attempts, self._min_wait, self._max_wait)
+            out.connect_by = self._now() + connect_wait(out.attempts, self._min_wait, self._connect_max_wait)
             self._tend_at = min(self._tend_at, out.connect_by)  # abandoned then, by a loop busy or not
             self._watch(key, out)
         else:
             self._broken(key, out, OSError(code, os.strerror(code)))
 
     def _rto_floor(self) -> float:
-        return max(1.0, self._max_wait)
+        return max(1.0, self._connect_max_wait)
 
     def _made(self, key: str, out: _Outbound) -> None:
         """``out``'s connection is made: the peer is back."""

@@ -1038,3 +1038,31 @@ def test_a_loops_flush_made_while_the_watchman_writes_a_backlog_is_done_when_the
         receiver.stop()
         a.close()
         b.close()
+
+
+def test_a_working_loops_items_wait_the_flush_interval_not_the_reconnect_bound():
+    """`flush_due` lets a peer's items wait ``topology.batch.flush.interval.millis`` for more
+    (1 ms by default). The TCP wire stored ``storm.messaging.netty.max_wait_ms`` (1 s) under the
+    same attribute, so on it a loop that worked every round held a partial batch for a whole
+    second before it left."""
+    got = []
+    b = tcp(receive=lambda t, i: got.append(i), slot="h:2")
+    clock = [100.0]
+    a = tcp(peers={7: b.address}, now=lambda: clock[0], flush_interval_ms=1, max_wait=1.0)
+    loops = [Loop(b)]
+    try:
+        a.sender(7)((0,))
+        a.flush()  # connected, the first item across
+        assert wait_until(lambda: (a.flush(), got)[1] == [(0,)])
+        for n in range(1, 4):
+            a.sender(7)((n,))
+            a.flush_due()  # the round that queued it: it waits for more
+            clock[0] += 0.002  # the next working round, 2 ms on: past the interval
+            a.flush_due()
+        assert wait_until(lambda: len(got) == 4, 5), got
+        assert got == [(0,), (1,), (2,), (3,)]
+    finally:
+        for lp in loops:
+            lp.stop()
+        a.close()
+        b.close()

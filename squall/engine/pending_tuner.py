@@ -408,9 +408,11 @@ class CompletionRateLimit:
         rate's, or, when none completed over the window while the spout is held at the limit, or
         tuples timed out over it while none completed, the limit doubled, which becomes the
         floor (see the module docstring)."""
-        if progress is None or progress != self._progress:
+        # moved only when above the most told yet: a read between a checkpoint counted by its
+        # bolt and by the engine is one short (`Worker.executed_by`), and back up is no progress
+        if progress is None or self._progress is None or progress > self._progress:
             self._progress_at = now
-        self._progress = progress
+            self._progress = progress
         samples = self._samples
         if samples:
             t0, done0, expired0 = samples[0]

@@ -227,17 +227,24 @@ class Worker:
             self.executors.append(ex)
 
     def executed_by(self, components: Sequence[str]) -> int | None:
-        """The inputs executed so far (ticks excepted) by every task of ``components``, if all
-        of them run in this worker, else None. Read on any loop's thread: the counters only grow,
-        and a read a few tuples behind is as good (a spout's max pending asks it once a period,
-        to tell a stateful bolt that takes tuples from one that waits for them)."""
+        """The data inputs executed so far (ticks and checkpoint tuples excepted) by every task
+        of ``components``, if all of them run in this worker, else None. Read on any loop's
+        thread: the counters only grow, and a read a few tuples behind is as good (a spout's max
+        pending asks it once a period, to tell a stateful bolt that takes tuples from one that
+        waits for them). Checkpoints reach a stateful bolt every interval, data or none: counted,
+        a stateful join waiting for its matches looked busy, and its spouts were held for good."""
         wanted = set(components)
         every = self.plan.component_tasks
         local = [ex for ex in self.executors if ex.spec.component in wanted]
         if (not wanted or not all(every.get(c) for c in wanted)
                 or {t for ex in local for t in ex.task_ids} != {t for c in wanted for t in every[c]}):
             return None
-        return sum(st.executed for ex in local for st in ex.stats.values())
+        # the engine's count first, then the checkpoints': a checkpoint is counted by its bolt
+        # before the engine counts it, so a read between them is one short, never one over
+        executed = sum(st.executed for ex in local for st in ex.stats.values())
+        checkpoints = sum(getattr(obj, "squall_checkpoints_executed", 0)
+                          for ex in local for obj in getattr(ex, "objs", {}).values())
+        return executed - checkpoints
 
     def task_fill(self, task: int) -> float:
         """Local ``task``'s inbox fill, Storm's load (0.0 empty, 1.0 when

@@ -293,6 +293,13 @@ class StatefulBoltExecutor(_CheckpointAware):
     """Its inputs complete at its commits, on a timer: the automatic max spout pending of the
     spouts upstream does not double for want of completions (`squall.engine.pending_tuner`)."""
 
+    squall_checkpoints_executed = 0
+    """The checkpoint tuples this task executed (counted on their branch only, not per data
+    input): the engine counts them among its inputs executed, and a spout's automatic max
+    pending takes the rest for the data the stateful bolt took (`squall.engine.worker.Worker.
+    executed_by`). A checkpoint comes every interval whether or not data does, so counted as
+    data it hid a stateful bolt that got none (a stateful join waiting for its matches)."""
+
     @property
     def squall_fail_fast(self) -> bool:
         """Whether an exception in ``execute`` must crash the worker (`BoltExecutor` reads it when
@@ -342,6 +349,9 @@ class StatefulBoltExecutor(_CheckpointAware):
 
     def execute(self, tup: Tuple) -> None:
         if tup.source_stream == CHECKPOINT_STREAM_ID:
+            # before the engine counts it executed (after the call): a read between the two
+            # sees one data input fewer, never one more (`Worker.executed_by`)
+            self.squall_checkpoints_executed += 1
             self._checkpoint(tup)
             if self.crash is not None:  # INITSTATE passed on; now the crash of the input that raised
                 crash, self.crash = self.crash, None

@@ -438,3 +438,13 @@ def test_max_pending_gives_the_rate_limit_of_a_spout_before_a_stateful_bolt_its_
                        timeout_secs=30.0, committed_by=["sum"])
     assert floor.rate is not None and round(floor.rate.commit_wait, 9) == 0.3  # the checkpoint spout's 100 ms at least
     assert limit({}).rate.commit_wait is None                        # no stateful bolt downstream
+
+
+def test_a_read_of_the_stateful_bolts_one_short_and_back_is_no_progress():
+    """`Worker.executed_by` takes the checkpoints a stateful bolt executed from the engine's count
+    of its inputs; the bolt counts a checkpoint before the engine does, so a read between the two
+    is one short. Back up to what was read before is no input taken: the limit still doubles
+    after three intervals with none."""
+    r = CompletionRateLimit(1, 30.0, ceiling=32768, commits=True, checkpoint_secs=1.0)
+    told = [7, 6, 7, 7, 6, 7]
+    assert [r.update(float(t), 0, held=True, progress=p) for t, p in enumerate(told)] == [64] * 5 + [128]

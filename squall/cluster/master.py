@@ -1796,7 +1796,9 @@ class Master:
         """A machine is heard again after a spell in which none was: the silence was this
         master's. Every machine and worker not heard since gets its timeout anew from now
         (a worker ``nimbus.task.launch.secs``, as when a master takes the lead), so that none
-        is taken for lost, or restarted in place, for the silence the master caused."""
+        is taken for lost, or restarted in place, for the silence the master caused; but a
+        worker that had fallen silent before the master did (by more than the grace, or two of
+        its heartbeats) keeps what was left of its own timeout, the deaf time not counted."""
         spell = self._silence.ended(self.supervisors)
         if spell is None:
             return
@@ -1804,11 +1806,22 @@ class Master:
         for sup in self.supervisors.values():
             if sup.seen <= spell.last_heard:
                 sup.seen = now
+        # a worker already unheard that long when the master last heard a machine fell silent
+        # on its own (hung), as a machine is lost on its own (`SilenceWatch.with_the_rest`)
+        beat_secs = float(conf_value(self.conf, Config.WORKER_HEARTBEAT_FREQUENCY_SECS))
+        own = spell.last_heard - max(self._silence.grace, 2 * beat_secs)
         for topo in self.topologies.values():
             for slot in topo.assignment:
                 state = topo.slot(slot)
                 hb = state.heartbeat
-                if hb is not None and hb.time < resumed:
+                if hb is None or hb.time >= resumed:
+                    continue
+                if hb.time < own:
+                    # the deaf time does not count, what it was silent before does: given the
+                    # launch timeout anew, a hung worker waited it out from the heal (121 s
+                    # with 3 s timeouts, where it had 1 s left)
+                    state.heartbeat = dataclasses.replace(hb, time=hb.time + (resumed - spell.last_heard))
+                else:
                     state.heartbeat = dataclasses.replace(hb, time=now, starting=True)
         log.warning("this master (%s) hears its machines again after %.0f s in which it heard none: the silence was "
                     "its own, and no worker is restarted for it; each machine has nimbus.supervisor.timeout.secs and "

@@ -125,3 +125,24 @@ def test_a_lone_machine_falling_silent_is_not_taken_for_lost(tmp_path):
     r.run(4, sids=("s1",))
     assert r.placed() == before
     assert all(w["alive"] and w["restarts"] == 0 for w in r.m.op_info(name="t")["workers"])
+
+
+def test_a_worker_hung_before_the_master_heard_none_is_restarted_when_its_own_timeout_ends(tmp_path):
+    """A worker that stopped beating 2 s before the master went deaf (of its 3 s timeout: it
+    had 1 s left) is hung, not cut off: after the heal it has what was left of its timeout, the
+    8 s the master heard nothing not counted. Given ``nimbus.task.launch.secs`` anew as the
+    workers beating until the cut are, it was restarted 121 s after the heal. The others, which
+    beat on, are not restarted."""
+    r = _Run(tmp_path)
+    r.run(2, sids=tuple(HOSTS))
+    before = r.placed()
+    hung = next(s for s in before if s.startswith(HOSTS["s1"]))
+    healthy = [s for s in before if s != hung]
+    r.run(2, sids=tuple(HOSTS), beating=healthy)  # 2 s without a beat from the hung one
+    r.run(8)  # the master hears nothing
+    r.run(3, sids=tuple(HOSTS), beating=healthy)
+    after = r.placed()
+    assert after[hung] != before[hung], "the hung worker was not restarted 3 s after the heal"
+    assert {s: after[s] for s in healthy} == {s: before[s] for s in healthy}, "a worker that beat on was restarted"
+    said = [e for e in r.errors() if f"worker on {hung}" in e and "restarted it" in e]
+    assert len(said) == 1 and "missed heartbeats for nimbus.task.timeout.secs (3 s)" in said[0], r.errors()

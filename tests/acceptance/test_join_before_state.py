@@ -176,7 +176,7 @@ def _committed(out: Path) -> tuple[int, int]:
 
 def _run(cluster, tmp_path: Path, name: str, builder: TopologyBuilder, sides: list[str], n: int) -> None:
     """Submits with the default max spout pending and asserts that every id of every side is
-    acked once within 18 s (under the 30 s message timeout: before any could time out), none
+    acked once within 25 s (under the 30 s message timeout: before any could time out), none
     failed, and the state committed each id once."""
     out = tmp_path / "out"
     out.mkdir()
@@ -187,7 +187,7 @@ def _run(cluster, tmp_path: Path, name: str, builder: TopologyBuilder, sides: li
 
     def acked() -> int:
         return sum(len(set(_ids(out / f"acked-{s}.txt"))) for s in sides)
-    done = wait_until(lambda: acked() == len(sides) * n and _committed(out)[1] == n, 18, 0.1)
+    done = wait_until(lambda: acked() == len(sides) * n and _committed(out)[1] == n, 25, 0.1)
     acks = {s: _ids(out / f"acked-{s}.txt") for s in sides}
     failed = {s: _ids(out / f"failed-{s}.txt") for s in sides}
     state = _committed(out)

@@ -614,7 +614,18 @@ class TcpTransport(BatchingTransport):
         keep_alive(sock, min(self._keepalive, self._silent_secs), unacknowledged=False)
         # a lost packet is sent again within max_wait: `_check_reach` raises the cap while the peer is silent
         out.rto_max = self._rto_floor() if set_rto_max(sock, self._rto_floor()) else 0.0
-        code = sock.connect_ex((host, port))
+        try:
+            code = sock.connect_ex((host, port))
+        except OSError as e:
+            # the peer's host name does not resolve (socket.gaierror: a DNS outage, a machine
+            # taken out of DNS before its worker moved): connect_ex raises rather than return a
+            # code, which escaped the flush (the flushing loop crashed its worker, and another
+            # thread's release of the send lock, `_released`, raised in the heartbeat's
+            # set_peers or the watchman). What is sent waits, as for a peer that refuses
+            sock.close()
+            self._warn.warning("cannot connect to the worker at %s: %s", address, e)
+            out.retry_at = self._now() + self._min_wait
+            return
         out.sock = sock
         self._epoll.register(sock.fileno(), _HANGUP)  # the peer's end, however idle the connection
         self._out_fds[sock.fileno()] = key

@@ -1066,3 +1066,46 @@ def test_a_working_loops_items_wait_the_flush_interval_not_the_reconnect_bound()
             lp.stop()
         a.close()
         b.close()
+
+
+def test_a_peer_whose_host_name_does_not_resolve_is_waited_for_and_the_flush_does_not_raise(caplog):
+    """A worker's address names its machine (``storm.local.hostname``; across machines the TCP
+    wire runs with ``squall.encryption: false``). While that name does not resolve (a DNS
+    outage, a machine taken out of DNS before its worker moved) connecting raised
+    `socket.gaierror` out of the flush: the flushing loop crashed its worker, and a flush done
+    for a loop by another thread releasing the send lock (`set_peers` from the heartbeat, the
+    watchman) raised there. What is sent to it waits, as for a peer that refuses, and reaches
+    the worker at its next address; the other peers' items go on."""
+    got_b, got_c = Collect(), Collect()
+    b = tcp(receive=got_b, slot="h:2", encryption="false")
+    c = tcp(receive=got_c, slot="h:3", encryption="false")
+    a = tcp(peers={7: b.address, 8: f"tcp://no-such-host.invalid:{free_port()}"}, encryption="false")
+    receivers = [Loop(b), Loop(c)]
+    try:
+        for i in range(50):
+            a.sender(7)((i,))
+        for i in range(5):
+            a.sender(8)((i,))
+        with caplog.at_level(logging.WARNING, logger="squall.worker"):
+            a.flush()
+        assert "cannot connect to the worker at tcp://no-such-host.invalid" in caplog.text
+        assert wait_until(lambda: len(got_b.got) == 50)
+        assert got_b.got == [(7, (i,)) for i in range(50)]
+        assert got_c.got == []
+        a.flush()  # tried again: still waiting, still no error
+        # the worker of task 8 is heard of at a resolvable address: what waited goes there
+        assert a.set_peers({8: c.address}) == frozenset()  # nothing written to the old one: none lost
+
+        def flushed():
+            a.poll()
+            a.flush()
+            return len(got_c.got) == 5
+        assert wait_until(flushed)
+        assert got_c.got == [(8, (i,)) for i in range(5)]
+        assert len(got_b.got) == 50
+    finally:
+        for r in receivers:
+            r.stop()
+        a.close()
+        b.close()
+        c.close()

@@ -57,3 +57,20 @@ def test_the_inputs_the_tasks_of_a_component_executed_are_counted_when_all_run_i
 def test_nothing_is_known_of_a_component_with_a_task_in_another_worker():
     worker, _feed = _worker(remote_sink_tasks=1)
     assert worker.executed_by(["sink"]) is None
+
+
+def test_nothing_is_known_with_the_statistics_off():
+    """The engine counts its inputs in its statistics: off, it counts none, and a stateful bolt
+    taking tuples would have looked idle to the spouts' max pending, which then doubled."""
+    feed = FeederSpout(Fields(["x"]))
+    b = TopologyBuilder()
+    b.set_spout("feed", feed)
+    b.set_bolt("sink", Acks(), 2).shuffle_grouping("feed")
+    conf = Config()
+    conf.set_num_workers(1)
+    conf[Config.TOPOLOGY_STATS_ENABLED] = False
+    plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
+    worker = Worker(plan, 1, plan.executors, component_blobs(plan), InMemoryTransport(InMemoryNetwork(), "here"),
+                    SimulatedClock(), TopologyActivation(active=True), Backpressure(1000), lambda rec: None,
+                    lambda w, rec: None, 7)
+    assert worker.executed_by(["sink"]) is None

@@ -342,7 +342,13 @@ class JoinType(Enum):
 
 class JoinProcessor(BaseProcessor, BatchProcessor):
     """``join`` and the outer joins of two pair streams on their keys: in a window, of the
-    window's values at its end; outside one, each value with the other side's values so far."""
+    window's values at its end; outside one, each value with the other side's values so far.
+
+    Every value of a key is joined with every value of that key on the other side (a relational
+    join, as ``PairStream.join``'s javadoc says). Storm's ``JoinProcessor`` took a key's table
+    values out (``removeAll``) at the first row with that key, so later rows of the key matched
+    nothing: a window with several values of a key on both sides lost all but one row's matches
+    (of 2,666 numbers, 13,000 matches in their windows, 1,300 came out)."""
 
     def __init__(self, left_stream: str, right_stream: str, value_joiner: Callable[[Any, Any], Any],
                  left_type: JoinType = JoinType.INNER, right_type: JoinType = JoinType.INNER) -> None:
@@ -368,11 +374,17 @@ class JoinProcessor(BaseProcessor, BatchProcessor):
         if stream_id == self.left_stream:
             self.left_rows.append(pair)
             if not self.context.is_windowed():
-                self._join_and_forward([pair], self.right_rows)
+                # the new value with the other side's so far; the other side's unmatched values
+                # were forwarded (outer) when they came, not again at each new value
+                for key, rv, lv in _join(_table(self.right_rows), [pair], self.right_type, self.left_type,
+                                         table_leftovers=False):
+                    self.context.forward(Pair(key, self.value_joiner(lv, rv)))
         elif stream_id == self.right_stream:
             self.right_rows.append(pair)
             if not self.context.is_windowed():
-                self._join_and_forward(self.left_rows, [pair])
+                for key, lv, rv in _join(_table(self.left_rows), [pair], self.left_type, self.right_type,
+                                         table_leftovers=False):
+                    self.context.forward(Pair(key, self.value_joiner(lv, rv)))
 
     def finish(self) -> None:
         self._join_and_forward(self.left_rows, self.right_rows)
@@ -396,20 +408,22 @@ def _table(rows: list[Pair]) -> dict[Any, list[Any]]:
     return table
 
 
-def _join(table: dict[Any, list[Any]], rows: list[Pair], table_type: JoinType,
-          rows_type: JoinType) -> list[tuple[Any, Any, Any]]:
-    """(key, table value, row value) for each match; for an outer side, its unmatched values with
-    None on the other side. A table key matched once is used up, as in Storm's (``removeAll``)."""
-    out = []
+def _join(table: dict[Any, list[Any]], rows: list[Pair], table_type: JoinType, rows_type: JoinType,
+          table_leftovers: bool = True) -> list[tuple[Any, Any, Any]]:
+    """(key, table value, row value) for each match: each row with every table value of its key;
+    for an outer side, its unmatched values with None on the other side (the table's only with
+    ``table_leftovers``)."""
+    out: list[tuple[Any, Any, Any]] = []
+    matched: set[Any] = set()
     for key, value in rows:
-        matches = table.pop(key, None)
-        if not matches:
-            if rows_type is JoinType.OUTER:
-                out.append((key, None, value))
-        else:
+        matches = table.get(key)
+        if matches:
+            matched.add(key)
             out.extend((key, m, value) for m in matches)
-    if table_type is JoinType.OUTER:
-        out.extend((key, v, None) for key, values in table.items() for v in values)
+        elif rows_type is JoinType.OUTER:
+            out.append((key, None, value))
+    if table_type is JoinType.OUTER and table_leftovers:
+        out.extend((key, v, None) for key, values in table.items() if key not in matched for v in values)
     return out
 
 

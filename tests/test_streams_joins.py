@@ -1,0 +1,119 @@
+"""Streams API joins with several values of a key on both sides, on a LocalCluster, counting
+every record: a join matches every value of a key with every value of that key on the other side
+(``PairStream.join``'s javadoc: "Join the values of this stream with the values having the same
+key from the other stream"), in a window and outside one, inner and outer.
+
+Storm's ``JoinProcessor`` took a key's values out of its table at the first row of that key
+(``removeAll``), so each later row of the key matched nothing: of a window's 10,000 matches,
+200 came out."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from squall import Config, Count, LocalCluster
+from squall.streams import Pair, StreamBuilder, TumblingWindows, ValueMapper
+from squall.testing._registry import SharedLog
+
+from .conftest import wait_until
+from .test_streams_topologies import ReplayingSpout
+
+KEYS = 4
+WINDOW = 400
+"""Numbers per window: 200 even (the left side), 200 odd (the right), 50 of each per key."""
+
+
+def _key(i: int) -> int:
+    # an even number 2m and the odd 2m + 1 share key m % KEYS: each side has every key
+    return (i // 2) % KEYS
+
+
+def _pair(i: int) -> Pair:
+    return Pair(_key(i), i)
+
+
+def _shifted_right_key(i: int) -> int:
+    # the right side's keys are 1 .. KEYS: key 0 is only on the left, key KEYS only on the right
+    return _key(i) + 1
+
+
+def _shifted_right(i: int) -> Pair:
+    return Pair(_shifted_right_key(i), i)
+
+
+def _matches(numbers: range, right_key=_key) -> Counter:
+    """What an inner join of the numbers' evens (left) and odds (right) holds: every pair of a
+    key's values."""
+    left = [i for i in numbers if i % 2 == 0]
+    right = [i for i in numbers if i % 2 == 1]
+    return Counter(Pair(_key(a), Pair(a, b)) for a in left for b in right if _key(a) == right_key(b))
+
+
+def _sides(builder: StreamBuilder, spout: ReplayingSpout):
+    return builder.new_stream(spout, ValueMapper(0)).branch(lambda i: i % 2 == 0, lambda i: True)
+
+
+def test_a_windowed_join_matches_every_value_of_a_key_with_every_value_of_the_others():
+    spout = ReplayingSpout("n")
+    joined = SharedLog()
+    builder = StreamBuilder()
+    evens, odds = _sides(builder, spout)
+    evens.map_to_pair(_pair).window(TumblingWindows.of(Count(WINDOW))).join(odds.map_to_pair(_pair)) \
+        .for_each(joined.append)
+    truth = _matches(range(WINDOW)) + _matches(range(WINDOW, 2 * WINDOW))
+    assert len(truth) == 2 * KEYS * 50 * 50 == 20_000
+    with LocalCluster() as cluster:
+        cluster.submit_topology("join", Config(), builder.build())
+        for i in range(2 * WINDOW):
+            spout.feed([i], i)
+        # the first window's inputs are acked when they leave it, as the second fires (after
+        # the second's results, which the window's bolt forwards as it fires)
+        assert wait_until(lambda: spout.all_acked(range(WINDOW)), 20), len(spout.acked.items())
+    got = Counter(joined.items())
+    assert got == truth, (f"{sum(got.values())} matches for {len(truth)}; missing "
+                          f"{sum((truth - got).values())}, extra {sum((got - truth).values())}")
+    assert spout.failed.items() == []
+
+
+def test_a_windowed_full_outer_join_matches_every_value_and_keeps_each_unmatched_once():
+    spout = ReplayingSpout("n")
+    joined = SharedLog()
+    builder = StreamBuilder()
+    evens, odds = _sides(builder, spout)
+    evens.map_to_pair(_pair).window(TumblingWindows.of(Count(WINDOW))) \
+        .full_outer_join(odds.map_to_pair(_shifted_right)).for_each(joined.append)
+    truth = Counter()
+    for numbers in (range(WINDOW), range(WINDOW, 2 * WINDOW)):
+        truth += _matches(numbers, _shifted_right_key) + Counter(
+            [Pair(0, Pair(i, None)) for i in numbers if i % 2 == 0 and _key(i) == 0]
+            + [Pair(KEYS, Pair(None, i)) for i in numbers if i % 2 == 1 and _shifted_right_key(i) == KEYS])
+    assert len(truth) == 2 * ((KEYS - 1) * 50 * 50 + 50 + 50) == 15_200
+    with LocalCluster() as cluster:
+        cluster.submit_topology("outer-join", Config(), builder.build())
+        for i in range(2 * WINDOW):
+            spout.feed([i], i)
+        assert wait_until(lambda: spout.all_acked(range(WINDOW)), 20), len(spout.acked.items())
+    got = Counter(joined.items())
+    assert got == truth, (f"{sum(got.values())} results for {len(truth)}; missing "
+                          f"{sum((truth - got).values())}, extra {sum((got - truth).values())}")
+    assert spout.failed.items() == []
+
+
+def test_a_join_outside_a_window_matches_each_value_with_every_value_of_the_other_side_so_far():
+    n = 40  # 5 values of each key on each side: 4 * 5 * 5 matches, each once, whatever the order
+    spout = ReplayingSpout("n")
+    joined = SharedLog()
+    builder = StreamBuilder()
+    evens, odds = _sides(builder, spout)
+    evens.map_to_pair(_pair).join(odds.map_to_pair(_pair)).for_each(joined.append)
+    truth = _matches(range(n))
+    assert len(truth) == KEYS * 5 * 5
+    with LocalCluster() as cluster:
+        cluster.submit_topology("join-unwindowed", Config(), builder.build())
+        for i in range(n):
+            spout.feed([i], i)
+        assert wait_until(lambda: spout.all_acked(range(n)), 20), len(spout.acked.items())
+    got = Counter(joined.items())
+    assert got == truth, (f"{sum(got.values())} matches for {len(truth)}; missing "
+                          f"{sum((truth - got).values())}, extra {sum((got - truth).values())}")
+    assert spout.failed.items() == []

@@ -1,7 +1,8 @@
 """Streams API joins with several values of a key on both sides, on a LocalCluster, counting
 every record: a join matches every value of a key with every value of that key on the other side
 (``PairStream.join``'s javadoc: "Join the values of this stream with the values having the same
-key from the other stream"), in a window and outside one, inner and outer.
+key from the other stream"), in a window and outside one, inner and outer; ``co_group_by_key``
+outside a window keeps every value of both streams.
 
 Storm's ``JoinProcessor`` took a key's values out of its table at the first row of that key
 (``removeAll``), so each later row of the key matched nothing: of a window's 10,000 matches,
@@ -116,4 +117,33 @@ def test_a_join_outside_a_window_matches_each_value_with_every_value_of_the_othe
     got = Counter(joined.items())
     assert got == truth, (f"{sum(got.values())} matches for {len(truth)}; missing "
                           f"{sum((truth - got).values())}, extra {sum((got - truth).values())}")
+    assert spout.failed.items() == []
+
+
+def test_co_group_by_key_outside_a_window_keeps_every_value_of_both_streams():
+    # Storm's forwarded every key's group at each value and took the second stream's values out
+    # as it did: each odd number was in one result, then gone from its key's group
+    n = 40
+    spout = ReplayingSpout("n")
+    grouped = SharedLog()
+    builder = StreamBuilder()
+    evens, odds = _sides(builder, spout)
+    evens.map_to_pair(_pair).co_group_by_key(odds.map_to_pair(_pair)).for_each(grouped.append)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("co-group-unwindowed", Config(), builder.build())
+        for i in range(n):
+            spout.feed([i], i)
+        assert wait_until(lambda: spout.all_acked(range(n)), 20), len(spout.acked.items())
+    results = grouped.items()
+    assert len(results) == n, f"{len(results)} results for {n} values (one per value, its key's group)"
+    last: dict[int, Pair] = {}
+    for key, (firsts, seconds) in results:
+        before = last.get(key, Pair([], []))
+        # each result is the key's group so far: one more value than the key's last result
+        assert len(firsts) + len(seconds) == len(before.first) + len(before.second) + 1, (key, before, firsts, seconds)
+        assert set(before.first) <= set(firsts) and set(before.second) <= set(seconds), (key, before, firsts, seconds)
+        last[key] = Pair(firsts, seconds)
+    for key in range(KEYS):
+        assert sorted(last[key].first) == [i for i in range(0, n, 2) if _key(i) == key], (key, last[key])
+        assert sorted(last[key].second) == [i for i in range(1, n, 2) if _key(i) == key], (key, last[key])
     assert spout.failed.items() == []

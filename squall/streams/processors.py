@@ -428,7 +428,8 @@ def _join(table: dict[Any, list[Any]], rows: list[Pair], table_type: JoinType, r
 
 
 class CoGroupByKeyProcessor(BaseProcessor, BatchProcessor):
-    """``co_group_by_key``: per key, the pair of the two streams' lists of values."""
+    """``co_group_by_key``: per key, the pair of the two streams' lists of values (of the window
+    at its end; outside a window, of every value so far, forwarded for each value's key)."""
 
     def __init__(self, first_stream: str, second_stream: str) -> None:
         super().__init__()
@@ -443,8 +444,14 @@ class CoGroupByKeyProcessor(BaseProcessor, BatchProcessor):
             self.first[key].append(val)
         elif stream_id == self.second_stream:
             self.second[key].append(val)
+        else:
+            return
         if not self.context.is_windowed():
-            self._forward_values()
+            # outside a window, the key's updated group, as an aggregation forwards its updated
+            # result. Storm's forwarded every key's and took the second stream's values out
+            # (``removeAll``) as it did, so each value of the second stream was in one result
+            # and then gone: 3 values of a key came out as 1.
+            self.context.forward(Pair(key, Pair(list(self.first.get(key, [])), list(self.second.get(key, [])))))
 
     def finish(self) -> None:
         self._forward_values()
@@ -452,7 +459,8 @@ class CoGroupByKeyProcessor(BaseProcessor, BatchProcessor):
         self.second.clear()
 
     def _forward_values(self) -> None:
-        # as Storm's: the first side's keys with the second's values (taken), then the second's rest
+        # at a window's end, as Storm's: the first side's keys with the second's values (taken),
+        # then the second's rest
         for key, values in self.first.items():
             self.context.forward(Pair(key, Pair(list(values), self.second.pop(key, []))))
         for key, values in self.second.items():

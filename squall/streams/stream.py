@@ -383,7 +383,8 @@ class PairStream(Stream):
 
     def co_group_by_key(self, other: PairStream) -> PairStream:
         """``(key, Pair(values of this stream, values of other))`` per key."""
-        left, right = self._partition_by_key(), other._partition_by_key()
+        left = self._partition_by_key()
+        right = other._partition_by_key_into(left)
         node = left._add_processor_node(CoGroupByKeyProcessor(left.stream, right.stream), KEY_VALUE, True)
         self.stream_builder.add_node(right.node, node, parallelism=node.parallelism)
         return PairStream(self.stream_builder, node)
@@ -411,7 +412,8 @@ class PairStream(Stream):
         if not isinstance(other, PairStream):
             raise TypeError(f"a join needs another PairStream, got {type(other).__name__}")
         joiner = PairValueJoiner() if value_joiner is None else as_callable(value_joiner, "apply", "join")
-        left, right = self._partition_by_key(), other._partition_by_key()
+        left = self._partition_by_key()
+        right = other._partition_by_key_into(left)
         processor = JoinProcessor(left.stream, right.stream, joiner, left_type, right_type)
         node = left._add_processor_node(processor, KEY_VALUE, True)
         self.stream_builder.add_node(right.node, node, parallelism=node.parallelism)
@@ -419,6 +421,21 @@ class PairStream(Stream):
 
     def _partition_by_key(self) -> PairStream:
         return self._partition_by(KEY, self.node.parallelism) if self._should_partition_by_key() else self
+
+    def _partition_by_key_into(self, left: PairStream) -> PairStream:
+        """This stream as the other side of a join (or co-group) that runs after ``left``, in
+        its bolt, on its tasks: regrouped by key over them unless it reaches them in the same
+        bolt, already grouped by key. Storm's regrouped the other side only by its own
+        parallelism: a side of 1 task into a join of several was shuffled (an error at build,
+        "Trying to assign grouping info"), and one grouped by key in a bolt of its own reached
+        the join's tasks shuffled, so half of a key's values met none of the other side's."""
+        parallelism = left.node.parallelism
+        if parallelism == 1:
+            return self._partition_by_key()
+        if self._should_partition_by_key() or _bolt_start(self.node, self.stream_builder) \
+                is not _bolt_start(left.node, self.stream_builder):
+            return self._partition_by(KEY, parallelism)
+        return self
 
     def _should_partition_by_key(self) -> bool:
         if self.node.parallelism == 1:
@@ -499,3 +516,14 @@ class StreamState:
     def __getstate__(self) -> dict[str, Any]:
         # the running bolt needs none of the builder's graph (Java's `transient` stream)
         return {"_stream": None, "_update_state_node": None}
+
+
+def _bolt_start(node: Node, stream_builder: StreamBuilder) -> Node:
+    """Where the bolt that runs ``node`` starts: its nearest ancestor (or itself) that is not an
+    operation fused with its one parent (a regrouping, a window, a spout, a join's node)."""
+    while isinstance(node, ProcessorNode):
+        parents = stream_builder.graph.parents(node)
+        if len(parents) != 1:
+            break
+        node = parents[0]
+    return node

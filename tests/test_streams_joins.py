@@ -181,3 +181,38 @@ def test_a_join_on_two_tasks_meets_a_side_grouped_by_key_elsewhere_or_on_one_tas
         assert got == truth, (f"right side {right_side}: {sum(got.values())} matches for {len(truth)}; missing "
                               f"{sum((truth - got).values())}, extra {sum((got - truth).values())}")
         assert evens.failed.items() == [] and odds.failed.items() == []
+
+
+def test_a_join_after_a_side_grouped_by_key_in_its_bolt_regroups_it_when_the_other_side_is_regrouped():
+    # the left side is already grouped by key on 2 tasks (a join's output, a reduce_by_key's),
+    # the right side is regrouped by key into the join: the join then runs in a bolt of its own,
+    # and the left side reached it shuffled (chained joins: 2,000 of 4,000 matches; a
+    # reduce_by_key joined: 200 of 400)
+    n = 40
+    for left_side in ("a join", "a reduce_by_key"):
+        spouts = [ReplayingSpout("n") for _ in range(3)]
+        fed = {0: [2 * i for i in range(n)], 1: [2 * i + 1 for i in range(n)], 2: [1000 + 2 * i for i in range(n)]}
+        joined = SharedLog()
+        builder = StreamBuilder()
+        a, b, c = (builder.new_stream(s, ValueMapper(0)).repartition(2).map_to_pair(_pair) for s in spouts)
+        if left_side == "a join":
+            a.join(b).join(c).for_each(joined.append)
+            truth = Counter(Pair(_key(x), Pair(Pair(x, y), z)) for x in fed[0] for y in fed[1] for z in fed[2]
+                            if _key(x) == _key(y) == _key(z))
+            assert sum(truth.values()) == KEYS * 10 * 10 * 10
+        else:
+            a.reduce_by_key(_latest).join(b).for_each(joined.append)
+            fed[2] = []
+            truth = _matches(range(2 * n))
+            assert sum(truth.values()) == KEYS * 10 * 10
+        with LocalCluster() as cluster:
+            cluster.submit_topology("join-after-grouped", Config(), builder.build())
+            for spout, numbers in zip(spouts, fed.values(), strict=True):
+                for i, number in enumerate(numbers):
+                    spout.feed([number], i)
+            sent = [(s, range(len(f))) for s, f in zip(spouts, fed.values(), strict=True)]
+            assert wait_until(lambda sent=sent: all(s.all_acked(ids) for s, ids in sent), 20), left_side
+        got = Counter(joined.items())
+        assert got == truth, (f"left side {left_side}: {sum(got.values())} matches for {sum(truth.values())}; "
+                              f"missing {sum((truth - got).values())}, extra {sum((got - truth).values())}")
+        assert all(s.failed.items() == [] for s in spouts)

@@ -127,19 +127,14 @@ class SumIds(BaseStatefulBolt):
         pass
 
 
-class StatefulJoin(BaseStatefulBolt):
+class StatefulJoin(SumIds):
     """A join that is itself the stateful bolt, fed by the spouts: holds each side until the
     other side's tuple with the same id comes, then adds the id to its state's ``sum`` and
     ``count`` and acks both; at each commit writes the committed ``sum count`` (as `SumIds`)."""
 
     def prepare(self, conf, context, collector):
         super().prepare(conf, context, collector)
-        self.out = Path(conf[OUT_KEY]) / f"committed-{context.get_this_task_id()}.txt"
         self.held: dict[int, dict[str, object]] = {}
-        self.prepared: tuple[int, int] | None = None
-
-    def init_state(self, state):
-        self.state = state
 
     def execute(self, tup):
         parts = self.held.setdefault(tup[0], {})
@@ -150,18 +145,6 @@ class StatefulJoin(BaseStatefulBolt):
             self.state.put("count", self.state.get("count", 0) + 1)
             for part in parts.values():
                 self.collector.ack(part)
-
-    def pre_prepare(self, txid):
-        self.prepared = (self.state.get("sum", 0), self.state.get("count", 0))
-
-    def pre_commit(self, txid):
-        if self.prepared is not None:
-            tmp = self.out.with_suffix(".tmp")
-            tmp.write_text(f"{self.prepared[0]} {self.prepared[1]}")
-            tmp.replace(self.out)
-
-    def declare_output_fields(self, declarer):
-        pass
 
 
 def _ids(path: Path) -> list[int]:

@@ -3,6 +3,7 @@ its attempts to connect time out and are made again on Storm's netty backoff, no
 SYN backoff; a connection that stays up has its retransmission backoff capped no further than
 the kernel's giving up allows."""
 
+import contextlib
 import errno
 import logging
 import os
@@ -11,13 +12,16 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from doubles import wait_until
 
 from squall.worker import reconnect
 from squall.worker.reconnect import connect_wait, kernel_give_up_secs, rto_cap
+from squall.worker.tcp import TcpTransport
 from squall.worker.tcp_info import Unacknowledged
 from tests.ports import free_port
 from tests.worker.test_tcp import Loop, tcp
@@ -112,24 +116,48 @@ def test_a_peer_that_answered_nothing_is_connected_to_soon_after_it_answers_agai
         lst.close()
 
 
-def test_a_silent_connections_backoff_is_capped_as_far_as_the_kernels_giving_up_allows():
-    """What the kernel says of a connection to a silent peer decides its cap (read back from the
-    kernel): 1 s while healthy and early in a silence (a heal is tried within a second), raised
-    as the silence lasts (segments in flight, whose giving up is timed), the kernel's own where
-    only probes wait (counted: a cap would use them up sooner), 1 s again once it acknowledges."""
-    got = []
+@dataclass
+class _Capped:
+    """A sender connected to a receiver that runs a loop: the sender's clock (``clock[0]``), what
+    its kernel says of the connection (``said[0]``), the connection, and what arrived."""
+
+    a: TcpTransport
+    out: Any
+    got: list
+    clock: list
+    said: list
+
+
+@contextlib.contextmanager
+def _capped():
+    """`_Capped`, once the first item is across; skipped where the kernel has no cap to set."""
+    got: list = []
     b = tcp(receive=lambda t, i: got.append(i), slot="h:2")
     clock = [100.0]
     a = tcp(peers={7: b.address}, now=lambda: clock[0])
     said = [Unacknowledged(0.0, 0, 0)]
     a._unacknowledged = lambda sock: said[0]
-    loops = [Loop(b)]
+    loop = Loop(b)
     try:
         a.sender(7)((0,))
         assert wait_until(lambda: (a.flush(), got)[1] == [(0,)])
         out = a._outbound[b.address]
         if not out.rto_max:
             pytest.skip("this kernel has no TCP_RTO_MAX_MS (Linux 6.11 on)")
+        yield _Capped(a, out, got, clock, said)
+    finally:
+        loop.stop()
+        a.close()
+        b.close()
+
+
+def test_a_silent_connections_backoff_is_capped_as_far_as_the_kernels_giving_up_allows():
+    """What the kernel says of a connection to a silent peer decides its cap (read back from the
+    kernel): 1 s while healthy and early in a silence (a heal is tried within a second), raised
+    as the silence lasts (segments in flight, whose giving up is timed), the kernel's own where
+    only probes wait (counted: a cap would use them up sooner), 1 s again once it acknowledges."""
+    with _capped() as c:
+        a, out, clock, said = c.a, c.out, c.clock, c.said
 
         def cap(unacknowledged):
             said[0] = unacknowledged
@@ -144,11 +172,6 @@ def test_a_silent_connections_backoff_is_capped_as_far_as_the_kernels_giving_up_
         assert cap(Unacknowledged(400.0, 3, 0)) == 120.0
         assert cap(Unacknowledged(20.0, 0, 4)) == 120.0
         assert cap(Unacknowledged(0.0, 0, 0)) == 1.0
-    finally:
-        for lp in loops:
-            lp.stop()
-        a.close()
-        b.close()
 
 
 def test_a_silent_connections_cap_is_raised_while_its_workers_loop_is_stuck_in_user_code():
@@ -156,30 +179,14 @@ def test_a_silent_connections_cap_is_raised_while_its_workers_loop_is_stuck_in_u
     nor polls, so the reach check that raises a silent connection's cap never ran from it, and
     the kernel gave the connection up on the 1 s cap (14.4 s into a partition). The watchman,
     which wakes about once a second while no loop polls, runs the check for it."""
-    got = []
-    b = tcp(receive=lambda t, i: got.append(i), slot="h:2")
-    clock = [100.0]
-    a = tcp(peers={7: b.address}, now=lambda: clock[0])
-    said = [Unacknowledged(0.0, 0, 0)]
-    a._unacknowledged = lambda sock: said[0]
-    loops = [Loop(b)]  # and none for a: its loop is stuck
-    try:
-        a.sender(7)((0,))
-        assert wait_until(lambda: (a.flush(), got)[1] == [(0,)])
-        out = a._outbound[b.address]
-        if not out.rto_max:
-            pytest.skip("this kernel has no TCP_RTO_MAX_MS (Linux 6.11 on)")
+    with _capped() as c:  # and no loop for the sender: its loop is stuck
+        out = c.out
         assert out.rto_max == 1.0
-        said[0] = Unacknowledged(20.0, 3, 0)  # what a flushed just before the cut waits 20 s
-        clock[0] += 1.0  # the check is due
+        c.said[0] = Unacknowledged(20.0, 3, 0)  # what a flushed just before the cut waits 20 s
+        c.clock[0] += 1.0  # the check is due
         assert wait_until(lambda: out.rto_max == 4.0, 5), f"the cap stayed at {out.rto_max:g} s"
         kernel = out.sock.getsockopt(socket.IPPROTO_TCP, reconnect.TCP_RTO_MAX_MS)
         assert kernel == 4000
-    finally:
-        for lp in loops:
-            lp.stop()
-        a.close()
-        b.close()
 
 
 def test_a_silent_connections_cap_is_raised_while_its_workers_loop_works_every_round():
@@ -193,20 +200,9 @@ def test_a_silent_connections_cap_is_raised_while_its_workers_loop_works_every_r
     The watchman's own check is left out here: it runs only where the working loop happens to
     miss a poll for its span (5 ms: the GIL given to another thread for a switch interval),
     which is chance, not the loop's doing."""
-    got = []
-    b = tcp(receive=lambda t, i: got.append(i), slot="h:2")
-    clock = [100.0]
-    a = tcp(peers={7: b.address}, now=lambda: clock[0])
-    a._check_reach_for_loops = lambda: None
-    said = [Unacknowledged(0.0, 0, 0)]
-    a._unacknowledged = lambda sock: said[0]
-    loops = [Loop(b)]  # a's loop is this test's thread: rounds of poll and flush_due
-    try:
-        a.sender(7)((0,))
-        assert wait_until(lambda: (a.flush(), got)[1] == [(0,)])
-        out = a._outbound[b.address]
-        if not out.rto_max:
-            pytest.skip("this kernel has no TCP_RTO_MAX_MS (Linux 6.11 on)")
+    with _capped() as c:  # the sender's loop is this test's thread: rounds of poll and flush_due
+        a, out, got, clock, said = c.a, c.out, c.got, c.clock, c.said
+        a._check_reach_for_loops = lambda: None
         assert out.rto_max == 1.0
         a.sender(7)((1,))  # written as the cut begins, from a working round
         for _ in range(210):  # 21 s of the wire's clock, every round working
@@ -218,11 +214,6 @@ def test_a_silent_connections_cap_is_raised_while_its_workers_loop_works_every_r
         assert out.sock.getsockopt(socket.IPPROTO_TCP, reconnect.TCP_RTO_MAX_MS) == 4000
         assert wait_until(lambda: len(got) == 2, 5), got  # no partition here: both records arrive
         assert got == [(0,), (1,)]
-    finally:
-        for lp in loops:
-            lp.stop()
-        a.close()
-        b.close()
 
 
 @pytest.mark.parametrize("silent", [0.0, 17.0])

@@ -21,7 +21,7 @@ class Acks(Bolt):
         self.collector.ack(tup)
 
 
-def _worker(remote_sink_tasks: int):
+def _worker(remote_sink_tasks: int, stats: bool = True):
     """feed -> sink (2 tasks); this worker runs all but the last ``remote_sink_tasks`` of sink's."""
     feed = FeederSpout(Fields(["x"]))
     b = TopologyBuilder()
@@ -30,6 +30,7 @@ def _worker(remote_sink_tasks: int):
     conf = Config()
     conf.set_num_workers(2)
     conf.set_message_timeout_secs(30)
+    conf[Config.TOPOLOGY_STATS_ENABLED] = stats
     plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
     sink = plan.component_tasks["sink"]
     remote = set(sink[len(sink) - remote_sink_tasks:]) if remote_sink_tasks else set()
@@ -62,15 +63,5 @@ def test_nothing_is_known_of_a_component_with_a_task_in_another_worker():
 def test_nothing_is_known_with_the_statistics_off():
     """The engine counts its inputs in its statistics: off, it counts none, and a stateful bolt
     taking tuples would have looked idle to the spouts' max pending, which then doubled."""
-    feed = FeederSpout(Fields(["x"]))
-    b = TopologyBuilder()
-    b.set_spout("feed", feed)
-    b.set_bolt("sink", Acks(), 2).shuffle_grouping("feed")
-    conf = Config()
-    conf.set_num_workers(1)
-    conf[Config.TOPOLOGY_STATS_ENABLED] = False
-    plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
-    worker = Worker(plan, 1, plan.executors, component_blobs(plan), InMemoryTransport(InMemoryNetwork(), "here"),
-                    SimulatedClock(), TopologyActivation(active=True), Backpressure(1000), lambda rec: None,
-                    lambda w, rec: None, 7)
+    worker, _feed = _worker(remote_sink_tasks=0, stats=False)
     assert worker.executed_by(["sink"]) is None

@@ -54,6 +54,17 @@ class IdSpout(Spout):
         self.todo.append(msg_id)
 
 
+def _matched(held: dict[int, dict[str, object]], tup) -> list | None:
+    """``tup`` kept in ``held`` until the other source's tuple of its id comes: then both, taken
+    out of ``held`` (SingleJoinBolt's matching on ``id``); None while one side waits."""
+    parts = held.setdefault(tup[0], {})
+    parts[tup.get_source_component()] = tup
+    if len(parts) < 2:
+        return None
+    del held[tup[0]]
+    return list(parts.values())
+
+
 class Join(Bolt):
     """Storm's SingleJoinBolt on ``id`` for two sources: keeps a side until the other side's
     tuple with the same id comes, then emits the id anchored to both and acks both."""
@@ -63,12 +74,10 @@ class Join(Bolt):
         self.held: dict[int, dict[str, object]] = {}
 
     def execute(self, tup):
-        parts = self.held.setdefault(tup[0], {})
-        parts[tup.get_source_component()] = tup
-        if len(parts) == 2:
-            del self.held[tup[0]]
-            self.collector.emit([tup[0]], anchors=list(parts.values()))
-            for part in parts.values():
+        parts = _matched(self.held, tup)
+        if parts:
+            self.collector.emit([tup[0]], anchors=parts)
+            for part in parts:
                 self.collector.ack(part)
 
     def declare_output_fields(self, declarer):
@@ -110,9 +119,12 @@ class SumIds(BaseStatefulBolt):
         self.state = state
 
     def execute(self, tup):
-        self.state.put("sum", self.state.get("sum", 0) + tup[0])
-        self.state.put("count", self.state.get("count", 0) + 1)
+        self.add(tup[0])
         self.collector.ack(tup)
+
+    def add(self, id_):
+        self.state.put("sum", self.state.get("sum", 0) + id_)
+        self.state.put("count", self.state.get("count", 0) + 1)
 
     def pre_prepare(self, txid):
         self.prepared = (self.state.get("sum", 0), self.state.get("count", 0))
@@ -137,13 +149,10 @@ class StatefulJoin(SumIds):
         self.held: dict[int, dict[str, object]] = {}
 
     def execute(self, tup):
-        parts = self.held.setdefault(tup[0], {})
-        parts[tup.get_source_component()] = tup
-        if len(parts) == 2:
-            del self.held[tup[0]]
-            self.state.put("sum", self.state.get("sum", 0) + tup[0])
-            self.state.put("count", self.state.get("count", 0) + 1)
-            for part in parts.values():
+        parts = _matched(self.held, tup)
+        if parts:
+            self.add(tup[0])
+            for part in parts:
                 self.collector.ack(part)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from ..engine.thread_frames import frames_of
+from ..engine.thread_frames import entry_from, frames_of
 
 _SQUALL_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _AGENT_FILE = os.path.join(_SQUALL_DIR, "worker", "agent.py")
@@ -73,9 +73,7 @@ def _where(frame: FrameType | None) -> str:
     innermost frame below it if that is elsewhere (the wait it is in); else its innermost frame."""
     if frame is None:
         return "its thread's stack unreadable"
-    innermost, entry = frame, None
-    while frame is not None and not frame.f_code.co_filename.startswith(_SQUALL_DIR):
-        entry, frame = frame, frame.f_back
+    innermost, entry = frame, entry_from(frame, _SQUALL_DIR)
     if entry is None:
         return f"in squall's {_at(innermost, os.path.dirname(_SQUALL_DIR))}"
     text = f"in {_at(entry)}"

@@ -48,3 +48,14 @@ def frames_of(idents: set[int]) -> dict[int, FrameType]:
         return {ident: every[ident] for ident in idents if ident in every}
     finally:
         every.clear()
+
+
+def entry_from(frame: FrameType | None, own_files: str | tuple[str, ...]) -> FrameType | None:
+    """The outermost of the frames, from ``frame`` (a thread's innermost) outwards, that are in
+    no file under ``own_files`` (path prefixes): where the caller's own code called into other
+    code (a component's ``execute``, an object's ``__setstate__``); None if ``frame`` is in its
+    own code."""
+    entry = None
+    while frame is not None and not frame.f_code.co_filename.startswith(own_files):
+        entry, frame = frame, frame.f_back
+    return entry

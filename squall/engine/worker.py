@@ -45,7 +45,7 @@ from .loop import Backpressure, ExecutorLoop, TopologyActivation
 from .plan import ExecutorSpec, TopologyPlan
 from .spout_executor import SpoutExecutor
 from .start_gate import StartGate
-from .thread_frames import frames_of
+from .thread_frames import entry_from, frames_of
 from .tracking import counted, tracker_of
 from .transport import Transport
 
@@ -58,10 +58,7 @@ _ENGINE_FILES = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
 def _user_entry(frame: FrameType | None) -> FrameType | None:
     """The outermost frame of the component code a loop's thread is in (``frame``: its
     innermost): the engine's call into it (``execute``, say); None if it is in the engine's own."""
-    entry = None
-    while frame is not None and not frame.f_code.co_filename.startswith(_ENGINE_FILES):
-        entry, frame = frame, frame.f_back
-    return entry
+    return entry_from(frame, _ENGINE_FILES)
 
 
 def _frames_of(threads: Iterable[threading.Thread | None]) -> dict[int, FrameType]:

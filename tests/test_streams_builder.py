@@ -4,6 +4,8 @@ CoGroupByKeyProcessorTest, and the ProcessorBolt's acking of what it processed."
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from squall import DEFAULT_STREAM, Bolt, Count, Duration, Fields, Grouping, Spout, StormTopology
@@ -478,3 +480,29 @@ def test_a_punctuation_is_not_held_by_a_state_query_it_never_reaches():
     bolt.execute(end)
     assert collector.acked == [counts, end]
     assert [v for s, v, _ in collector.emitted if not s.endswith("__punctuation")] == [["cow", 2]]
+
+
+@pytest.mark.parametrize("left_type", [JoinType.INNER, JoinType.OUTER])
+@pytest.mark.parametrize("right_type", [JoinType.INNER, JoinType.OUTER])
+def test_a_join_outside_a_window_matches_each_value_with_the_other_sides_so_far(left_type, right_type):
+    # 1,000 values of 37 keys in a seeded random order of sides: each value comes out joined with
+    # every earlier value of its key on the other side, or alone (outer) when there is none
+    rng = random.Random(7)
+    values = [(rng.choice("lr"), Pair(rng.randrange(37), i)) for i in range(1000)]
+    join = JoinProcessor("l", "r", PairValueJoiner(), left_type, right_type)
+    ctx = ListContext(windowed=False)
+    join.init(ctx)
+    expected = []
+    for n, (side, pair) in enumerate(values):
+        join.execute(pair, side)
+        others = [p.second for s, p in values[:n] if s != side and p.first == pair.first]
+        if side == "l":
+            expected += [Pair(pair.first, Pair(pair.second, o)) for o in others]
+            if not others and left_type is JoinType.OUTER:
+                expected.append(Pair(pair.first, Pair(pair.second, None)))
+        else:
+            expected += [Pair(pair.first, Pair(o, pair.second)) for o in others]
+            if not others and right_type is JoinType.OUTER:
+                expected.append(Pair(pair.first, Pair(None, pair.second)))
+    assert ctx.res == expected
+    assert len(expected) > 1000 * 2  # every key has values on both sides: many matches each

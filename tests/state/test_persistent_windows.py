@@ -32,6 +32,7 @@ from ..external.conftest import redis_server  # noqa: F401 - the real redis-serv
 from .test_core import BoltCtx, Recorder, cp
 
 SRC = Source("values", "default", 1, Fields("v", "ts"))
+ACKING_OFF = {"topology.acker.executors": 0}
 
 
 class Sums(BaseStatefulWindowedBolt):
@@ -163,6 +164,39 @@ def test_a_live_window_that_fired_since_its_last_prepare_fires_again_when_the_sp
     _feed(ex, [5])
     ex.execute(cp(2, INITSTATE))  # a recovery with no window fired since the last prepare
     assert not rec.failed and _sums(rec) == [(10, 4, 10), (10, 4, 10)]   # nothing rolled back
+
+
+@pytest.mark.parametrize("kind", sorted(WINDOWS))
+def test_with_acking_off_a_live_window_ignores_the_initstate_of_a_restarted_checkpoint_spout(kind):
+    """With acking off the checkpoint spout recovers only when its worker restarted (no failure
+    reaches it): its INITSTATE finds this task live, with nothing to roll back (Storm ignores a
+    later INITSTATE). Rolled back and run again as with acking on, the windows fired since
+    PREPARE 1 fired again, and a sink got their results twice
+    (tests/process/test_checkpoint_spout_restart.py). Here every window fires once, as in a run
+    without the recovery, and the state keeps what the task did since PREPARE 1."""
+    timer = kind == "event time"
+    ref, ref_rec = _executor(WINDOWS[kind]().with_persistence(), HostMemory(), ACKING_OFF)
+    _feed(ref, range(1, 31), timer)
+
+    ex, rec = _executor(WINDOWS[kind]().with_persistence(), HostMemory(), ACKING_OFF)
+    _feed(ex, range(1, 9), timer)
+    ex.execute(cp(0, PREPARE))
+    ex.execute(cp(0, COMMIT))
+    ex.execute(cp(1, PREPARE))
+    ex.execute(cp(1, COMMIT))
+    before = len(_sums(rec))
+    _feed(ex, range(9, 19), timer)
+    assert len(_sums(rec)) > before and ex.bolt.fired_since_prepare
+    windows = ex.state.get("windows")
+    ex.execute(cp(1, INITSTATE))   # the restarted checkpoint spout's recovery
+    if timer:
+        ex.bolt.on_timer()
+    assert ex.state.get("windows") == windows   # nothing rolled back
+    _feed(ex, range(19, 31), timer)
+    ex.execute(cp(2, PREPARE))
+    ex.execute(cp(2, COMMIT))
+    assert _sums(rec) == _sums(ref_rec)   # on main: the windows fired since PREPARE 1, twice
+    assert not rec.failed
 
 
 @pytest.mark.parametrize("kind", sorted(WINDOWS))

@@ -33,25 +33,28 @@ def missing() -> str | None:
 
 
 class ZooKeeperServer:
-    """One standalone server in ``directory`` on 127.0.0.1:`port`; `start`, then `stop`.
-    Sessions may be as short as 1 s (``tickTime`` 500 ms), so that tests of session expiry are quick."""
+    """One standalone server in ``directory`` on ``host`` (default 127.0.0.1):`port`; `start`, then
+    `stop`. Sessions may be as short as 1 s (``tickTime`` 500 ms), so that tests of session expiry
+    are quick. ``host``: another address of this machine, for machines in network namespaces of
+    their own (`tests.process.nodes.Network`), which cannot reach the root namespace's loopback."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, host: str = "127.0.0.1") -> None:
         self.dir = Path(directory)
+        self.host = host
         self.port = free_port()  # below the ephemeral range: the JVM binds it a second or more later
         self.proc: subprocess.Popen | None = None
 
     @property
     def address(self) -> str:
         """``host:port``, as storm.zookeeper.servers takes it."""
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> ZooKeeperServer:
         """Start the server and wait until it answers ``ruok``."""
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
         cfg = self.dir / "zoo.cfg"
         cfg.write_text(f"tickTime=500\ndataDir={self.dir / 'data'}\nclientPort={self.port}\n"
-                       f"clientPortAddress=127.0.0.1\nadmin.enableServer=false\nminSessionTimeout=1000\n"
+                       f"clientPortAddress={self.host}\nadmin.enableServer=false\nminSessionTimeout=1000\n"
                        f"maxSessionTimeout=60000\n4lw.commands.whitelist=ruok\n")
         classpath = ":".join(str(JARS / f"{j}.jar") for j in _CLASSPATH)
         log = open(self.dir / "zookeeper.log", "ab")
@@ -70,7 +73,7 @@ class ZooKeeperServer:
 
     def _ok(self) -> bool:
         try:
-            with socket.create_connection(("127.0.0.1", self.port), 0.5) as s:
+            with socket.create_connection((self.host, self.port), 0.5) as s:
                 s.sendall(b"ruok")
                 return s.recv(4) == b"imok"
         except OSError:

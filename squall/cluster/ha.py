@@ -14,6 +14,8 @@ With ``storm.zookeeper.servers`` set, every master (`squall.cluster.master.Maste
 ``workerbeats/<storm-id>/<slot>``   heartbeat summaries (exact counters, pid, address), written
                                     by the leader every ``task.heartbeat.frequency.secs``
 ``supervisors/<supervisor-id>``     each supervisor's host, ports and first sync
+``supervisors-alive/<id>``          ephemeral, written by the supervisor itself: its session
+                                    lives (`squall.cluster.liveness`); its host and ports
 ``counter``                         the last topology number (storm ids stay unique)
 ``blobstore/<storm-id>``            the digest of the topology's current code; its ephemeral
                                     children ``<host:port>`` are the masters that hold it
@@ -40,7 +42,8 @@ passed is kept: a follower keeps the newer state when an old one is replayed. Th
 the nodes it wrote and writes again one that someone else changed or removed. Nothing in
 ZooKeeper is ever unpickled (the plans are fetched from masters, and sealed themselves).
 
-Every node is created with a digest ACL that admits only the cluster's masters
+Every node is created with a digest ACL that admits only the cluster's masters (and its
+supervisors, which hold the same secret, for their ``supervisors-alive`` nodes)
 (`ZooKeeperCredential`, derived from the secret, never the secret itself, and never logged: the
 kazoo logger hides it), so a client without it can neither read nor change anything. At start, a
 master gives that ACL to every node under the root that is open to anyone (made by a squall
@@ -65,6 +68,8 @@ from .seeds import NimbusAddress, parse_seed
 log = logging.getLogger("squall.master")
 
 LATCH_PREFIX = "latch-"
+ALIVE = "supervisors-alive"
+"""Where each supervisor's ephemeral node says its session lives (`squall.cluster.liveness`)."""
 LEADER = "Leader"
 NOT_A_LEADER = "Not a Leader"
 OFFLINE = "Offline"
@@ -78,6 +83,35 @@ def zookeeper_servers(conf: Mapping[str, Any]) -> str | None:
         return None
     port = int(conf_value(conf, Config.STORM_ZOOKEEPER_PORT))
     return ",".join(str(parse_seed(str(s), port)) for s in servers)
+
+
+def zookeeper_root(conf: Mapping[str, Any]) -> str:
+    """The cluster's root node (``storm.zookeeper.root``, ``/storm``)."""
+    return "/" + str(conf_value(conf, Config.STORM_ZOOKEEPER_ROOT)).strip("/")
+
+
+def kazoo_client(conf: Mapping[str, Any], credential: ZooKeeperCredential, who: str) -> Any:
+    """A kazoo client (not started) for ``storm.zookeeper.servers`` with the cluster's session
+    timeout and retries, authenticated as ``credential``, its nodes made with its ACL. ``who``:
+    what needs it (a master, a supervisor), for the error when kazoo is missing.
+
+    Raises:
+        SquallError: kazoo is not installed.
+    """
+    try:
+        from kazoo.client import KazooClient
+    except ImportError as e:
+        raise SquallError(f"storm.zookeeper.servers is set, so this {who} needs kazoo: "
+                          "pip install 'squall[ha]'") from e
+    session = float(conf_value(conf, Config.STORM_ZOOKEEPER_SESSION_TIMEOUT)) / 1000.0
+    # Storm's key counts retries after the first try (Curator's); kazoo's max_tries counts
+    # tries, and its 0 would retry for ever
+    tries = int(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_TIMES)) + 1
+    interval = float(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_INTERVAL)) / 1000.0
+    return KazooClient(hosts=zookeeper_servers(conf), timeout=session,
+                       connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": interval},
+                       command_retry={"max_tries": tries, "delay": 0.1, "max_delay": interval},
+                       auth_data=[credential.auth], default_acl=[credential.acl()], logger=_kazoo_logger())
 
 
 class NodeRefused(SquallError):
@@ -235,29 +269,14 @@ class Coordinator:
     """
 
     def __init__(self, conf: Mapping[str, Any], secret: bytes) -> None:
-        try:
-            from kazoo.client import KazooClient
-        except ImportError as e:
-            raise SquallError("storm.zookeeper.servers is set, so this master needs kazoo: "
-                              "pip install 'squall[ha]'") from e
         self.hosts = zookeeper_servers(conf)
-        self.root = "/" + str(conf_value(conf, Config.STORM_ZOOKEEPER_ROOT)).strip("/")
+        self.root = zookeeper_root(conf)
         self.secret = secret
-        session = float(conf_value(conf, Config.STORM_ZOOKEEPER_SESSION_TIMEOUT)) / 1000.0
         connect = float(conf_value(conf, Config.STORM_ZOOKEEPER_CONNECTION_TIMEOUT)) / 1000.0
-        # Storm's key counts retries after the first try (Curator's); kazoo's max_tries counts
-        # tries, and its 0 would retry for ever
-        tries = int(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_TIMES)) + 1
-        interval = float(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_INTERVAL)) / 1000.0
         self.credential = ZooKeeperCredential.of(secret)
         self.acl = self.credential.acl()
         self._connected = threading.Event()
-        self.zk = _FailFast(KazooClient(hosts=self.hosts, timeout=session,
-                                        connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": interval},
-                                        command_retry={"max_tries": tries, "delay": 0.1, "max_delay": interval},
-                                        auth_data=[self.credential.auth], default_acl=[self.acl],
-                                        logger=_kazoo_logger()),
-                            self._connected, str(self.hosts))
+        self.zk = _FailFast(kazoo_client(conf, self.credential, "master"), self._connected, str(self.hosts))
         self._written: dict[str, _Written] = {}  # path -> what we last wrote there
         self._watched: set[str] = set()  # nodes we wrote that a watch of ours is on
         self._touched: set[str] = set()  # nodes whose watch fired: changed, by us or someone else
@@ -273,7 +292,7 @@ class Coordinator:
             self.zk.ensure_path(self.root)
             self._secure()
             for sub in ("leader-lock", "nimbuses", "storms", "assignments", "errors", "workerbeats",
-                        "supervisors", "blobstore"):
+                        "supervisors", ALIVE, "blobstore"):
                 self.zk.ensure_path(f"{self.root}/{sub}")
         except Exception:
             self.close()
@@ -387,6 +406,18 @@ class Coordinator:
         self._good[path] = value
         self._warned.pop(path, None)
         return value
+
+    def read_exact(self, path: str) -> Any:
+        """The value at ``path`` only as the node is now: None if there is no such node, it has
+        no value yet, or its value is not one this cluster wrote there (warned). Unlike `read`,
+        never the last value that passed: a liveness node's old value would say a gone machine
+        lives (`squall.cluster.liveness`)."""
+        from kazoo.exceptions import NoNodeError
+        try:
+            data, stat = self.zk.get(path)
+        except NoNodeError:
+            return None
+        return self._open(path, data, stat)
 
     def sweep(self) -> None:
         """Forget what was read at nodes not read since the last sweep (they are gone)."""

@@ -23,8 +23,10 @@ the heartbeats up again. A worker that stops heartbeating for ``nimbus.task.time
 (``nimbus.task.launch.secs`` while it starts) gets a new launch id, which its supervisor obeys by
 restarting it; if its supervisor fell silent that long too, the machine is taken for dead (it
 died, or its link was cut) and the executors move to the other machines, as Storm reassigns
-timed-out executors; but not when every machine fell silent at once, which the master takes for
-its own link cut (or itself paused): it moves and restarts nothing (`squall.cluster.silence`).
+timed-out executors; but not when ZooKeeper still hears the machine's supervisor (Nimbus HA: only
+the master's link to it is down, `squall.cluster.liveness`), nor when every machine fell silent
+at once, which the master takes for its own link cut (or itself paused): it moves and restarts
+nothing (`squall.cluster.silence`).
 A supervisor whose node fails its health checks (`squall.cluster.health`)
 is given no slots, and what ran there moves at once. A worker that exits before its heartbeat
 said it started (its executors opened; its loops take no tuple before that beat is answered,
@@ -110,7 +112,8 @@ from ..engine.plan import ExecutorSpec, TopologyPlan, make_plan
 from ..engine.worker import component_blobs
 from ..worker.log_levels import config_digest, merge_log_config
 from .backoff import crash_backoff, launch_backoff
-from .ha import LEADER, NOT_A_LEADER, OFFLINE, check_assignment, check_saved_topology
+from .ha import ALIVE, LEADER, NOT_A_LEADER, OFFLINE, check_assignment, check_saved_topology
+from .liveness import HeldByZooKeeper, PresenceWatch, read_presence
 from .master_records import (
     REBALANCE_ACTION,
     REMOVE_ACTION,
@@ -455,6 +458,8 @@ class Master:
         self._clash_log = RateLimitedLog(log, limit=1, period=60.0)
         # every machine silent at once: the master suspects its own link, not them (`silence`)
         self._silence = SilenceWatch(silence_grace(conf))
+        # machines this master cannot hear but ZooKeeper can: not lost (`squall.cluster.liveness`)
+        self._presences = PresenceWatch()
         # what the store was last handed (`_outcome`): the next outcome carries what differs
         self._persisted = _Persisted()
         self._dirty = False  # the persisted part may have changed since the last outcome
@@ -609,6 +614,7 @@ class Master:
                     hb, time=now, starting=True)
         self._persisted = _Persisted()
         self._silence.spell = None  # every machine has its timeout anew anyway (`adopt`)
+        self._presences = PresenceWatch()
         self.leading = True
         self.terms += 1
         self._changed()
@@ -1318,6 +1324,9 @@ class Master:
         supervisor_id, host, ports, unhealthy = sync.supervisor_id, sync.host, sync.ports, sync.unhealthy
         now, wall = self.mono(), self.clock.wall()
         before = self.supervisors.get(supervisor_id)
+        held = self._presences.heard(supervisor_id)
+        if held is not None:
+            self._reached_again(held, host, ports, now)
         for sid, sup in list(self.supervisors.items()):
             clash = sorted(set(sup.ports) & set(ports))
             if sid == supervisor_id or sup.host != host or not clash:
@@ -1722,7 +1731,10 @@ class Master:
         now, wall = self.mono(), self.clock.wall()
         self._heard_again(now)
         sup_timeout = float(conf_value(self.conf, Config.NIMBUS_SUPERVISOR_TIMEOUT_SECS))
-        silent = [sid for sid, sup in self.supervisors.items() if now - sup.seen > sup_timeout]
+        timeout = float(conf_value(self.conf, Config.NIMBUS_TASK_TIMEOUT_SECS))
+        # silent past either timeout, yet alive in ZooKeeper: only this master's link is down
+        alive = self._alive_in_zookeeper(min(sup_timeout, timeout), now, wall)
+        silent = [sid for sid, sup in self.supervisors.items() if now - sup.seen > sup_timeout and sid not in alive]
         # decided before any is dropped: whether each fell silent with all the others
         dead = [sid for sid in silent if not self._held(sid, now, wall)]
         for sid in dead:  # its slots are gone: move what ran there
@@ -1732,7 +1744,6 @@ class Master:
                                                 f"({sup_timeout:g} s)")
         if dead:
             self._schedule()
-        timeout = float(conf_value(self.conf, Config.NIMBUS_TASK_TIMEOUT_SECS))
         launch = float(conf_value(self.conf, Config.NIMBUS_TASK_LAUNCH_SECS))
         changed = False
         dead_nodes: set[str] = set()  # slots whose worker and supervisor both fell silent
@@ -1749,7 +1760,7 @@ class Master:
                 limit = launch if hb.starting else timeout
                 last = max(hb.time, state.retry_at)
                 if now - last > timeout and not self._supervised(slot, now, timeout):
-                    if not self._held_slot(slot, now, wall):
+                    if not self._on_machines(slot, alive) and not self._held_slot(slot, now, wall):
                         dead_nodes.add(slot)
                 elif now - last > limit and self._synced_since(slot, last + limit):
                     log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
@@ -1761,6 +1772,70 @@ class Master:
             self._node_lost(dead_nodes, wall, timeout)
         if changed:
             self._changed()
+
+    def _alive_in_zookeeper(self, after: float, now: float, wall: float) -> set[str]:
+        """The supervisors unheard for over ``after`` seconds that ZooKeeper hears (their
+        ephemeral node lives: `squall.cluster.liveness`), held back from being taken for lost;
+        each newly held is said once. None without ZooKeeper, or while it cannot be asked (a
+        leader cut off from ZooKeeper loses the lead anyway)."""
+        ha = self.ha
+        quiet = [sid for sid, sup in self.supervisors.items() if now - sup.seen > after]
+        if ha is None or not quiet:
+            self._presences.keep_only(set())
+            return set()
+        alive = set()
+        for sid in quiet:
+            sup = self.supervisors[sid]
+            try:
+                presence = read_presence(ha, sid)
+            except Exception as e:  # noqa: BLE001 (whatever kazoo raises: not heard, as without ZooKeeper)
+                log.warning("cannot ask ZooKeeper whether supervisor %s lives: %s", sid, e)
+                continue
+            if presence is None or presence.host != sup.host:
+                continue
+            alive.add(sid)
+            held = self._presences.hold(sid, sup.host, now, now - sup.seen)
+            if held is not None:
+                self._cut_off(held, sup, wall)
+        for gone in self._presences.keep_only(alive):
+            if gone.supervisor_id in self.supervisors:
+                log.warning("ZooKeeper no longer hears supervisor %s on %s either (its session ended): it is taken "
+                            "for lost as a silent machine is", gone.supervisor_id, gone.host)
+        return alive
+
+    def _on_machines(self, slot: str, supervisor_ids: set[str]) -> bool:
+        """Whether one of ``supervisor_ids`` offers ``slot``."""
+        return any(slot in self.supervisors[sid].slots() for sid in supervisor_ids if sid in self.supervisors)
+
+    def _cut_off(self, held: HeldByZooKeeper, sup: SupervisorInfo, wall: float) -> None:
+        """Say, once a hold, that this master cannot reach ``held``'s machine but ZooKeeper hears
+        it, in the log and in the errors of each topology with a worker there."""
+        what = (f"cannot reach supervisor {held.supervisor_id} on {held.host} (unheard for {held.unheard:.0f} s), but "
+                f"ZooKeeper hears it (its session's node {ALIVE}/{held.supervisor_id} lives): only the link between "
+                f"this master and that machine is down, so it is not taken for lost. Its executors stay where they "
+                f"are and its workers run on (moved, every executor there would run twice); it is heard again once "
+                f"the link heals. Check the network between the master and {held.host}")
+        log.warning("this master (%s) %s", self.me(), what)
+        slots = sup.slots()
+        for topo in self.topologies.values():
+            if slots & set(topo.assignment):
+                add_error(topo.errors, _error("__master", -1, f"the master {what}", wall))
+        self._changed()
+
+    def _reached_again(self, held: HeldByZooKeeper, host: str, ports: list[int], now: float) -> None:
+        """The supervisor of a machine held because ZooKeeper heard it syncs again: its workers not
+        heard since it was held get ``nimbus.task.launch.secs`` from now to be heard (their
+        heartbeats come back over the same healed link), so that none is restarted for it."""
+        slots = {f"{host}:{p}" for p in ports}
+        for topo in self.topologies.values():
+            for slot in slots & set(topo.assignment):
+                state = topo.slot(slot)
+                hb = state.heartbeat
+                if hb is not None and hb.time < held.since:
+                    state.heartbeat = dataclasses.replace(hb, time=now, starting=True)
+        log.warning("this master (%s) hears supervisor %s on %s again after %.0f s in which only ZooKeeper heard it: "
+                    "its workers have nimbus.task.launch.secs from now to be heard", self.me(), held.supervisor_id,
+                    held.host, now - held.since + held.unheard)
 
     def _held(self, supervisor_id: str, now: float, wall: float) -> bool:
         """Whether the silent ``supervisor_id`` is held back from being taken for lost because

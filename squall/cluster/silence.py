@@ -20,8 +20,11 @@ master's, and every machine and worker gets its timeout anew from then, as when 
 the lead (one still silent a timeout later is then lost on its own, as usual).
 
 Storm's Nimbus reads the supervisors' liveness from ZooKeeper (their ephemeral nodes), so one cut
-off from the supervisors but not from ZooKeeper does not take them for lost; squall's supervisors
-talk to the leader only, so the leader reasons from the silence itself.
+off from the supervisors but not from ZooKeeper does not take them for lost. squall's do the same
+with ZooKeeper (`squall.cluster.liveness`: a machine whose supervisor's ephemeral node lives is not
+lost, whichever of its links to the master is down); this module is what a master reasons from
+when nothing else hears its machines: without ZooKeeper, or a supervisor that keeps no node there
+(no kazoo, ZooKeeper out of its reach).
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from ..worker.calls import MasterCalls, nimbus_of
 from .health import HealthCheck, HealthMonitor
 from .held_slots import HeldSlots
 from .launcher import Launcher
+from .liveness import SupervisorPresence, supervisor_presence
 from .local_assignment import LocalAssignments, SupervisorIdFile
 from .log_cleaner import LogCleaner
 from .logs import log_own_output
@@ -62,16 +63,20 @@ class Supervisor:
         health: the node's health checks, read at each sync (`HealthMonitor`; None: always healthy).
         cleaner: cleans the machine's worker logs, ticked after each sync (None: none).
         local: where the launches the master gave are kept across restarts (None: in memory).
+        presence: its liveness in ZooKeeper (`squall.cluster.liveness`), ended when it stops
+            (None: none, without ``storm.zookeeper.servers``).
     """
 
     def __init__(self, conf: dict[str, Any], launcher: Launcher, master: MasterCalls,
                  supervisor_id: str | None = None, health: HealthMonitor | None = None,
-                 cleaner: LogCleaner | None = None, local: LocalAssignments | None = None) -> None:
+                 cleaner: LogCleaner | None = None, local: LocalAssignments | None = None,
+                 presence: SupervisorPresence | None = None) -> None:
         self.conf = conf
         self.launcher = launcher
         self.master = master
         self.health = health
         self.cleaner = cleaner
+        self.presence = presence
         self.id = supervisor_id or new_supervisor_id()
         self.nimbus = nimbus_of(master)  # the verbs, typed (records passed as they are to a master in this process)
         self.exits: list[WorkerExit] = []  # reported at the next sync that reaches the master
@@ -183,6 +188,8 @@ class Supervisor:
             log.info("supervisor %s stopping: stopping its %d workers%s", self.id, len(workers),
                      f" (ports {','.join(map(str, workers))})" if workers else "")
             self.launcher.stop_all()
+            if self.presence is not None:
+                self.presence.stop()  # after its workers: until then this machine runs them
             log.info("supervisor %s stopped", self.id)
 
     def stop(self) -> None:
@@ -203,7 +210,9 @@ def process_supervisor(conf: dict[str, Any], host: str | None = None) -> Supervi
     of its own; its worker logs are cleaned up between syncs (`LogCleaner`); the launches the
     master gave are kept, sealed, in that directory's ``local-assignments`` (`LocalAssignments`),
     and its id in ``supervisor-id`` (`SupervisorIdFile`), made at its first start and reused by
-    every later one, as Storm's supervisor keeps its id in its local state."""
+    every later one, as Storm's supervisor keeps its id in its local state. With
+    ``storm.zookeeper.servers``, it keeps its liveness in ZooKeeper (`squall.cluster.liveness`),
+    so that a master cut off from this machine alone does not take it for lost."""
     from .process_launcher import ProcessLauncher
     from .seeds import master_link
 
@@ -216,7 +225,8 @@ def process_supervisor(conf: dict[str, Any], host: str | None = None) -> Supervi
     return Supervisor(conf, launcher, link, supervisor_id=supervisor_id,
                       health=HealthMonitor(HealthCheck.from_conf(conf)).start(),
                       cleaner=LogCleaner.from_conf(conf, lambda: live_workers(launcher)),
-                      local=LocalAssignments(directory, secret))
+                      local=LocalAssignments(directory, secret),
+                      presence=supervisor_presence(conf, secret, supervisor_id, host, launcher.slots()))
 
 
 def live_workers(launcher: Launcher) -> set[tuple[str, str]]:

@@ -29,7 +29,7 @@ from .semantics_topology import topology_conf
 pytest.importorskip("kazoo")
 
 SECRET = "squall-partial-partition-secret-0123456789"
-TAG = "s44partition"  # its own prefix for the namespaces, apart from other tests'
+TAG = "sqpp"  # partial partition: its own prefix for the namespaces, apart from other tests'
 IDS = 2400  # at 200 a second: the spout still emits for seconds after the heal
 
 

@@ -73,6 +73,7 @@ from .._config import Config
 from .._errors import ReportedFailedException, StoreUnavailableException
 from .._redact import redact_text
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
+from ..trident.state._keys import canonical_key
 from ._trident_map import EpochClaim, Numbering, StateType, build_map_state, kept_epoch
 
 log = logging.getLogger(__name__)
@@ -438,13 +439,16 @@ class DefaultKeyFactory:
     """Storm's default (a one-element string key is the Redis key) made total and one-to-one:
     a key whose one value is a string not starting with ``[`` is that string, as in Storm, so
     word counts read as ``GET word``; any other key is its canonical JSON array text (which
-    starts with ``[``), so ``["a", 1]``, ``[7]`` and ``["[7]"]`` all get keys of their own."""
+    starts with ``[``), so ``["a", 1]``, ``[7]`` and ``["[7]"]`` all get keys of their own.
+    Numbers are named as Python compares them (`canonical_key`): ``1``, ``1.0`` and ``True``,
+    one group of a ``group_by``, are the one Redis key ``[1]``."""
 
     def build(self, key: Sequence[Any]) -> str:
         """The Redis key of ``key``."""
         key = list(key)
         if len(key) == 1 and isinstance(key[0], str) and not key[0].startswith("["):
             return key[0]
+        key = canonical_key(key)
         try:
             return json.dumps(key, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as e:

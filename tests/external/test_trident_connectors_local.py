@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import json
 
 import pytest
 
@@ -28,7 +29,7 @@ deltalake = pytest.importorskip("deltalake")
 from squall.external._trident_map import CommittingMapState  # noqa: E402
 from squall.external.trident_delta import DeltaMapState  # noqa: E402
 from squall.external.trident_files import FileTridentSpout  # noqa: E402
-from squall.external.trident_redis import RedisMapState  # noqa: E402
+from squall.external.trident_redis import Options, RedisMapState  # noqa: E402
 from squall.external.trident_redis_streams import RedisStreamTridentSpout  # noqa: E402
 
 _names = itertools.count()
@@ -253,3 +254,43 @@ def test_redis_stream_into_delta_counts_exactly_under_failed_batches(tmp_path, r
             client.xadd("s1", {"text": line})
         expected += counted(more)
         assert wait_until(lambda: stored() == dict(expected), timeout=180), (stored(), expected)
+
+
+def test_keys_equal_in_python_are_one_key_in_every_map_state(redis_server):
+    """``1``, ``1.0`` and ``True`` are one group of a ``group_by`` (a batch's groups are a dict;
+    fields grouping hashes them alike), so each map state keeps them as one key, ``[1]``
+    (`squall.trident.state._keys`). Before, a transactional `RedisMapState` stored 14 counts for
+    these 7 records (its cache, keyed by the values, handed ``[1]``'s count to ``[1.0]`` and
+    ``[true]``, which counted it again), an opaque one split 1's 4 records over three keys by
+    the order they came in, and a `MemoryMapState` answered 1 for the key 2 of 3 records."""
+    from squall.trident import FeederBatchSpout, LocalDRPC, MemoryMapState
+    from squall.trident.builtin import MapGet
+    from squall.trident.operation import BaseFunction
+
+    class AsJson(BaseFunction):
+        def execute(self, tuple, collector):
+            collector.emit([json.loads(tuple[0])])
+
+    client = redis.Redis.from_url(redis_server.url)
+    batches = [[[1], [1]], [[1.0]], [[True]], [[2.0], [2]], [[2]]]
+    sent = collections.Counter(v[0] for batch in batches for v in batch)  # Python's: {1: 4, 2: 3}
+    with LocalCluster() as cluster, LocalDRPC() as drpc:
+        topo = TridentTopology()
+        feeder = FeederBatchSpout(["key"])
+        grouped = topo.new_stream("mixed", feeder).group_by(Fields("key"))
+        for kind in ("transactional", "opaque"):
+            grouped.persistent_aggregate(getattr(RedisMapState, kind)(redis_server.url, Options(
+                data_type="hash", hash_key=kind)), Count(), Fields("count"))
+        memory = grouped.persistent_aggregate(MemoryMapState.factory(), Count(), Fields("count"))
+        (topo.new_drpc_stream("count", drpc).each(Fields("args"), AsJson(), Fields("key"))
+         .group_by(Fields("key")).state_query(memory, Fields("key"), MapGet(), Fields("count"))
+         .project(Fields("count")))
+        cluster.submit_topology("mixed-keys", Config(), topo.build())
+        for b in batches:
+            feeder.feed(b)
+        answers = {q: drpc.execute("count", q) for q in ("1", "1.0", "true", "2", "2.0")}
+    stored = {kind: {k.decode(): json.loads(v)[1] for k, v in client.hgetall(kind).items()}
+              for kind in ("transactional", "opaque")}
+    assert sum(sent.values()) == 7
+    assert stored == {kind: {"[1]": sent[1], "[2]": sent[2]} for kind in stored}, stored
+    assert answers == {"1": "[[4]]", "1.0": "[[4]]", "true": "[[4]]", "2": "[[3]]", "2.0": "[[3]]"}, answers

@@ -97,6 +97,10 @@ def test_default_key_factory_is_one_to_one():
     assert built[0] == "word" and built[2] == "7"
     assert len(set(built)) == len(keys)
     assert k.build(["a", 1]) == k.build(("a", 1))
+    # keys equal in Python, one group of a group_by, are one Redis key
+    assert k.build([1]) == k.build([1.0]) == k.build([True]) == "[1]"
+    assert k.build([(0, "a")]) == k.build([(-0.0, "a")]) == k.build([(False, "a")]) == '[[0,"a"]]'
+    assert k.build([1.5]) == "[1.5]" and k.build(["1"]) == "1"
     with pytest.raises(RedisMapStateError, match="key factory"):
         k.build([object()])
 

@@ -11,6 +11,8 @@ copy, and a value that cannot be serialized fails at the update, naming the stat
 that cannot change (built-in numbers, strings, bytes, None, and tuples of them), which a copy
 could not tell apart from the original, is kept as it is, and so is a key of strings, bytes or
 ints only, whose equality is that of its encoding: serializing those was most of a commit's time.
+A key's bools and integral floats are kept as the int they equal (`canonical_key`), as a
+``group_by`` groups them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, cast
 from ..._native import PLAIN_KEY_TYPES, PLAIN_VALUE_TYPES, opaque_commit, plain_value
 from ...state._kv import MemoryStore, StateCodec
 from ...state._names import state_home, topology_of
+from ._keys import canonical_key
 from .api import IBackingMap, ITupleCollection, RemovableMapState, State, StateFactory
 from .map import OpaqueMap, OpaqueValue, SnapshottableMap
 
@@ -73,6 +76,8 @@ class _MemoryBacking(IBackingMap, ITupleCollection):
         k = tuple(key)
         if len(k) == 1 and type(k[0]) in _PLAIN_KEY_TYPES:  # most keys: one group field
             return k
+        # 1, 1.0 and True are one group of a group_by: one key here too (`canonical_key`)
+        k = tuple(canonical_key(k))
         for part in k:
             if type(part) not in _PLAIN_KEY_TYPES:
                 return self.codec.key(list(k))

@@ -632,6 +632,11 @@ class DeltaMapStateFactory(StateFactory):
         name = conf.get(Config.TOPOLOGY_NAME)
         return f"squall-trident-{name}" if name else "squall-trident"
 
+    def store_location(self) -> str:
+        """Its table (`StateFactory.store_location`): a local path made absolute."""
+        uri = self.table_uri if "://" in self.table_uri else os.path.abspath(self.table_uri)
+        return f"Delta table {uri}"
+
     def make_state(self, conf: dict, metrics: Any, partition_index: int, num_partitions: int) -> Any:
         """A map state for partition ``partition_index``; see the module docstring."""
         backing = DeltaMapState(self, partition_index, self.app_id_in(conf), _failures_metric(conf, metrics),

@@ -737,6 +737,20 @@ class RedisMapStateFactory(StateFactory):
     def __repr__(self) -> str:
         return f"RedisMapStateFactory({redact_text(self.url)!r}, {self.state_type.value})"
 
+    def store_location(self) -> str | None:
+        """The server, database and key space its states write (`StateFactory.store_location`):
+        the hash ``hash_key``, or the database's keys as `DefaultKeyFactory` names them (the
+        default ``Options``); None for a custom key factory of STRING keys, whose names only it
+        knows. The password is left out."""
+        if self.options.data_type != "hash" and type(self.key_factory) is not DefaultKeyFactory:
+            return None
+        at = redis.connection.parse_url(self.url)
+        server = at.get("path") or f"{at.get('host', 'localhost')}:{at.get('port', 6379)}"
+        where = f"redis {server} db {at.get('db', 0)}"
+        if self.options.data_type == "hash":
+            return f"{where}, hash {self.options.hash_key!r}"
+        return f"{where}, its keys (data_type 'string')"
+
     def make_state(self, conf: dict, metrics: Any, partition_index: int, num_partitions: int) -> Any:
         """A map state for one partition; see the module docstring."""
         where = redact_text(self.url)

@@ -193,6 +193,7 @@ def plan(topology: TridentTopology) -> Plan:
     g = work._graph
     return_nodes = _complete_drpc(work)
     batch_group = _batch_groups(g)
+    _refuse_shared_stores(g, batch_group)
     _bridge_spouts(g)
     groups = _groups(g)
     group_of = {n: gi for gi, members in enumerate(groups) for n in members}
@@ -314,6 +315,39 @@ def _batch_groups(g: _Graph) -> dict[Node, str]:
     parts = sorted(_connected(g), key=lambda part: (not any(isinstance(n, SpoutNode) for n in part),
                                                      min(n.index for n in part)))
     return {n: f"bg{i}" for i, part in enumerate(parts) for n in part}
+
+
+def _refuse_shared_stores(g: _Graph, batch_group: dict[Node, str]) -> None:
+    """Refuses two states of one batch group that write one place (`StateFactory.store_location`:
+    a Redis database's keys, a hash, a table; a `MemoryMapState` factory given twice). Their
+    batches have the same txids, so a transactional state takes the other's write of a txid for
+    its own replay and skips its batch, and an opaque one builds on the other's value or refuses
+    it as a stale copy's: two ``persistent_aggregate``s (a Count and a Sum) of one ``group_by``
+    into ``RedisMapState``s with the default ``Options`` stored neither figure, with no error from
+    the transactional one. States of two batch groups (their own txids) are not compared.
+
+    Raises:
+        ValueError: naming both operations, the place and how to give each its own.
+    """
+    seen: dict[tuple[str, str], tuple[str, str]] = {}
+    for n in g.nodes:
+        if not isinstance(n, ProcessorNode) or not n.committer or n.state_id is None:
+            continue
+        state_id = n.state_id
+        location = getattr(g.states[state_id].factory, "store_location", None)
+        place = location() if callable(location) else None
+        if place is None:
+            continue
+        label = operation_text(n.processor.operation, getattr(n.processor, "aggregator", None)
+                               or getattr(n.processor, "op", None), n.name)
+        first = seen.setdefault((batch_group[n], place), (state_id, label))
+        if first[0] != state_id:
+            raise ValueError(
+                f"{first[1]} and {label} both write {place}, in the same batches: each would take the "
+                f"other's values for its own (a transactional state skips a txid the other wrote, an opaque "
+                f"one builds on the other's value), and neither would hold its figures. Give each state a "
+                f"place of its own (RedisMapState: Options(data_type='hash', hash_key=...) per state; "
+                f"DeltaMapState: a table each; MemoryMapState: a factory() each)")
 
 
 def _bridge_spouts(g: _Graph) -> None:

@@ -142,3 +142,50 @@ def test_the_storm_topology_has_the_coordinators_and_the_system_streams() -> Non
     assert GlobalStreamId("b-0", "$coord-bg0") in t.bolts["b-1"].inputs
     # building twice gives the same shape: build leaves the TridentTopology as it was
     assert sorted(topo.build().bolts) == sorted(t.bolts)
+
+
+def test_two_states_of_one_batch_group_writing_one_place_are_refused_naming_both() -> None:
+    """Two persistent_aggregates of one group_by (a Count and a Sum) into RedisMapStates with the
+    default Options write the same Redis keys in the same txids: before, a transactional pair
+    stored neither figure with no error (a: [4, 70] for 8 records summing 68, on a real
+    redis-server), an opaque pair failed its batches blaming "a stale copy of the task". Now
+    build refuses them, naming both and the place; a hash each, a factory each, or states of two
+    unconnected streams (their own txids, docs/trident-connectors.md) build."""
+    import pytest
+    pytest.importorskip("redis")
+    from squall.external.trident_redis import Options, RedisMapState
+    from squall.trident import Count, Sum
+
+    from .trident_ops import ListSpout
+
+    url = "redis://:secret@127.0.0.1:6390/2"
+
+    def counts_and_sums(first, second) -> TridentTopology:
+        topo = TridentTopology()
+        grouped = topo.new_stream("s", ListSpout("key", "amount")).group_by(Fields("key"))
+        grouped.persistent_aggregate(first, Count(), Fields("count"))
+        grouped.name("sums").persistent_aggregate(second, Fields("amount"), Sum(), Fields("sum"))
+        return topo
+
+    with pytest.raises(ValueError) as e:
+        counts_and_sums(RedisMapState.transactional(url), RedisMapState.opaque(url)).build()
+    assert str(e.value).startswith("persistent_aggregate(Count) and persistent_aggregate(Sum) named 'sums' both "
+                                   "write redis 127.0.0.1:6390 db 2, its keys (data_type 'string'), in the same "
+                                   "batches"), e.value
+    assert "secret" not in str(e.value) and "hash_key=" in str(e.value)
+    same_hash = Options(data_type="hash", hash_key="counts")
+    with pytest.raises(ValueError, match="both write redis 127.0.0.1:6390 db 2, hash 'counts'"):
+        counts_and_sums(RedisMapState.opaque(url, same_hash), RedisMapState.opaque(url, same_hash)).build()
+    memory = MemoryMapState.factory()
+    with pytest.raises(ValueError, match=f"both write MemoryMapState.factory\\(id='{memory.id}'\\)"):
+        counts_and_sums(memory, memory).build()
+
+    counts_and_sums(RedisMapState.opaque(url, same_hash),
+                    RedisMapState.opaque(url, Options(data_type="hash", hash_key="sums"))).build()
+    counts_and_sums(RedisMapState.opaque(url), RedisMapState.opaque("redis://127.0.0.1:6390/3")).build()
+    counts_and_sums(MemoryMapState.factory(), MemoryMapState.factory()).build()
+    topo = TridentTopology()  # two unconnected streams: two batch groups, each its own txids
+    for txid in ("words", "users"):
+        topo.new_stream(txid, ListSpout("key")).group_by(Fields("key")) \
+            .persistent_aggregate(RedisMapState.transactional(url), Count(), Fields("count"))
+    topo.build()

@@ -53,6 +53,14 @@ class StateFactory(abc.ABC):
         ``IMetricsContext``), None outside a topology.
         """
 
+    def store_location(self) -> str | None:
+        """Where the states this factory makes keep their values: a text that two factories give
+        alike when their states write the same keys (a Redis database and key space, a table, a
+        `MemoryMapState` factory's id), or None (the default) when it cannot say, which is never
+        compared. `TridentTopology.build` refuses two states of one batch group that give the
+        same location (squall's, not Storm's)."""
+        return None
+
 
 class ValueUpdater(abc.ABC):
     """Computes a key's new value from its stored one (Storm's ``ValueUpdater``)."""

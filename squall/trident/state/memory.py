@@ -194,5 +194,9 @@ class MemoryMapStateFactory(StateFactory):
     def __repr__(self) -> str:
         return f"MemoryMapState.factory(id={self.id!r})"
 
+    def store_location(self) -> str:
+        """Its maps: every copy of this factory reaches them (`StateFactory.store_location`)."""
+        return f"MemoryMapState.factory(id={self.id!r})"
+
 
 MemoryMapState.Factory = MemoryMapStateFactory  # type: ignore[attr-defined]  # Storm's spelling

@@ -52,7 +52,13 @@ _PAIR_RE = re.compile(
     r"|(?P<fq>[\"'])(?P<flag>--?[A-Za-z0-9_.\-]+)(?P=fq)\s*,\s*(?=[\"'])"
     r"|(?<![A-Za-z0-9_.\-])(?P<bare>[A-Za-z0-9_.\-]+)\s*=\s*)"
     r"(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s;&,}\]\"']+)")
-_BEARER_RE = re.compile(r"(?P<head>\bbearer\s+)[^\s\"',;]+", re.IGNORECASE)
+_BEARER_RE = re.compile(r"(?P<head>\bbearer\s+)(?P<token>[^\s\"',;]+)", re.IGNORECASE)
+# Brackets that close around a credential rather than belong to it: "connect(password=pw)",
+# "[Bearer t]". A run of them at a value's end is given back after the mask (masking ate it:
+# "connect(password=***"); one inside a value stays hidden with it, so a password holding a ")"
+# shows no more than its trailing closers. An unquoted pair value already stops at "]" and "}".
+_PAIR_CLOSERS = ")>"
+_BEARER_CLOSERS = ")]}>"
 # What each rule above needs in a text to match at all: a text without any (most log lines)
 # skips the three substitutions, which cost a log record more than formatting and writing it.
 _CANDIDATE_RE = re.compile(r"://|=|[\"']|bearer", re.IGNORECASE)
@@ -82,7 +88,7 @@ def redact_text(text: str) -> str:
     if "://" in text and "@" in text:
         text = _TOKEN_RE.sub(_masked_url_passwords, text)
     # bearer tokens first: "Authorization: Bearer t" would otherwise lose only the word "Bearer"
-    text = _BEARER_RE.sub(lambda m: f"{m['head']}{MASK}", text)
+    text = _BEARER_RE.sub(lambda m: f"{m['head']}{_masked_value(m['token'], _BEARER_CLOSERS)}", text)
     return _PAIR_RE.sub(_masked_pair, text)
 
 
@@ -114,8 +120,18 @@ def _masked_pair(m: re.Match[str]) -> str:
     if not is_secret_key(m["quoted"] or m["flag"] or m["bare"]):
         return m[0]
     value = m["value"]
-    quote = value[0] if value[0] in "\"'" else ""
-    return f"{m['key']}{quote}{MASK}{quote}"
+    if value[0] in "\"'":
+        return f"{m['key']}{value[0]}{MASK}{value[0]}"
+    return f"{m['key']}{_masked_value(value, _PAIR_CLOSERS)}"
+
+
+def _masked_value(value: str, closers: str) -> str:
+    """`MASK` for an unquoted credential ``value``, followed by the closing brackets it ended
+    with (a value made of closers only is all hidden)."""
+    kept = value.rstrip(closers)
+    if not kept:
+        return MASK
+    return MASK + value[len(kept):]
 
 
 def redact(value: Any) -> Any:

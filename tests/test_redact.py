@@ -216,3 +216,52 @@ def test_masking_many_url_heads_without_a_password_reads_the_line_once():
     assert PW not in shown and shown == f"{heads} redis://:***@host and x@{heads[:600]}"
     # the rule is the same per run: a password runs to the run's last "@"
     assert redact_text("postgresql://u:p@ss@db/x y://a:b@c") == "postgresql://u:***@db/x y://a:***@c"
+
+
+# A credential followed by what closes around it: the mask replaced the closing ")" too
+# ("connect(password=***"), and a bearer token's ")", "]" and "}". Each closer, after a bare,
+# a single-quoted and a double-quoted value, a JSON pair, a flag's value and a bearer token.
+CLOSER_CASES = [
+    (f"connect(password={PW})", "connect(password=***)"),
+    (f"Config(token={PW}), then", "Config(token=***), then"),
+    (f"f(g(secret={PW}))", "f(g(secret=***))"),
+    (f"[password={PW}]", "[password=***]"),
+    (f"{{password={PW}}}", "{password=***}"),
+    (f"password={PW}, next", "password=***, next"),
+    (f"'password={PW}'", "'password=***'"),
+    (f'"password={PW}"', '"password=***"'),
+    (f"<Conn password={PW}>", "<Conn password=***>"),
+    (f"password={PW}", "password=***"),
+    (f"dict(password='{PW}')", "dict(password='***')"),
+    (f'dict(password="{PW}")', 'dict(password="***")'),
+    (f"connect(password='{PW}'), next", "connect(password='***'), next"),
+    (f"['password={PW}']", "['password=***']"),
+    (f'("password": "{PW}")', '("password": "***")'),
+    (f"{{'password': '{PW}'}}", "{'password': '***'}"),
+    (f'{{"password": {PW}}}', '{"password": ***}'),
+    (f"run('--password', '{PW}')", "run('--password', '***')"),
+    (f"auth(Bearer {PW})", "auth(Bearer ***)"),
+    (f"[Bearer {PW}]", "[Bearer ***]"),
+    (f"{{Bearer {PW}}}", "{Bearer ***}"),
+    (f"Bearer {PW}, retry", "Bearer ***, retry"),
+    (f"'Bearer {PW}'", "'Bearer ***'"),
+    (f'"Bearer {PW}"', '"Bearer ***"'),
+    (f"Bearer {PW}", "Bearer ***"),
+    (f"redis(redis://:{PW}@db:6379)", "redis(redis://:***@db:6379)"),
+]
+
+
+@pytest.mark.parametrize("text, shown", CLOSER_CASES)
+def test_a_credential_followed_by_a_closer_keeps_the_closer(text, shown):
+    assert redact_text(text) == shown
+    assert PW not in redact_text(text)
+    assert redact_text(shown) == shown
+
+
+def test_a_closer_inside_a_credential_stays_hidden_with_it():
+    """Only the closers a value ends with are given back: a ")" inside a password hides with
+    it (the rest of it is never shown), and a value of closers only is all hidden."""
+    assert redact_text("f(password=ab)cd)") == "f(password=***)"
+    assert redact_text("password=ab)cd end") == "password=*** end"
+    assert redact_text("password=)) end") == "password=*** end"
+    assert redact_text("auth(Bearer t0k]en)") == "auth(Bearer ***)"

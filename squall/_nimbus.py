@@ -75,6 +75,9 @@ class Heartbeat:
     # numbers ``errors`` within the launch: a batch whose beat got no reply is sent again as it
     # was, and the master keeps each number once (None: a worker that does not number them)
     errors_seq: int | None = None
+    # errors that happened besides the records in ``errors`` (refused by the report throttle,
+    # folded out of a component's newest records): the topology's error count adds them
+    errors_unrecorded: int = 0
 
 
 @dataclass(frozen=True)

@@ -364,6 +364,65 @@ def test_a_worker_that_cannot_start_shows_its_error_in_list_monitor_and_get_erro
         assert nimbus.verb(capsys, "kill", "broken", "-w", "0").stdout == "Killed topology: broken\n"
 
 
+REPORTING = '''
+from squall import Bolt, Fields, Spout, TopologyBuilder
+
+M = 200
+
+
+class Numbers(Spout):
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.n = 0
+
+    def next_tuple(self):
+        if self.n < M:
+            self.n += 1
+            self.collector.emit([self.n], self.n)
+
+
+class Check(Bolt):
+    def execute(self, tup):
+        self.collector.report_error(f"bad record {tup[0]}")
+        self.collector.ack(tup)
+
+
+def build():
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", Numbers())
+    builder.set_bolt("check", Check()).shuffle_grouping("numbers")
+    return builder.create_topology()
+
+
+conf = {"topology.workers": 1, "topology.max.error.report.per.interval": 100000}
+'''
+"""A file whose bolt reports a different error for each of 200 tuples (the throttle raised)."""
+
+
+def test_list_counts_every_error_and_says_how_many_are_kept(nimbus, tmp_path, capsys):
+    """`squall list` said "10 errors" for a topology that had 200 (the records the master keeps:
+    each component's newest 10). It says 200, and that 10 of them are kept."""
+    path = write(tmp_path, "reporting.py", REPORTING)
+    assert nimbus.ok("jar", "--name", "reporting", path) == "Submitted topology: reporting\n"
+    try:
+        def counted():
+            with MasterClient(nimbus.conf) as master:
+                return next(t for t in master.list_topologies() if t["name"] == "reporting")["errors"]
+        assert wait_until(lambda: nimbus.polled("reporting")["components"]["numbers"]["acked"] == 200, 30, 0.2)
+        assert wait_until(lambda: counted() == 200, 30, 0.2), counted()
+        assert nimbus.polled("reporting")["components"]["check"]["executed"] == 200
+        note = nimbus.ok("list").split("\n\n")[1]
+        assert note == ("reporting: 200 errors, 10 of them kept (each component's newest 10; reports over "
+                        "topology.max.error.report.per.interval are counted only); last: [check] bad record 200 "
+                        "(squall info reporting)\n")
+        assert len(nimbus.polled("reporting")["errors"]) == 10
+    finally:
+        assert nimbus.verb(capsys, "kill", "reporting", "-w", "0").stdout == "Killed topology: reporting\n"
+
+
 CHATTY = '''
 import logging
 import time

@@ -40,6 +40,7 @@ from ..cluster.process import run_nimbus, running_supervisor
 from ..cluster.seeds import describe_seeds, nimbus_seeds
 from ..cluster.supervisor import run_process_supervisor
 from ..cluster.view import counted_since
+from ..engine.executor import MAX_ERRORS_PER_COMPONENT
 from ._drpc import drpc_beside_nimbus
 from ._flux import FluxRun, from_args
 from ._local import last_time, times, user_components
@@ -510,10 +511,15 @@ def _errors_note(t: dict[str, Any]) -> str | None:
     if not t.get("errors"):
         return None
     n = t["errors"]
+    # the kept records (`squall info`, the UI) tell of fewer when a component had more than its
+    # newest 10 different errors, or its reports went over the throttle: say how many they do
+    kept = t.get("errors_kept", n)
+    of_them = (f", {kept:,} of them kept (each component's newest {MAX_ERRORS_PER_COMPONENT}; reports over "
+               f"{Config.TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL} are counted only)") if kept < n else ""
     summary, _, rest = str(t.get("last_error") or "").partition("\n")
     last = f"; last: {summary}" if summary else ""
     under = "".join(f"\n    {line}" for line in rest.splitlines() if line.strip())
-    return f"{t['name']}: {n} error{'s' if n != 1 else ''}{last} (squall info {t['name']}){under}"
+    return f"{t['name']}: {n:,} error{'s' if n != 1 else ''}{of_them}{last} (squall info {t['name']}){under}"
 
 
 def cmd_info(args: argparse.Namespace) -> int:

@@ -205,6 +205,10 @@ class _Topo:
         # its machine was taken for lost) stays a replaced launch for its peers
         self.launch_floor = 0
         self.errors: list[ErrorRecord] = []
+        # every error that happened, which ``errors`` (each component's newest records, a repeat
+        # folded into its record's count) undercounts: a bolt reporting 5,000 different errors
+        # keeps 10 records; and the reports its executor's throttle refused make none
+        self.errors_happened = 0
         self.pending_action: PendingAction | None = None
         # component id (the storm id for the whole topology) -> {"enable", "samplingpct"}: the
         # UI's debug switch, as Storm's StormBase ``component->debug`` (see `Master.op_debug`)
@@ -317,6 +321,11 @@ class _Topo:
                     out[t] = addr
         return out
 
+    def add_error(self, record: ErrorRecord) -> None:
+        """Keep ``record`` (`squall.engine.executor.add_error`) and count the errors it tells of."""
+        add_error(self.errors, record)
+        self.errors_happened += record.count
+
     def given_up(self) -> list[str]:
         """The slots given up after too many failed starts."""
         return sorted(slot for slot, s in self.slots.items() if s.given_up)
@@ -326,7 +335,7 @@ class _Topo:
                 "launched": self.launched, "assignment": self.assignment,
                 "slots": {slot: s.to_json() for slot, s in self.slots.items()},
                 "launch_floor": self.launch_floor,
-                "errors": [e.as_dict() for e in self.errors],
+                "errors": [e.as_dict() for e in self.errors], "errors_happened": self.errors_happened,
                 "pending_action": self.pending_action.to_json() if self.pending_action else None,
                 "debug": self.debug, "code": self.code,
                 # a rebalance changes these, never the code (Storm's StormBase holds them too): a
@@ -695,6 +704,9 @@ class Master:
         topo.launch_floor = int(t.get("launch_floor") or 0)
         topo.trim_slots()  # a state an earlier squall saved kept every slot ever used
         topo.errors = [ErrorRecord.from_dict(e) for e in t.get("errors", [])]
+        kept = sum(e.count for e in topo.errors)  # a state saved before the count was kept: its records'
+        happened = t.get("errors_happened")
+        topo.errors_happened = max(kept, happened) if isinstance(happened, int) else kept
         topo.pending_action = PendingAction.from_json(t.get("pending_action"))
         topo.debug = {c: {"enable": bool(d.get("enable")), "samplingpct": int(d.get("samplingpct", 10))}
                       for c, d in (t.get("debug") or {}).items() if isinstance(d, dict)}
@@ -1192,7 +1204,8 @@ class Master:
 
     def op_list(self) -> list[dict[str, Any]]:
         """A summary of each topology, by name (``squall list``, the UI's index): id, status, tasks,
-        workers (assigned and wanted), slots, uptime, error count (given-up slots too), last error."""
+        workers (assigned and wanted), slots, uptime, error count (every error that happened:
+        ``errors``; those the kept records count: ``errors_kept``), last error."""
         out = []
         for name, topo in sorted(self.topologies.items()):
             out.append({"name": name, "id": topo.plan.storm_id, "status": topo.status.value,
@@ -1201,7 +1214,8 @@ class Master:
                         # a worker holds one executor at least: more are never placed (acking off)
                         "workers_wanted": min(topo.plan.num_workers, len(topo.plan.executors)),
                         "slots_total": self._slots_total(),
-                        "errors": len(topo.errors) + len(topo.given_up()),
+                        # how many happened, and how many of them the kept records tell of
+                        "errors": topo.errors_happened, "errors_kept": sum(e.count for e in topo.errors),
                         "last_error": topo.errors[-1].describe() if topo.errors else None})
         return out
 
@@ -1515,7 +1529,7 @@ class Master:
             # exception, its memory cap)
             silent = state.reported_launch != launch if unasked else state.fatal_launch != launch
             if (unasked or (current and ex.status != 0)) and silent:
-                add_error(topo.errors, _exit_error(slot, ex, wall, started=True,
+                topo.add_error(_exit_error(slot, ex, wall, started=True,
                                                    doing=_executing_text(topo, slot, ex.executing),
                                                    reported=_reported_ends(topo.errors)))
             if current and (ex.status != 0 or unasked or state.fatal_launch == launch):
@@ -1523,13 +1537,13 @@ class Master:
         elif ex.status != 0 or unasked:
             failures = state.failed_starts = state.failed_starts + 1
             if state.reported_launch != launch:
-                add_error(topo.errors, _exit_error(slot, ex, wall))  # it died before it could say why
+                topo.add_error(_exit_error(slot, ex, wall))  # it died before it could say why
             # null (the default): never given up, as Storm's supervisor retries a launch for ever:
             # what fails a start may be outside the topology (a database down for a minute)
             limit = conf_value(self.conf, Config.SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS)
             if limit is not None and failures >= limit:
                 state.given_up = True
-                add_error(topo.errors, _error("__master", -1, f"worker on {slot} failed to start {limit} times; "
+                topo.add_error(_error("__master", -1, f"worker on {slot} failed to start {limit} times; "
                                                               f"gave up (see the errors above)", wall))
             else:
                 state.retry_at = now + launch_backoff(failures)
@@ -1596,8 +1610,8 @@ class Master:
                 state.started_at = now
             state.held_launch = launch_id  # it got its peers' addresses, so they have its own
             state.failed_starts = 0
-        if beat.errors and not self._kept_before(state, launch_id, beat.errors_seq):
-            self._add_errors(topo, slot, launch_id, beat.errors)
+        if (beat.errors or beat.errors_unrecorded) and not self._kept_before(state, launch_id, beat.errors_seq):
+            self._add_errors(topo, slot, launch_id, beat.errors or [], beat.errors_unrecorded)
         state.ready = True
         active = self._active(topo)
         # not active only because the other workers have not beaten yet: this one learns of its
@@ -1634,14 +1648,17 @@ class Master:
         state.errors_kept = (launch_id, seq)
         return False
 
-    def _add_errors(self, topo: _Topo, slot: str, launch_id: int, errors: list[Any]) -> None:
-        """Record a worker's errors (an identical repeat counts on its record) and save."""
-        topo.slot(slot).reported_launch = launch_id
+    def _add_errors(self, topo: _Topo, slot: str, launch_id: int, errors: list[Any], unrecorded: int = 0) -> None:
+        """Record a worker's errors (an identical repeat counts on its record), count them with
+        the ``unrecorded`` ones that came without a record, and save."""
+        if errors:
+            topo.slot(slot).reported_launch = launch_id
+        topo.errors_happened += max(0, int(unrecorded))
         host, port = _slot_address(slot)
         for e in errors:
             new = ErrorRecord.from_dict(e)
             new.host, new.worker = host, port  # the slot that reported it, whatever the record says
-            add_error(topo.errors, new)
+            topo.add_error(new)
             if new.fatal:  # not the record it folds into, which may be an earlier launch's crash
                 topo.slot(slot).fatal_launch = launch_id
         self._changed()
@@ -1765,7 +1782,7 @@ class Master:
                 elif now - last > limit and self._synced_since(slot, last + limit):
                     log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
                                 slot, topo.plan.name, now - last)
-                    add_error(topo.errors, _silent_error(topo, slot, hb.starting, limit, wall))
+                    topo.add_error(_silent_error(topo, slot, hb.starting, limit, wall))
                     topo.relaunch(slot, wall, now)
                     changed = True
         if dead_nodes:
@@ -1864,7 +1881,7 @@ class Master:
         log.warning("this master (%s) %s", self.me(), what)
         for topo in self.topologies.values():
             if topo.assignment:
-                add_error(topo.errors, _error("__master", -1, f"the master {what}", wall))
+                topo.add_error(_error("__master", -1, f"the master {what}", wall))
         self._changed()
 
     def _heard_again(self, now: float) -> None:
@@ -1943,7 +1960,7 @@ class Master:
         for topo in self.topologies.values():
             for slot in lost & set(topo.assignment):
                 if silent is not None:
-                    add_error(topo.errors, _lost_error(topo, slot, silent, wall))
+                    topo.add_error(_lost_error(topo, slot, silent, wall))
                 topo.note_lost(slot, wall)
                 topo.retire(slot)
                 changed = True

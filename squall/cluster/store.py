@@ -395,8 +395,9 @@ class ZooKeeperStore(MasterStore):
             m.counter, self._stale = change.counter, True
         elif isinstance(change, PutTopology):
             r = change.record
+            # errors_happened: the topology's error count, which its kept records (errors/<id>) undercount
             base = {k: r.get(k) for k in ("status", "previous", "launched", "pending_action", "debug",
-                                          "num_workers", "parallelism")}
+                                          "num_workers", "parallelism", "errors_happened")}
             base.update(name=change.name, code=r.get("code") or "")
             m.topologies = {sid: t for sid, t in m.topologies.items() if t.base["name"] != change.name}
             m.topologies[change.storm_id] = TopologyRecord(

@@ -184,15 +184,20 @@ class ErrorThrottle:
     """Storm's error-report throttle (``ReportError``): at most ``limit`` reports in each
     ``interval`` seconds (``topology.max.error.report.per.interval`` per
     ``topology.error.throttle.interval.secs``); time is passed in. Thread-safe: a bolt may
-    report from its own threads."""
+    report from its own threads.
 
-    __slots__ = ("_count", "_lock", "_start", "interval", "limit")
+    The reports it refuses make no record, but they happened: it counts them (`take_refused`),
+    so that the topology's error count (``squall list``) says how many errors there were, not
+    how many got through."""
+
+    __slots__ = ("_count", "_lock", "_refused", "_start", "interval", "limit")
 
     def __init__(self, interval: float, limit: int) -> None:
         self.interval = interval
         self.limit = limit
         self._start = float("-inf")
         self._count = 0
+        self._refused = 0
         self._lock = threading.Lock()
 
     def allow(self, now: float) -> bool:
@@ -201,9 +206,16 @@ class ErrorThrottle:
             if now - self._start >= self.interval:
                 self._start, self._count = now, 0
             if self._count >= self.limit:
+                self._refused += 1
                 return False
             self._count += 1
             return True
+
+    def take_refused(self) -> int:
+        """The reports refused since the last call (the worker's heartbeat takes them)."""
+        with self._lock:
+            n, self._refused = self._refused, 0
+            return n
 
 
 class TaskStats(TaskStatsBase):

@@ -609,6 +609,11 @@ class Worker:
         """True once every executor has run its user's open/prepare."""
         return all(ex.opened for ex in self.executors)
 
+    def take_refused_errors(self) -> int:
+        """Error reports its executors' throttles refused since the last call
+        (`ErrorThrottle.take_refused`): errors that happened with no record to show."""
+        return sum(ex.error_throttle.take_refused() for ex in self.executors)
+
     # --- observation --------------------------------------------------------------------------------
     def backlog(self) -> int:
         """Items waiting in this worker's inboxes."""

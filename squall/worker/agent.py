@@ -188,6 +188,9 @@ class WorkerAgent:
         self.state: TopologyActivation | None = None
         self._errors: deque[dict[str, Any]] = deque()  # appended by executor threads, drained by beats
         self._unsent: ErrorBatch | None = None  # the errors a beat sent and got no reply for
+        # errors that happened and will reach the master with no record: records folded away
+        # while the master was unreachable (`_as_master_keeps`); the next batch carries them
+        self._unrecorded = 0
         # the number of the last `ErrorBatch` made: a local restart of the launch (``resumes``)
         # numbers above every earlier process of it, whose batches the master may have kept
         self._errors_seq = self.resumes << 32
@@ -542,12 +545,16 @@ class WorkerAgent:
         if worker is None or transport is None or state is None:
             return
         with self._beat_lock:
-            if self._unsent is None and self._errors:
+            if self._unsent is None:
+                self._unrecorded += worker.take_refused_errors()
+            if self._unsent is None and (self._errors or self._unrecorded):
                 pending = []
                 while self._errors:  # popleft, not a copy and a clear: an executor may append meanwhile
                     pending.append(self._errors.popleft())
                 self._errors_seq += 1
-                self._unsent = ErrorBatch(self._errors_seq, _as_master_keeps(pending))
+                kept, dropped = _as_master_keeps(pending)
+                self._unsent = ErrorBatch(self._errors_seq, kept, self._unrecorded + dropped)
+                self._unrecorded = 0
             now = self.clock.wall()
             self.log_levels.expire(now)  # whether or not the master answers
             # read before the beat: only a beat that said so lets the loops take their first
@@ -572,7 +579,8 @@ class WorkerAgent:
                 self.storm_id, self.slot, self.launch_id, stats=worker.statistics(), windows=windows,
                 figures=WorkerFigures.read(self._history.start, now)._asdict(),
                 errors=batch.errors if batch is not None else [],
-                errors_seq=batch.seq if batch is not None else None, started=started, address=transport.address,
+                errors_seq=batch.seq if batch is not None else None,
+                errors_unrecorded=batch.unrecorded if batch is not None else 0, started=started, address=transport.address,
                 addresses_version=self._addresses_version, pid=os.getpid(),
                 lost_generation=self._lost_generation, epoch=self._epoch, transport=transport.statistics(),
                 log_config_digest=self._log_config_digest))
@@ -589,7 +597,9 @@ class WorkerAgent:
             waiting = []
             while self._errors:
                 waiting.append(self._errors.popleft())
-            self._errors.extendleft(reversed(_as_master_keeps(waiting)))
+            kept, dropped = _as_master_keeps(waiting)
+            self._errors.extendleft(reversed(kept))
+            self._unrecorded += dropped
             return
         self._unsent = None  # the master has them
         if self._unheard is not None:
@@ -695,19 +705,25 @@ class _EarlyItems:
 class ErrorBatch:
     """Errors a beat carries, numbered within the launch (``seq``: from 1, and from ``resumes
     << 32`` + 1 in a local restart of it): sent again, number and all, until a beat's reply
-    comes, so that a master that kept them once keeps them once."""
+    comes, so that a master that kept them once keeps them once. ``unrecorded``: how many more
+    errors happened that have no record in it (refused by the report throttle, or folded out of
+    a component's newest records here): the master adds them to the topology's count."""
 
     seq: int
     errors: list[dict[str, Any]]
+    unrecorded: int = 0
 
 
-def _as_master_keeps(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _as_master_keeps(errors: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
     """``errors`` (oldest first) as the master would keep them (`add_error`): a repeat of the
     same error folded into its record's count, and each component's newest
     `MAX_ERRORS_PER_COMPONENT` records, Storm's bound. The master folds what it is sent into
-    what it holds the same way, so it ends as if it had heard every error one by one."""
+    what it holds the same way, so it ends as if it had heard every error one by one. Also
+    how many errors the records left out counted, which the topology's error count keeps."""
+    records = [ErrorRecord.from_dict(e) for e in errors]
+    happened = sum(r.count for r in records)  # before folding, which adds counts into earlier records
     kept: list[ErrorRecord] = []
-    for e in errors:
-        add_error(kept, ErrorRecord.from_dict(e))
-    return [e.as_dict() for e in kept]
+    for r in records:
+        add_error(kept, r)
+    return [e.as_dict() for e in kept], happened - sum(e.count for e in kept)
 

@@ -874,7 +874,8 @@ def test_a_worker_that_keeps_crashing_soon_after_it_starts_backs_off_is_never_gi
     [err] = m.op_info(name="t")["errors"]
     assert err["count"] == 6 and err["last_time"] >= err["time"] and err["fatal"]
     row = m.op_list()[0]
-    assert row["errors"] == 1 and row["last_error"].endswith("nested deeper than 1000 (x6)")
+    # six crashes: six errors, all told of by the one record (before, the count was the records: 1)
+    assert (row["errors"], row["errors_kept"]) == (6, 6) and row["last_error"].endswith("nested deeper than 1000 (x6)")
     # a run that lasted (a minute or more) before it crashed: restarted at once, the count reset
     m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True,
                    errors=[_crash_report()])
@@ -1008,6 +1009,26 @@ def test_identical_errors_count_on_one_record_and_survive_a_restart_of_the_maste
     again = served(conf)
     assert [(e["error"], e["count"]) for e in again.op_info(name="t")["errors"]] == [
         ("KeyError: x", 1), ("ValueError: a", 3), ("ValueError: b", 1)]
+
+
+def test_the_error_count_keeps_errors_without_a_record_once_and_survives_a_restart_of_the_master(conf):
+    """A beat's errors without a record (``errors_unrecorded``: throttled, or folded away in the
+    worker) count once per batch number, as its records do, and the count is saved."""
+    m = served(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = next(iter(topo.assignment))
+
+    def report(seq, unrecorded, *errors):
+        m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], errors=list(errors),
+                       errors_seq=seq, errors_unrecorded=unrecorded)
+    report(1, 40, _crash_report(3, "ValueError: a"), _crash_report(4, "ValueError: b"))
+    report(1, 40, _crash_report(3, "ValueError: a"), _crash_report(4, "ValueError: b"))  # sent again: kept once
+    report(2, 7)  # throttled only: no record
+    assert [(t["errors"], t["errors_kept"]) for t in m.op_list()] == [(49, 2)]
+    again = served(conf)
+    assert [(t["errors"], t["errors_kept"]) for t in again.op_list()] == [(49, 2)]
 
 
 def test_only_a_worker_that_may_have_held_tuples_is_told_as_lost(conf):

@@ -211,3 +211,45 @@ def test_a_worker_waits_for_a_leader_that_cannot_write_to_zookeeper_and_runs_on(
     backend = MasterBackend(Leader(), retries=2, sleep=lambda secs: None)
     backend.put("t", "some/key", b"value")
     assert calls == ["trident_state_put"] * 2 and backend.get("t", "some/key") == b"value"
+
+
+def test_the_error_count_is_every_error_that_happened_not_the_records_kept(conf):  # noqa: F811
+    """`squall list`'s error count was the number of records the master keeps: a bolt that
+    reported 5,000 different errors showed 10 (each component's newest 10), and one error
+    repeated 300 times showed 1. Now it counts every error, across an outage of the master
+    (records folded in the worker meanwhile), and says how many of them the kept records tell
+    of."""
+    with _running_agent(conf, {"topology.max.error.report.per.interval": 1_000_000}) as (master, link, agent):
+        feed, sink = (next(ex for ex in agent.worker.executors if ex.component == c) for c in ("feed", "sink"))
+        for i in range(3000):
+            sink.report_error(sink.task_ids[0], f"KeyError: record {i}")
+        agent.beat()
+        link.down = True  # the next 2,000, and 300 repeats, fold in the worker while the master is away
+        for i in range(3000, 5000):
+            sink.report_error(sink.task_ids[0], f"KeyError: record {i}")
+        for _ in range(300):
+            feed.report_error(feed.task_ids[0], "ValueError: the same bad record")
+        agent.beat()
+        link.down = False
+        agent.beat()
+        agent.beat()
+        assert not agent._errors and agent._unsent is None
+        [listed] = master.op_list()
+        assert (listed["errors"], listed["errors_kept"]) == (5300, MAX_ERRORS_PER_COMPONENT + 300)
+
+
+def test_the_error_count_includes_the_reports_the_throttle_refused(conf):  # noqa: F811
+    """Storm's throttle (topology.max.error.report.per.interval) lets 5 reports through and
+    records none of the rest: they happened all the same, and the count says so."""
+    with _running_agent(conf, {"topology.max.error.report.per.interval": 5,
+                               "topology.error.throttle.interval.secs": 3600}) as (master, _link, agent):
+        sink = next(ex for ex in agent.worker.executors if ex.component == "sink")
+        recorded = [sink.report_error(sink.task_ids[0], f"KeyError: record {i}") for i in range(1000)]
+        assert sum(r is not None for r in recorded) == 5
+        agent.beat()
+        [listed] = master.op_list()
+        assert (listed["errors"], listed["errors_kept"]) == (1000, 5)
+        assert len(master.topologies["t"].errors) == 5
+        # a beat with nothing new adds nothing
+        agent.beat()
+        assert master.op_list()[0]["errors"] == 1000

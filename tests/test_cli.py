@@ -855,3 +855,43 @@ def test_an_unknown_option_is_the_verbs_usage_error(capsys):
     assert "squall sparse submit: error: unrecognized arguments: --bogus" in capsys.readouterr().err
     assert main(["--bogus"]) == 2
     assert "squall: error: unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def _columns_line_up(table: list[str]) -> bool:
+    """Whether every field of each row of ``table`` (header, rule, rows) starts where its
+    header's does (fields hold no blanks; a row may end early: its owner is empty)."""
+    import re
+
+    starts = [m.start() for m in re.finditer(r"\S+", table[0])]
+    return all([m.start() for m in re.finditer(r"\S+", row)] == starts[:len(row.split())] for row in table[2:])
+
+
+def test_list_fits_every_status_and_long_names_in_its_columns():
+    """REBALANCING (11 characters) overflowed Storm's 10-wide Status column and a name past 20
+    its own: the rest of the row sat under the wrong headers. A column widens to its longest
+    value; a table whose values all fit is Storm's, character for character."""
+    from squall.cli._cluster import list_table
+    from squall.cluster.state import TopologyStatus
+
+    def row(name, status, n):
+        return {"name": name, "status": status, "num_tasks": 11, "num_workers": 2, "uptime_secs": 73 + n,
+                "id": f"{name}-{n}-1763785531"}
+    statuses = [s.value for s in TopologyStatus]
+    assert "REBALANCING" in statuses and max(map(len, statuses)) > 10
+    rows = [row(f"t{i}", s, i) for i, s in enumerate(statuses)] + [row("a" * 45, "ACTIVE", 9)]
+    table = list_table(rows)
+    assert len(table) == 2 + len(rows) and _columns_line_up(table), "\n".join(table)
+    assert [line.split()[:2] for line in table[2:]] == [[r["name"], r["status"]] for r in rows]
+    assert table[1] == "-" * 85 and all(line == line.rstrip() for line in table)
+    # every status alone (a cluster running one topology, rebalancing) lines up too
+    for status in statuses:
+        alone = list_table([row("word_count", status, 1)])
+        assert _columns_line_up(alone), "\n".join(alone)
+    # values that fit: Storm's own format, "%-20s %-10s %-10s %-12s %-12s %-20s %-20s"
+    storm = {"name": "wc", "status": "ACTIVE", "num_tasks": 11, "num_workers": 2, "uptime_secs": 73, "id": "wc-1-17637"}
+    storm_format = "%-20s %-10s %-10s %-12s %-12s %-20s %-20s"
+    assert list_table([storm]) == [
+        (storm_format % ("Topology_name", "Status", "Num_tasks", "Num_workers",
+                         "Uptime_secs", "Topology_Id", "Owner")).rstrip(),
+        "-" * 85,
+        (storm_format % ("wc", "ACTIVE", 11, 2, 73, "wc-1-17637", "")).rstrip()]

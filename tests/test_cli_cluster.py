@@ -423,6 +423,28 @@ def test_list_counts_every_error_and_says_how_many_are_kept(nimbus, tmp_path, ca
         assert nimbus.verb(capsys, "kill", "reporting", "-w", "0").stdout == "Killed topology: reporting\n"
 
 
+def test_list_lines_up_a_rebalancing_topology_with_a_long_name(nimbus, tmp_path, capsys):
+    """`squall list` of a real cluster: a topology whose name is past Storm's 20 characters,
+    REBALANCING (past Storm's 10) during its wait, and one INACTIVE: each row's fields start
+    under their headers (before, the long name's row and the rebalancing one's were pushed
+    right, under the wrong headers)."""
+    from .test_cli import _columns_line_up
+
+    path = write(tmp_path, "tiny.py", BUILD_STYLE)
+    long_name = "a_topology_named_past_twenty_characters"
+    for name in (long_name, "paused"):
+        assert nimbus.ok("jar", "--name", name, path) == f"Submitted topology: {name}\n"
+    try:
+        nimbus.verb(capsys, "rebalance", long_name, "-w", "60")
+        nimbus.verb(capsys, "deactivate", "paused")
+        table = nimbus.ok("list").split("\n\n")[0].splitlines()
+        assert {row.split()[0]: row.split()[1] for row in table[2:]} == {long_name: "REBALANCING", "paused": "INACTIVE"}
+        assert _columns_line_up(table), "\n".join(table)
+    finally:
+        for name in (long_name, "paused"):
+            assert nimbus.verb(capsys, "kill", name, "-w", "0").stdout == f"Killed topology: {name}\n"
+
+
 CHATTY = '''
 import logging
 import time

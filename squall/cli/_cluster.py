@@ -428,7 +428,25 @@ def _refuse_others(recovered: list[str], names: Callable[[], list[str]], what: s
 
 
 # --- the master's verbs -----------------------------------------------------------------------------------
-_LIST_FORMAT = "%-20s %-10s %-10s %-12s %-12s %-20s %-20s"
+# Storm's columns (`storm list`'s "%-20s %-10s %-10s %-12s %-12s %-20s %-20s") and the rule under
+# them. A value longer than its column (REBALANCING is 11 characters, a topology name or id
+# past 20) pushed the rest of its row right, under the wrong headers: a column widens to its
+# longest value instead, so that every row lines up under its header; where every value fits,
+# the table is Storm's exactly.
+_LIST_COLUMNS = (("Topology_name", 20), ("Status", 10), ("Num_tasks", 10), ("Num_workers", 12),
+                 ("Uptime_secs", 12), ("Topology_Id", 20), ("Owner", 20))
+_LIST_RULE = 85
+
+
+def list_table(topologies: list[dict[str, Any]]) -> list[str]:
+    """``squall list``'s table of ``topologies`` (rows of `MasterClient.list_topologies`): the
+    header, the rule, a row each; no trailing blanks."""
+    rows = [[h for h, _ in _LIST_COLUMNS]]
+    rows += [[str(v) for v in (t["name"], t["status"], t["num_tasks"], t["num_workers"], t["uptime_secs"],
+                               t["id"], t.get("owner") or "")] for t in topologies]
+    widths = [max(width, *(len(row[i]) for row in rows)) for i, (_, width) in enumerate(_LIST_COLUMNS)]
+    lines = [" ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    return [lines[0], "-" * _LIST_RULE, *lines[1:]]  # Storm's rule, 85 wide whatever the table's width
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -441,12 +459,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("No topologies running.")
         _print_nimbuses(nimbuses)
         return 0
-    print((_LIST_FORMAT % ("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs",
-                           "Topology_Id", "Owner")).rstrip())
-    print("-" * 85)
-    for t in topologies:
-        print((_LIST_FORMAT % (t["name"], t["status"], t["num_tasks"], t["num_workers"], t["uptime_secs"],
-                               t["id"], t.get("owner") or "")).rstrip())
+    print("\n".join(list_table(topologies)))
     notes = [n for t in topologies for n in (_slots_note(t), _errors_note(t), trident[t["name"]]) if n]
     if notes:  # below Storm's table, after a blank line, so that the table parses as Storm's
         print()

@@ -91,6 +91,7 @@ from .batching import DEFAULT_MAX_MESSAGE_BYTES, SILENT_SECS, BatchingTransport
 from .curve import wants_encryption
 from .envelope import DATA, Origin, sealed_parts
 from .reconnect import connect_wait, kernel_retries, retry_sooner, set_rto_max
+from .resolver import PeerResolver, Resolved, lookup_address
 from .tcp_info import REACH_CHECK_SECS, unacknowledged
 
 log = logging.getLogger("squall.worker")
@@ -166,11 +167,12 @@ class _Outbound:
     """The connection to a peer and what it has not taken yet (under the send lock)."""
 
     __slots__ = ("attempts", "away", "backlog", "broken_at", "connect_by", "connected_at", "connecting", "gave_up",
-                 "gave_up_at", "retry_at", "rto_max", "sock", "unacknowledged_since", "watched")
+                 "gave_up_at", "resolving", "retry_at", "rto_max", "sock", "unacknowledged_since", "watched")
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
         self.connecting = False
+        self.resolving = False  # its host name is being looked up (`squall.worker.resolver`): no socket yet
         self.gave_up = False  # a frame of the backlog was given up (too many, or refused)
         # when (the transport's clock) the last frame was given up, the last connection made,
         # and the last one broke or was refused: what bounds what a dead peer may have lost
@@ -272,6 +274,9 @@ class TcpTransport(BatchingTransport):
             the attempts to connect to one that answers nothing, doubling from ``min_wait`` up to
             ``max_wait``; ``max_wait`` (at least 1 s) also caps the retransmission backoff of a
             connection that stays up (`squall.worker.reconnect`).
+        resolve: ``(host, port) -> (family, address)``, the lookup of a peer's host name
+            (`squall.worker.resolver.lookup_address`, blocking): run on a thread of its own, never
+            on a loop's (`PeerResolver`); a test passes a slow one.
 
     Raises:
         ValueError: ``bind`` is not a ``tcp://host:port`` address, or ``min_wait`` is above
@@ -283,7 +288,8 @@ class TcpTransport(BatchingTransport):
                  receive: Callable[[int, Any], None] | None = None, *, origin: Origin,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, encryption: str = AUTO,
                  now: Callable[[], float] = monotonic, keepalive: float = 60.0, silent_secs: float = SILENT_SECS,
-                 min_wait: float = MIN_WAIT_SECS, max_wait: float = MAX_WAIT_SECS, **batching: Any) -> None:
+                 min_wait: float = MIN_WAIT_SECS, max_wait: float = MAX_WAIT_SECS,
+                 resolve: Callable[[str, int], Resolved] = lookup_address, **batching: Any) -> None:
         if not 0 < min_wait <= max_wait:
             raise ValueError(f"the wait between attempts to connect must grow from min_wait ({min_wait:g} s) up to "
                              f"max_wait ({max_wait:g} s)")
@@ -312,6 +318,11 @@ class TcpTransport(BatchingTransport):
         self._listening(f"tcp://{'[' + host + ']' if family == socket.AF_INET6 else host}:{port}")
         self._epoll = select.epoll()
         self._epoll.register(self._listener.fileno(), _EPOLLIN)
+        # written when a peer's host name has been looked up: in the epoll, so that it wakes a
+        # sleeping loop (`LoopEvent`) or the watchman, whose poll connects then (`_resolved`)
+        self._resolved_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._epoll.register(self._resolved_fd, _EPOLLIN)
+        self._resolver = PeerResolver(resolve, self._answered)
         self._inbound: dict[int, _Inbound] = {}
         self._sweep_at = 0.0  # when to look for untrusted connections past UNTRUSTED_SECS next
         self._outbound: dict[str, _Outbound] = {}
@@ -348,6 +359,8 @@ class TcpTransport(BatchingTransport):
                     delivered += self._accept()
                 elif fd in self._out_fds:
                     self._writable(self._out_fds[fd], mask)
+                elif fd == self._resolved_fd:
+                    self._resolved()
             if self._sweep_at <= self._now():
                 self._sweep_untrusted()
         except (OSError, ValueError):
@@ -598,8 +611,19 @@ class TcpTransport(BatchingTransport):
             return
         try:
             host, port = split_address(address)
-            sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+            # a host name is looked up on the resolver's thread: connecting by name looked it up
+            # here, on the loop, which a slow resolver held for seconds at each attempt
+            resolved = self._resolver.address_of(host, port)
+            out.resolving = resolved is None
+            if resolved is None:  # asked again at the retry, or when the answer wakes a poll (`_resolved`)
+                out.retry_at = self._now() + self._min_wait
+                return
+            family, sockaddr = resolved
+            sock = socket.socket(family, socket.SOCK_STREAM)
         except (ValueError, OSError) as e:
+            # the peer's host name does not resolve (socket.gaierror: a DNS outage, a machine
+            # taken out of DNS before its worker moved): what is sent waits, as for a peer that refuses
+            out.resolving = False
             self._warn.warning("cannot connect to the worker at %s: %s", address, e)
             out.retry_at = self._now() + self._min_wait
             return
@@ -615,13 +639,12 @@ class TcpTransport(BatchingTransport):
         # a lost packet is sent again within max_wait: `_check_reach` raises the cap while the peer is silent
         out.rto_max = self._rto_floor() if set_rto_max(sock, self._rto_floor()) else 0.0
         try:
-            code = sock.connect_ex((host, port))
+            code = sock.connect_ex(sockaddr)
         except OSError as e:
-            # the peer's host name does not resolve (socket.gaierror: a DNS outage, a machine
-            # taken out of DNS before its worker moved): connect_ex raises rather than return a
-            # code, which escaped the flush (the flushing loop crashed its worker, and another
-            # thread's release of the send lock, `_released`, raised in the heartbeat's
-            # set_peers or the watchman). What is sent waits, as for a peer that refuses
+            # connect_ex raises rather than return a code for some errors, which escaped the
+            # flush (the flushing loop crashed its worker, and another thread's release of the
+            # send lock, `_released`, raised in the heartbeat's set_peers or the watchman). What
+            # is sent waits, as for a peer that refuses
             sock.close()
             self._warn.warning("cannot connect to the worker at %s: %s", address, e)
             out.retry_at = self._now() + self._min_wait
@@ -677,6 +700,31 @@ class TcpTransport(BatchingTransport):
             return False
         self._made(key, out)
         return True
+
+    def _answered(self) -> None:
+        """A peer's host name was looked up (on the resolver's thread): wake a poll."""
+        try:
+            os.eventfd_write(self._resolved_fd, 1)
+        except OSError:  # closed with the transport
+            pass
+
+    def _resolved(self) -> None:
+        """A poll saw a lookup answered: connect to the peers that waited for theirs now, not
+        at their next retry (`_connect` takes the answer)."""
+        try:
+            os.eventfd_read(self._resolved_fd)
+        except OSError:  # read already (another poll), or closed
+            pass
+        if not self._send_lock.acquire(blocking=False):
+            return  # a loop is flushing: the peer is tried at its retry_at, a few rounds on
+        try:
+            for key, out in list(self._outbound.items()):
+                if out.resolving and out.backlog:
+                    out.retry_at = 0.0
+                    self._write(key, out)
+        finally:
+            self._send_lock.release()
+        self._released()
 
     def _writable(self, key: str, mask: int) -> None:
         """The epoll says a connection to ``key`` can be written, or that its peer closed it
@@ -903,7 +951,9 @@ class TcpTransport(BatchingTransport):
         for event in self._events:
             event.set()  # a loop asleep on the epoll wakes and sees its worker stopping
         self._watchman.join(2)
+        self._resolver.close()
         self._epoll.close()
+        os.close(self._resolved_fd)  # after the watchman: a lookup answered since writes to nothing (`_answered`)
 
 
 def _frame_state(buffer: bytes | bytearray) -> str:

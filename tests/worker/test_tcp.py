@@ -1087,8 +1087,13 @@ def test_a_peer_whose_host_name_does_not_resolve_is_waited_for_and_the_flush_doe
         for i in range(5):
             a.sender(8)((i,))
         with caplog.at_level(logging.WARNING, logger="squall.worker"):
-            a.flush()
-        assert "cannot connect to the worker at tcp://no-such-host.invalid" in caplog.text
+            a.flush()  # begins the lookup (on the resolver's thread), whose failure a flush after it takes
+
+            def refused():
+                a.poll()
+                a.flush()
+                return "cannot connect to the worker at tcp://no-such-host.invalid" in caplog.text
+            assert wait_until(refused)
         assert wait_until(lambda: len(got_b.got) == 50)
         assert got_b.got == [(7, (i,)) for i in range(50)]
         assert got_c.got == []
@@ -1109,3 +1114,86 @@ def test_a_peer_whose_host_name_does_not_resolve_is_waited_for_and_the_flush_doe
         a.close()
         b.close()
         c.close()
+
+
+class SlowResolver:
+    """A peer's host name lookup that hangs until ``release`` (a resolver whose server does not
+    answer), then answers with the ``answer`` address; counts its calls."""
+
+    def __init__(self):
+        self.calls = []
+        self.released = threading.Event()
+        self.answer = None
+
+    def __call__(self, host, port):
+        self.calls.append((host, port))
+        self.released.wait(30)
+        host, port = split_address(self.answer)
+        return socket.AF_INET, (host, port)
+
+    def release(self, address):
+        self.answer = address
+        self.released.set()
+
+
+def test_a_peer_name_whose_lookup_hangs_does_not_stall_the_loop_that_sends(caplog):
+    """Connecting by name looked the name up on the loop's thread, under the send lock: a
+    resolver that does not answer (its timeout, 5 s by default, per attempt) held the worker's
+    loop for each attempt, every executor on it with it. The lookup runs on a thread of its own
+    now (`squall.worker.resolver`): while it hangs, the loop goes on with its rounds and sends
+    the other peer's 2,000 items; once it answers, what waited for the named peer goes there."""
+    got_b, got_c = Collect(), Collect()
+    b = tcp(receive=got_b, slot="h:2", encryption="false")
+    c = tcp(receive=got_c, slot="h:3", encryption="false", bind="tcp://localhost:0")  # known by its name
+    slow = SlowResolver()
+    a = tcp(peers={7: b.address, 8: c.address}, encryption="false", resolve=slow)
+    receivers = [Loop(b), Loop(c)]
+    for i in range(5):
+        a.sender(8)((i,))
+    loop = Loop(a)  # its rounds flush: the test's thread only queues
+    try:
+        assert wait_until(lambda: slow.calls)  # the lookup hangs from here on
+        rounds = loop.rounds
+        for i in range(2000):
+            a.sender(7)((i,))
+            if i % 100 == 99:
+                time.sleep(0.01)
+        assert wait_until(lambda: len(got_b.got) == 2000), len(got_b.got)
+        assert got_b.got == [(7, (i,)) for i in range(2000)]
+        # and the rounds go on (a loop held by the lookup would make none until it answered)
+        assert wait_until(lambda: loop.rounds >= rounds + 20), (rounds, loop.rounds)
+        assert loop.error is None
+        assert slow.calls == [split_address(c.address)]  # one lookup, still hanging
+        assert not slow.released.is_set() and got_c.got == []
+        slow.release(c.address.replace("localhost", "127.0.0.1"))  # it answers: the loop connects (woken by it)
+        assert wait_until(lambda: len(got_c.got) == 5)
+        assert got_c.got == [(8, (i,)) for i in range(5)]
+        assert loop.error is None and "cannot connect" not in caplog.text
+    finally:
+        slow.release(c.address.replace("localhost", "127.0.0.1"))
+        loop.stop()
+        for r in receivers:
+            r.stop()
+        a.close()
+        b.close()
+        c.close()
+
+
+def test_a_numeric_peer_address_is_connected_to_without_a_lookup():
+    """An address in numbers (what squall's workers bind by default) needs no lookup: the
+    resolver is never asked, and the first flush connects."""
+    got = Collect()
+    b = tcp(receive=got, slot="h:2")
+    slow = SlowResolver()
+    a = tcp(peers={7: b.address}, resolve=slow)
+    loop = Loop(b)
+    try:
+        a.sender(7)(("x",))
+        a.flush()
+        assert wait_until(lambda: got.got == [(7, ("x",))])
+        assert slow.calls == []
+    finally:
+        slow.release(b.address)
+        loop.stop()
+        a.close()
+        b.close()

@@ -6006,13 +6006,15 @@ StaleWatch_close(StaleWatch *self, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
-StaleWatch_wait_stale(StaleWatch *self, PyObject *const *args, Py_ssize_t nargs)
+StaleWatch_wait_stale(StaleWatch *self, PyObject *args, PyObject *kwds)
 {
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "StaleWatch.wait_stale(secs, until=None) takes 1 or 2 arguments");
+    /* secs and until by position or by name, as the pure twin (squall._native.StaleWatch) takes
+       them: wait_stale(0.005, until=t) raised a TypeError here only */
+    static char *kwlist[] = {"secs", "until", NULL};
+    PyObject *secs_obj, *until_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:wait_stale", kwlist, &secs_obj, &until_obj))
         return NULL;
-    }
-    double secs = PyFloat_AsDouble(args[0]);
+    double secs = PyFloat_AsDouble(secs_obj);
     if (secs == -1.0 && PyErr_Occurred())
         return NULL;
     if (!(secs > 0.0 && secs < 3600.0)) {
@@ -6020,15 +6022,20 @@ StaleWatch_wait_stale(StaleWatch *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     long long until_ns = LLONG_MAX;  /* None: only something to read ends a stale wait */
-    if (nargs == 2 && args[1] != Py_None) {
-        double until = PyFloat_AsDouble(args[1]);
+    if (until_obj != Py_None) {
+        double until = PyFloat_AsDouble(until_obj);
         if (until == -1.0 && PyErr_Occurred())
             return NULL;
         if (until != until) {
             PyErr_SetString(PyExc_ValueError, "StaleWatch.wait_stale: until must be a time, not NaN");
             return NULL;
         }
-        if (until < 9.0e9)  /* seconds; past ~285 years: never */
+        /* checked before converting: a double outside long long's range (-inf, -1e300, +inf)
+           converted is undefined behaviour in C, not a clamp. Seconds; past ~285 years either
+           way: never (until_ns stays LLONG_MAX), or always (already past) */
+        if (until <= -9.0e9)
+            until_ns = LLONG_MIN;
+        else if (until < 9.0e9)
             until_ns = (long long)(until * 1e9);
     }
     long long span = (long long)(secs * 1e9);
@@ -6062,7 +6069,7 @@ StaleWatch_wait_stale(StaleWatch *self, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef StaleWatch_methods[] = {
     {"touch", (PyCFunction)StaleWatch_touch, METH_NOARGS, "touch(): a loop polls now."},
-    {"wait_stale", (PyCFunction)(void (*)(void))StaleWatch_wait_stale, METH_FASTCALL,
+    {"wait_stale", (PyCFunction)(void (*)(void))StaleWatch_wait_stale, METH_VARARGS | METH_KEYWORDS,
      "wait_stale(secs, until=None): True once secs have passed since the last touch (sleeping without "
      "the GIL until then) and, given fd, fd is readable or time.monotonic() has reached until; False "
      "once closed."},

@@ -176,3 +176,31 @@ def test_given_a_time_wait_stale_returns_stale_at_that_time_with_nothing_to_read
     assert watch.wait_stale(0.01, 0.0) is False
     with pytest.raises(ValueError, match="until"):
         watch.wait_stale(0.01, float("nan"))
+
+
+def test_wait_stale_takes_until_by_name_and_any_until_past_or_never(pair):
+    """The compiled wait took ``until`` by position only (``wait_stale(secs, until=t)``, as its
+    Python twin takes it, raised a TypeError), and converted an ``until`` out of a 64-bit
+    integer's range (-inf, -1e300) to nanoseconds, which C leaves undefined: checked first now,
+    such a time is past (or, +inf, never). Both paths (tests/test_native.py runs this file pure)."""
+    _, b = pair
+    watch = StaleWatch(b.fileno())
+    start = time.monotonic()
+    assert watch.wait_stale(0.01, until=start) is True  # past already, and stale: at once
+    assert watch.wait_stale(secs=0.01, until=start + 0.1) is True
+    assert time.monotonic() - start >= 0.09
+    for past in (float("-inf"), -1e300, -9.5e9, 0.0):  # nothing readable: only the time ends these waits
+        assert watch.wait_stale(0.01, until=past) is True, past
+        assert watch.wait_stale(0.01, past) is True, past
+    results = []
+    waiter = threading.Thread(target=lambda: results.append(watch.wait_stale(0.01, until=float("inf"))))
+    waiter.start()
+    waiter.join(0.2)  # never due, nothing readable: still waiting
+    assert waiter.is_alive() and results == []
+    watch.close()
+    waiter.join(30)
+    assert results == [False]
+    with pytest.raises(TypeError):
+        watch.wait_stale(0.01, 1.0, 2.0)
+    with pytest.raises(TypeError):
+        watch.wait_stale(0.01, when=1.0)

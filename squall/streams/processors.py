@@ -376,26 +376,24 @@ class JoinProcessor(BaseProcessor, BatchProcessor):
         return self.right_stream
 
     def execute(self, input: Any, stream_id: str) -> None:
-        pair = Pair(input[0], input[1])
-        windowed = self.context.is_windowed()
         if stream_id == self.left_stream:
-            if windowed:
-                self.left_rows.append(pair)
-                return
-            # the new value with the other side's so far; the other side's unmatched values
-            # were forwarded (outer) when they came, not again at each new value
-            for key, rv, lv in _join(self.right_table, [pair], self.right_type, self.left_type,
-                                     table_leftovers=False):
-                self.context.forward(Pair(key, self.value_joiner(lv, rv)))
-            self.left_table[pair.first].append(pair.second)
+            left = True
         elif stream_id == self.right_stream:
-            if windowed:
-                self.right_rows.append(pair)
-                return
-            for key, lv, rv in _join(self.left_table, [pair], self.left_type, self.right_type,
-                                     table_leftovers=False):
-                self.context.forward(Pair(key, self.value_joiner(lv, rv)))
-            self.right_table[pair.first].append(pair.second)
+            left = False
+        else:
+            return
+        pair = Pair(input[0], input[1])
+        if self.context.is_windowed():
+            (self.left_rows if left else self.right_rows).append(pair)
+            return
+        # the new value with the other side's so far; the other side's unmatched values were
+        # forwarded (outer) when they came, not again at each new value
+        own, other = (self.left_table, self.right_table) if left else (self.right_table, self.left_table)
+        own_type, other_type = (self.left_type, self.right_type) if left else (self.right_type, self.left_type)
+        for key, other_value, value in _join(other, [pair], other_type, own_type, table_leftovers=False):
+            lv, rv = (value, other_value) if left else (other_value, value)
+            self.context.forward(Pair(key, self.value_joiner(lv, rv)))
+        own[pair.first].append(pair.second)
 
     def finish(self) -> None:
         self._join_and_forward(self.left_rows, self.right_rows)

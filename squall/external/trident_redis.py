@@ -70,10 +70,10 @@ from typing import Any, Protocol
 import redis
 
 from .._config import Config
+from .._equal_keys import canonical_key
 from .._errors import ReportedFailedException, StoreUnavailableException
 from .._redact import redact_text
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
-from ..trident.state._keys import canonical_key
 from ._trident_map import EpochClaim, Numbering, StateType, build_map_state, kept_epoch
 
 log = logging.getLogger(__name__)

@@ -8,10 +8,20 @@ prepare and commit still commits (or rolls back) what its predecessor prepared, 
 spout decides. Keys and values are stored as bytes made by the topology's serializer
 (`StateCodec`): a value that cannot be serialized fails at ``put``, in the bolt's own code,
 naming the component and the key.
+
+Keys stored before `StateCodec.key` made equal keys one key (``1.0`` and ``True`` under their own
+bytes, not the int's) are still found: opening a state scans its committed and prepared keys for
+bytes `StateCodec.key` no longer makes (`old_key_forms`); a ``get`` that misses the key's bytes
+reads those, and the next ``put`` or ``delete`` of the key writes the key's bytes and removes
+the old ones in the same commit, so a state migrates key by key as its bolt writes it. Where an
+old state holds several equal keys apart (``1`` and ``1.0`` both), the one under the key's own
+bytes (the int's) wins, then the old forms in the order of their bytes; a warning at open names
+each such key and its values (the next write of the key removes the others).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Iterator, Mapping
@@ -19,7 +29,8 @@ from typing import Any, Protocol
 
 import msgpack
 
-from ..engine.serialize import EXT_FROZENSET, EXT_SET, MAX_EXT_NESTING, PLAIN_TYPES, Serializer
+from .._equal_keys import canonical_value
+from ..engine.serialize import EXT_FROZENSET, EXT_SET, EXT_TUPLE, MAX_EXT_NESTING, PLAIN_TYPES, Serializer
 from ._api import KeyValueState, StateError
 
 log = logging.getLogger(__name__)
@@ -36,6 +47,9 @@ class StateStore(Protocol):
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """The committed entries."""
+
+    def keys(self) -> list[bytes]:
+        """The committed entries' keys, as stored: not checked (a `get` checks its entry)."""
 
     def txids(self) -> tuple[int | None, int | None]:
         """(last committed txid, prepared txid), None where there is none."""
@@ -74,6 +88,10 @@ class MemoryStore:
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         with self.lock:
             return iter(list(self.committed.items()))
+
+    def keys(self) -> list[bytes]:
+        with self.lock:
+            return list(self.committed)
 
     def txids(self) -> tuple[int | None, int | None]:
         return self.commit_txid, self.prepare_txid
@@ -117,11 +135,17 @@ class StateCodec:
         self._serializer = Serializer(conf, _no_sources)
 
     def key(self, key: Any) -> bytes:
-        """``key`` encoded, the same bytes for every key equal to it: a set's elements and a
-        map's entries (at any depth) in the order of their encodings, not the order a set
-        happens to iterate in (its insertion history, and for strings the process's hash seed)
-        or a map was built in."""
+        """``key`` encoded, the same bytes for every key equal to it: its bools and integral
+        floats as the ints they equal (`canonical_value`: ``1``, ``1.0`` and ``True`` are one
+        key, as fields grouping sends them to one task), a set's elements and a map's entries
+        (at any depth) in the order of their encodings, not the order a set happens to iterate
+        in (its insertion history, and for strings the process's hash seed) or a map was built
+        in."""
         where = f"a state key of {self.owner}"
+        t = type(key)
+        if t is str or t is int or t is bytes:  # most keys: nothing to make canonical
+            return self._serializer.encode_value(key, where)
+        key = canonical_value(key)
         if type(key) in PLAIN_TYPES:
             return self._serializer.encode_value(key, where)
         return self._serializer.encode_value(self._canonical(key, where, 0), where)
@@ -178,6 +202,94 @@ def _no_sources(task: int, stream: str) -> Any:
     raise StateError("a state value holds no tuples")
 
 
+def old_key_forms(store: StateStore, prepared: Changes, codec: StateCodec) -> dict[bytes, tuple[bytes, ...]]:
+    """The keys of ``store`` and of its ``prepared`` transaction that `StateCodec.key` no longer
+    makes, by the bytes it makes of them now (each key's old forms in the order of their bytes):
+    keys written before equal keys were one key (``1.0``, ``True``: the int's bytes now; a
+    ``set``: its frozenset's).
+
+    Only a key holding an integral float, a bool or a set changes form: the others are told apart by
+    their msgpack alone (`_may_change_form`, which unpickles nothing), so opening a state reads
+    its keys (Redis: HKEYS) but decodes few of them. A key is decoded only once its value's MAC
+    checked (`StateStore.get`: the key's bytes are hostile until then, and may hold a pickle);
+    one whose value fails it, or that cannot be decoded, is left out, to fail (as before) at
+    the ``get`` that reads it."""
+    found: dict[bytes, list[bytes]] = {}
+    for k in set(itertools.chain(store.keys(), prepared)):
+        if not _may_change_form(k):
+            continue
+        try:
+            if k not in prepared and store.get(k) is None:
+                continue
+            now = codec.key(codec.decode(k, "a state key"))
+        except Exception as e:  # noqa: BLE001 (what a get of it raises then; this open must not)
+            log.debug("%s: state key %r is left as it is: %s", codec.owner, k[:100], e)
+            continue
+        if now != k:
+            found.setdefault(now, []).append(k)
+    return {now: tuple(sorted(olds)) for now, olds in found.items()}
+
+
+_NESTED = (EXT_TUPLE, EXT_SET, EXT_FROZENSET)  # the ext types whose payload holds a key's parts
+
+
+def _may_change_form(data: bytes) -> bool:
+    """Whether the serialized key ``data`` holds an integral float, a bool or a set anywhere (in
+    its lists, maps, tuples and sets; not in a registered or pickled value, which
+    `canonical_value` leaves as it is), read as plain msgpack: nothing is unpickled. False for
+    bytes that are not msgpack."""
+    found = False
+
+    def hook(code: int, payload: bytes) -> None:
+        nonlocal found
+        if code == EXT_SET:
+            found = True
+        elif code in _NESTED and not found:
+            found = _changes_form(msgpack.unpackb(payload, ext_hook=hook, raw=True, use_list=False,
+                                                  strict_map_key=False))
+
+    try:
+        top = msgpack.unpackb(data, ext_hook=hook, raw=True, use_list=False, strict_map_key=False)
+    except Exception:  # noqa: BLE001 (not msgpack, or nested past Python's recursion: not a key squall made)
+        return False
+    return found or _changes_form(top)
+
+
+def _changes_form(obj: Any) -> bool:
+    t = type(obj)
+    if t is bool:
+        return True
+    if t is float:
+        return obj.is_integer()
+    if t is tuple:
+        return any(_changes_form(v) for v in obj)
+    if t is dict:
+        return any(_changes_form(k) or _changes_form(v) for k, v in obj.items())
+    return False
+
+
+def _warn_of_old_forms(old_forms: Mapping[bytes, tuple[bytes, ...]], lookup: Any, codec: StateCodec) -> None:
+    """Log what a state opened with `old_key_forms` holds: how many keys, and each key stored
+    in more than one form (equal keys kept apart before), with the value `get` answers and the
+    values the key's next write removes."""
+    clashes = []
+    for now, olds in old_forms.items():
+        stored = [(k, v) for k in (now, *olds) if (v := lookup(k)) is not None]
+        if len(stored) > 1:
+            clashes.append(", ".join(f"{codec.decode(k, 'a state key')!r:.200} -> {codec.decode(v, 'a state value')!r:.200}"
+                                     for k, v in stored))
+    log.info("%s: %d keys are stored as squall wrote them before keys equal in Python (1, 1.0 and True; a set "
+             "and its frozenset) were one key: each is found by any key equal to it, and stored in the one form "
+             "at its next put or delete",
+             codec.owner, sum(len(olds) for olds in old_forms.values()))
+    for clash in clashes[:20]:
+        log.warning("%s: one key is stored in several forms from before keys equal in Python were one key (%s): "
+                    "get answers the first; the next put or delete of the key removes the others",
+                    codec.owner, clash)
+    if len(clashes) > 20:
+        log.warning("%s: %d more keys are stored in several forms", codec.owner, len(clashes) - 20)
+
+
 _ABSENT: Any = object()  # a key with no change pending, in an undo log
 
 
@@ -198,6 +310,11 @@ class TransactionalKeyValueState(KeyValueState):
         # (`_ABSENT`: none), so that an undo costs the keys changed, not the changes pending
         self._undo: dict[bytes, Any] | None = None
         self._store_failure: Exception | None = None  # a read the store failed since `savepoint`
+        # keys stored before equal keys were one key, by the bytes each is now (module docstring)
+        self._old_forms = old_key_forms(store, self._prepared, codec)
+        self._now_of = {old: now for now, olds in self._old_forms.items() for old in olds}
+        if self._old_forms:
+            _warn_of_old_forms(self._old_forms, self._lookup, codec)
 
     def savepoint(self) -> None:
         """From now on, record what `put` and `delete` change, for `undo`."""
@@ -228,11 +345,24 @@ class TransactionalKeyValueState(KeyValueState):
         self._pending[k] = data
 
     def put(self, key: Any, value: Any) -> None:
-        self._change(self.codec.key(key), self.codec.value(key, value))
+        k = self.codec.key(key)
+        self._change(k, self.codec.value(key, value))
+        for old in self._old_forms.get(k, ()):
+            self._change(old, None)  # the key's value is under its own bytes from this commit on
 
     def get(self, key: Any, default: Any = None) -> Any:
-        data = self._lookup(self.codec.key(key))
+        data = self._find(self.codec.key(key))
         return default if data is None else self.codec.decode(data, f"the value of state key {key!r:.100}")
+
+    def _find(self, k: bytes) -> bytes | None:
+        """The value of the key whose bytes are ``k``: under ``k``, else under an old form of it."""
+        data = self._lookup(k)
+        if data is None and self._old_forms:
+            for old in self._old_forms.get(k, ()):
+                data = self._lookup(old)
+                if data is not None:
+                    break
+        return data
 
     def _lookup(self, k: bytes) -> bytes | None:
         if k in self._pending:
@@ -247,8 +377,10 @@ class TransactionalKeyValueState(KeyValueState):
 
     def delete(self, key: Any) -> Any:
         k = self.codec.key(key)
-        data = self._lookup(k)
+        data = self._find(k)
         self._change(k, None)
+        for old in self._old_forms.get(k, ()):
+            self._change(old, None)
         return None if data is None else self.codec.decode(data, f"the value of state key {key!r:.100}")
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
@@ -259,14 +391,35 @@ class TransactionalKeyValueState(KeyValueState):
             raise
         merged.update(self._prepared)
         merged.update(self._pending)
-        for k, v in merged.items():
-            if v is not None:
-                yield self.codec.decode(k, "a state key"), self.codec.decode(v, "a state value")
+        for k, v in self._resolved(merged):
+            yield self.codec.decode(k, "a state key"), self.codec.decode(v, "a state value")
 
     def committed(self) -> Iterator[tuple[Any, Any]]:
         """The ``(key, value)`` pairs of the last commit only."""
-        for k, v in self.store.items():
+        for k, v in self._resolved(dict(self.store.items())):
             yield self.codec.decode(k, "a state key"), self.codec.decode(v, "a state value")
+
+    def _resolved(self, entries: Mapping[bytes, bytes | None]) -> Iterator[tuple[bytes, bytes]]:
+        """``entries`` (a key's bytes -> its value, None: deleted) one per key, as `get` reads
+        them: an old form of a key (`old_key_forms`) under the key's bytes, once."""
+        if not self._old_forms:
+            for k, v in entries.items():
+                if v is not None:
+                    yield k, v
+            return
+        done: set[bytes] = set()
+        for k in entries:
+            now = self._now_of.get(k, k)
+            if now in done:
+                continue
+            done.add(now)
+            v = entries.get(now)
+            for old in self._old_forms.get(now, ()):
+                if v is not None:
+                    break
+                v = entries.get(old)
+            if v is not None:
+                yield now, v
 
     def prepare_commit(self, txid: int) -> None:
         committed, _ = self.store.txids()

@@ -107,6 +107,10 @@ class RedisStore:
             if v is not None:
                 yield k, v
 
+    def keys(self) -> list[bytes]:
+        """`StateStore.keys`: the fields of the hash ``<ns>`` (HKEYS: no values, no MACs checked)."""
+        return self._call("read", self.client.hkeys, self.ns)
+
     def txids(self) -> tuple[int | None, int | None]:
         """`StateStore.txids`: the ``commit`` and ``prepare`` fields of ``<ns>$txid``."""
         c, p = self._call("read", self.client.hmget, self.ns + b"$txid", [b"commit", b"prepare"])

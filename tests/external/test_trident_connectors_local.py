@@ -259,7 +259,7 @@ def test_redis_stream_into_delta_counts_exactly_under_failed_batches(tmp_path, r
 def test_keys_equal_in_python_are_one_key_in_every_map_state(redis_server):
     """``1``, ``1.0`` and ``True`` are one group of a ``group_by`` (a batch's groups are a dict;
     fields grouping hashes them alike), so each map state keeps them as one key, ``[1]``
-    (`squall.trident.state._keys`). Before, a transactional `RedisMapState` stored 14 counts for
+    (`squall._equal_keys`). Before, a transactional `RedisMapState` stored 14 counts for
     these 7 records (its cache, keyed by the values, handed ``[1]``'s count to ``[1.0]`` and
     ``[true]``, which counted it again), an opaque one split 1's 4 records over three keys by
     the order they came in, and a `MemoryMapState` answered 1 for the key 2 of 3 records."""

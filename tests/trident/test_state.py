@@ -530,7 +530,7 @@ def test_memory_map_state_keeps_values_that_cannot_change_and_copies_the_others(
     """Plain values and keys are kept as they are (no serializing per commit); a value that can
     change is stored serialized, so neither the writer nor a reader can change what is stored;
     keys equal in Python (1, 1.0, True) are one key, the int, as a group_by groups them
-    (`squall.trident.state._keys`)."""
+    (`squall._equal_keys`)."""
     m = MemoryMapState.factory().make_state({}, None, 0, 1)
     store = m._backing.store
     m.begin_commit(1)

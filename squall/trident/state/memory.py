@@ -22,10 +22,10 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
+from ..._equal_keys import canonical_key
 from ..._native import PLAIN_KEY_TYPES, PLAIN_VALUE_TYPES, opaque_commit, plain_value
 from ...state._kv import MemoryStore, StateCodec
 from ...state._names import state_home, topology_of
-from ._keys import canonical_key
 from .api import IBackingMap, ITupleCollection, RemovableMapState, State, StateFactory
 from .map import OpaqueMap, OpaqueValue, SnapshottableMap
 

@@ -87,6 +87,8 @@ class DRPCSpout(Spout):
         super().open(conf, context, collector)
         self._servers: list[_Server] = []
         if self.local_drpc_id is not None:
+            # who took a request, for its timeout's message
+            self._holder = f"DRPC spout [{context.get_this_component_id()}] task {context.get_this_task_id()}"
             return
         from .client import worker_cluster
         who = f"DRPC spout [{context.get_this_component_id()}] of function {self.function!r}"
@@ -112,7 +114,7 @@ class DRPCSpout(Spout):
         """Fetch one request (from the first server that has one) and emit it."""
         if self.local_drpc_id is not None:
             drpc = local_drpc(self.local_drpc_id)
-            request = drpc.fetch_request(self.function) if drpc is not None else None  # None: shut down
+            request = drpc.fetch_request(self.function, self._holder) if drpc is not None else None  # None: shut down
             if request is not None:
                 info = ReturnInfo(request.request_id, self.local_drpc_id, 0)
                 self.collector.emit([request.args, info.to_json()], DRPCMessageId(request.request_id, 0))

@@ -134,8 +134,12 @@ class _Outstanding:
     request: DRPCRequest
     deadline: float
     on_done: Callable[[Outcome], None]
+    submitted: float
     fetched: bool = False
     holder: _Holder | None = None  # the spout that fetched it, when it said who it is
+    # for a timeout's message: which spout took it (its own name for itself) and when
+    taken_by: str | None = None
+    fetched_at: float | None = None
 
 
 @dataclass(eq=False)
@@ -148,6 +152,11 @@ class _Holder:
     connections: int = 0
     held: int = 0  # the outstanding requests it took
     fails_at: float | None = None
+
+
+def _after(secs: float) -> str:
+    """How long after the call a spout took a request, as a timeout's message says it."""
+    return "within 0.01 s of" if secs < 0.01 else f"{secs:.2f} s after"
 
 
 class RequestBook:
@@ -193,16 +202,17 @@ class RequestBook:
             if self._closed:
                 raise DRPCExecutionException("Server Shutting Down", DRPCExceptionType.SERVER_SHUTDOWN)
             request = DRPCRequest(f"{self._run}-{next(self._ids)}", function, args)
-            entry = _Outstanding(request, now + self.timeout_secs, on_done)
+            entry = _Outstanding(request, now + self.timeout_secs, on_done, now)
             self._requests[request.request_id] = entry
             self._queues.setdefault(function, deque()).append(entry)
             self._executed += 1
         return request
 
-    def fetch(self, function: str, holder: str | None = None) -> DRPCRequest | None:
+    def fetch(self, function: str, holder: str | None = None, now: float | None = None) -> DRPCRequest | None:
         """The oldest request of ``function`` not fetched yet, or None. ``holder`` (a spout's name
-        for itself, `attach`-ed to its connection) is remembered with the request: if the spout
-        goes (`detach`), the request fails its grace later."""
+        for itself) and ``now`` are remembered with the request, for its timeout's message; a
+        holder `attach`-ed to its connection is also watched: if the spout goes (`detach`), the
+        request fails its grace later."""
         with self._lock:
             if len(self._asked) < ASKED_KEPT:
                 self._asked.add(function)
@@ -213,6 +223,7 @@ class RequestBook:
             if not queue:
                 del self._queues[function]
             entry.fetched = True
+            entry.taken_by, entry.fetched_at = holder, now
             entry.holder = None if holder is None else self._holders.get(holder)
             if entry.holder is not None:
                 entry.holder.held += 1
@@ -307,13 +318,24 @@ class RequestBook:
                 f"stopped or died); the topology may have run part of it")
 
     def _timed_out_why(self, entry: _Outstanding) -> str:
-        # under the lock: what a timed-out request's caller is told; a function no DRPC spout
-        # ever asked this server for is named as such (a typo, a topology not running), where
-        # Storm's caller hears only that it timed out
+        # under the lock: what a timed-out request's caller is told, where Storm's hears only
+        # "Timed Out": the function, the timeout and its key, and where the request got to: taken
+        # by a spout (which, and when: the topology has it, and may still run it), waiting for
+        # one (the topology serves the function but did not take it), or a function no DRPC
+        # spout ever asked this server for (a typo, a topology not running)
         function = entry.request.function
         text = f"Timed Out: {function!r} had no result within {self.timeout_secs:g} s (drpc.request.timeout.secs)"
-        if entry.fetched or function in self._asked or len(self._asked) >= ASKED_KEPT:
-            return text
+        if entry.fetched:
+            when = "" if entry.fetched_at is None else f" {_after(entry.fetched_at - entry.submitted)} the call"
+            return (f"{text}: {entry.taken_by or 'a DRPC spout'} took it{when}, and its topology neither returned a "
+                    f"result nor failed the request since (a bolt still holds its tuple, whose tree fails at the "
+                    f"topology's topology.message.timeout.secs; the topology may still run it)")
+        if function in self._asked:
+            return (f"{text}: no DRPC spout took it, though spouts of {function!r} asked this server for requests "
+                    f"(the topology is deactivated, or its spouts were held back by topology.max.spout.pending "
+                    f"or backpressure)")
+        if len(self._asked) >= ASKED_KEPT:
+            return f"{text}: no DRPC spout took it"
         served = ", ".join(repr(f) for f in sorted(self._asked)[:20]) or "none"
         return (f"{text}: no DRPC spout has asked this server for {function!r} since it started (no running "
                 f"topology serves it, or its spout has not started; the functions asked for: {served})")

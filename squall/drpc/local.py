@@ -144,9 +144,10 @@ class LocalDRPC:
             return list(self._probes.get(function, {}).values())
 
     # --- what the DRPC spout and the return bolt call (Storm's DistributedRPCInvocations) ---------
-    def fetch_request(self, function: str) -> DRPCRequest | None:
-        """The oldest request of ``function`` no spout has fetched, or None."""
-        return self._book.fetch(function)
+    def fetch_request(self, function: str, holder: str | None = None) -> DRPCRequest | None:
+        """The oldest request of ``function`` no spout has fetched, or None. ``holder``: the
+        fetching spout's name for itself, which the request's timeout message gives."""
+        return self._book.fetch(function, holder, self._clock())
 
     def result(self, request_id: str, result: str) -> bool:
         """Answer ``request_id``; False if it is no longer outstanding."""

@@ -255,7 +255,7 @@ class DRPCServer:
         if op == "fetch_request":
             function = _text(args, "function")
             holder = self._holder(args, session)
-            request = self.book.fetch(function, holder)
+            request = self.book.fetch(function, holder, self.clock())
             return None if request is None else {"id": request.request_id, "args": request.args}
         if op == "result":
             return self.book.result(_text(args, "request_id"), _text(args, "result"))

@@ -351,10 +351,58 @@ def test_a_function_no_spout_asked_for_times_out_saying_so(server_conf):
             "Timed Out: 'exclaim-typo' had no result within 0.5 s (drpc.request.timeout.secs): no DRPC spout "
             "has asked this server for 'exclaim-typo' since it started (no running topology serves it, or its "
             "spout has not started; the functions asked for: 'exclaim', 'slow')")
-        assert str(late.value) == "Timed Out: 'slow' had no result within 0.5 s (drpc.request.timeout.secs)"
+        assert str(late.value) == (
+            "Timed Out: 'slow' had no result within 0.5 s (drpc.request.timeout.secs): no DRPC spout took it, though "
+            "spouts of 'slow' asked this server for requests (the topology is deactivated, or its spouts were held "
+            "back by topology.max.spout.pending or backpressure)")
     finally:
         topology.close()
         slow.close()
+        drpc.stop()
+
+
+def test_a_request_a_spout_took_times_out_naming_the_spout_and_when_it_took_it(server_conf):
+    """``squall drpc``'s caller of a request a DRPC spout took and its topology held past
+    drpc.request.timeout.secs heard only "Timed Out: 'slow' had no result within 0.5 s
+    (drpc.request.timeout.secs)", as for a request no spout took. Now DRPCClient's
+    DRPCExecutionException (SERVER_TIMEOUT, as Storm's clients catch) says which spout took it,
+    when, and that the topology may still run it."""
+    conf = {**server_conf, "drpc.request.timeout.secs": 0.5}
+    drpc = BackgroundDRPC.start_for_nimbus(conf)
+    links = ClusterLinks.of(conf)
+    spout = links.link("127.0.0.1", links.drpc.invocations_port)
+    holder = "DRPC spout [drpc] task 3 of 'slow-1-1' (0123456789ab)"
+    taken = []
+
+    def take():  # a DRPC spout that takes each request and whose topology never answers it
+        while len(taken) < 3:
+            request = spout.call("fetch_request", function="slow", holder=holder, grace=30)
+            if request is None:
+                threading.Event().wait(0.01)
+            else:
+                taken.append(request["args"])
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    try:
+        with DRPCClient(conf) as client:
+            errors = []
+            for i in range(3):
+                with pytest.raises(DRPCExecutionException) as raised:
+                    client.execute("slow", f"call {i}")
+                errors.append(raised.value)
+        thread.join(HANG_GUARD)
+        assert taken == ["call 0", "call 1", "call 2"]
+        assert all(e.type is DRPCExceptionType.SERVER_TIMEOUT for e in errors)
+        for e in errors:
+            assert re.fullmatch(
+                r"Timed Out: 'slow' had no result within 0\.5 s \(drpc\.request\.timeout\.secs\): "
+                + re.escape(holder) + r" took it (within 0\.01 s of|0\.\d\d s after) the call, and its topology "
+                r"neither returned a result nor failed the request since \(a bolt still holds its tuple, whose tree "
+                r"fails at the topology's topology\.message\.timeout\.secs; the topology may still run it\)",
+                str(e)), str(e)
+        assert drpc.server.book.stats()[:5] == (3, 3, 0, 0, 3)  # executed, fetched, returned, failed, timed out
+    finally:
+        spout.close()
         drpc.stop()
 
 

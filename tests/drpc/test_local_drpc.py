@@ -6,6 +6,7 @@ passed in."""
 from __future__ import annotations
 
 import pickle
+import re
 import threading
 
 import pytest
@@ -160,6 +161,45 @@ def test_a_request_nobody_answers_times_out():
         assert isinstance(error, DRPCExecutionException) and error.type is DRPCExceptionType.SERVER_TIMEOUT
         assert "drpc.request.timeout.secs" in str(error)
         assert drpc.stats().timed_out == 1 and drpc.stats().outstanding == 0
+
+
+class Hold(Bolt):
+    """A bolt waiting on a slow service: it holds every request's tuple, acking none."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(["result", "return-info"]))
+
+    def execute(self, tup):
+        pass
+
+
+def test_a_request_a_spout_took_and_the_topology_holds_times_out_saying_so():
+    """Every call timed out saying only "Timed Out: 'slow' had no result within 1 s
+    (drpc.request.timeout.secs)", whether or not a spout had taken it: a caller could not tell a
+    topology holding the request (a slow bolt: it may still run) from one that never took it. Now
+    the message names the spout task that took it and when, still SERVER_TIMEOUT."""
+    n = 4
+    with LocalDRPC(request_timeout_secs=1) as drpc, LocalCluster() as cluster:
+        builder = TopologyBuilder()
+        builder.set_spout("drpc", DRPCSpout("slow", drpc), 1)
+        builder.set_bolt("hold", Hold(), 1).shuffle_grouping("drpc")
+        builder.set_bolt("return", ReturnResults(), 1).shuffle_grouping("hold")
+        cluster.submit_topology("slow", {"topology.message.timeout.secs": 60}, builder.create_topology())
+        # the spout is up once it took a call (each warm-up call times out after 1 s)
+        assert wait_until(lambda: guarded(drpc.execute, "slow", "warm-up")[1] is not None and
+                          drpc.stats().fetched >= 1, 20)
+        before = drpc.stats()
+        errors = [guarded(drpc.execute, "slow", f"call {i}")[1] for i in range(n)]
+        after = drpc.stats()
+        assert (after.executed - before.executed, after.fetched - before.fetched,
+                after.timed_out - before.timed_out, after.outstanding) == (n, n, n, 0)
+    assert all(isinstance(e, DRPCExecutionException) and e.type is DRPCExceptionType.SERVER_TIMEOUT for e in errors)
+    for error in errors:
+        assert re.fullmatch(
+            r"Timed Out: 'slow' had no result within 1 s \(drpc\.request\.timeout\.secs\): DRPC spout \[drpc\] "
+            r"task \d+ took it (within 0\.01 s of|\d+\.\d\d s after) the call, and its topology neither returned a "
+            r"result nor failed the request since \(a bolt still holds its tuple, whose tree fails at the "
+            r"topology's topology\.message\.timeout\.secs; the topology may still run it\)", str(error)), str(error)
 
 
 def test_shutdown_fails_waiting_requests_and_refuses_new_ones():

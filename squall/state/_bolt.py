@@ -443,6 +443,18 @@ class StatefulBoltExecutor(_CheckpointAware):
             done, self.prepared = self.prepared, []
             for t in done:
                 self.collector.ack(t)
+        elif action == ROLLBACK and self.acking_off and self.initialized:
+            # A live task with acking off: the spout rolls a PREPARING txid back only when it
+            # restarted, or could not save its COMMITTING phase, inside the emit of the PREPARE
+            # (acked as emitted). A rollback is there so that replayed tuples are not counted
+            # twice; with acking off nothing replays, so it could only drop what this task
+            # took since its last commit and, in a persistent window, put the windows fired
+            # since back to unfired: they fired again (a window twice at the sink). Kept, what
+            # the task holds goes into the PREPARE of the same txid that follows (it merges
+            # the prepared changes with those since).
+            log.info("component [%s] task %s: checkpoint rollback at txid %s ignored: with acking off "
+                     "(%s 0) nothing replays, so what this task took since its last commit is kept for "
+                     "the next commit", self._task[0], self._task[1], txid, Config.TOPOLOGY_ACKER_EXECUTORS)
         elif action == ROLLBACK:
             self._roll_back(f"checkpoint rollback at txid {txid}")
         elif action == INITSTATE and not self.initialized:

@@ -476,6 +476,31 @@ def test_with_acking_off_a_prepare_before_initstate_initializes_from_the_last_co
     assert any("initializes from its last commit now" in r.getMessage() for r in caplog.records)
 
 
+def test_with_acking_off_a_live_task_keeps_what_it_took_through_a_rollback_of_the_restarted_spout():
+    """With acking off the checkpoint spout rolls a PREPARING txid back only when it restarted
+    (or could not save its COMMITTING phase) inside the PREPARE's emit, acked as emitted. Rolled
+    back, the live task dropped what it took since its last commit: nothing replays with acking
+    off, so those records were lost (b and c here). It keeps them for the next commit now, each
+    counted once."""
+    ex, rec = StatefulBoltExecutor(Counter()), Recorder()
+    ex.prepare({"topology.name": "t", "topology.acker.executors": 0}, BoltCtx(HostMemory(), {"$checkpointspout": [9]}),
+               rec)
+    ex.execute(cp(-1, INITSTATE))
+    ex.execute(Tuple(["a"], DATA))
+    ex.execute(cp(0, PREPARE))
+    ex.execute(cp(0, COMMIT))
+    ex.execute(Tuple(["b"], DATA))
+    ex.execute(cp(1, PREPARE))
+    ex.execute(Tuple(["c"], DATA))
+    for txid, action in ((1, ROLLBACK), (0, INITSTATE)):  # the restarted spout found txid 1 PREPARING
+        ex.execute(cp(txid, action))
+    ex.execute(Tuple(["d"], DATA))
+    ex.execute(cp(1, PREPARE))
+    ex.execute(cp(1, COMMIT))
+    assert dict(ex.state.committed()) == {"a": 1, "b": 1, "c": 1, "d": 1}   # on main: {"a": 1, "d": 1}
+    assert not rec.failed
+
+
 def test_a_checkpoint_counts_once_every_input_task_sent_it():
     ex, rec = stateful(inputs={"split": [4, 5]})
     first = Tuple([-1, INITSTATE], Source("split", "$checkpoint", 4, Fields("txid", "action")))

@@ -9,7 +9,8 @@ With ``storm.zookeeper.servers`` set, every master (`squall.cluster.master.Maste
                                     recipe: the lowest sequence leads), data ``host:port``
 ``nimbuses/<host:port>``            ephemeral: each running master (`NimbusSummary`)
 ``storms/<storm-id>``               a topology's base: name, status, waits, debug, code digest
-``assignments/<storm-id>``          its executors per slot and the slots' launch ids
+``assignments/<storm-id>``          its executors per slot, the slots' launch ids and the
+                                    topology's error count (beside the error batches counted)
 ``errors/<storm-id>``               its errors (the master's records, newest last)
 ``workerbeats/<storm-id>/<slot>``   heartbeat summaries (exact counters, pid, address), written
                                     by the leader every ``task.heartbeat.frequency.secs``

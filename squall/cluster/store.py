@@ -395,13 +395,17 @@ class ZooKeeperStore(MasterStore):
             m.counter, self._stale = change.counter, True
         elif isinstance(change, PutTopology):
             r = change.record
-            # errors_happened: the topology's error count, which its kept records (errors/<id>) undercount
             base = {k: r.get(k) for k in ("status", "previous", "launched", "pending_action", "debug",
-                                          "num_workers", "parallelism", "errors_happened")}
+                                          "num_workers", "parallelism")}
             base.update(name=change.name, code=r.get("code") or "")
             m.topologies = {sid: t for sid, t in m.topologies.items() if t.base["name"] != change.name}
-            m.topologies[change.storm_id] = TopologyRecord(
-                change.storm_id, base, {"assignment": r["assignment"], "slots": r["slots"]}, r["errors"], {})
+            # errors_happened (the topology's error count, which its kept records undercount) in the
+            # node of the slots' records, whose errors_kept numbers the last error batch counted:
+            # the nodes are written one by one, and a leader that died after the base, which held
+            # the count, left the next one the count with a batch in it but not its number, so the
+            # worker's resent batch counted twice (16 errors of 8). In one node, both or neither
+            assignment = {"assignment": r["assignment"], "slots": r["slots"], "errors_happened": r.get("errors_happened")}
+            m.topologies[change.storm_id] = TopologyRecord(change.storm_id, base, assignment, r["errors"], {})
             self._stale = True
         elif isinstance(change, RemoveTopology):
             m.topologies.pop(change.storm_id, None)

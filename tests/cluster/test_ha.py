@@ -733,3 +733,47 @@ def test_a_new_leader_keeps_the_count_of_a_slots_worker_restarts(ha_conf, runnin
     with _client(b) as m:
         assert [(w["slot"], w["restarts"]) for w in m.get_topology_info("t")["workers"]] == [(slot, 1)]
         m.kill_topology("t", wait_secs=0)
+
+
+def test_a_new_leader_counts_an_error_batch_once_though_the_old_one_died_between_its_writes(ha_conf, running):
+    """The leader keeps a worker's error batch (3 records and 5 errors without one) and writes
+    the topology's nodes one by one: its base, its slots' records (the batch's number, which
+    keeps a batch sent again from being counted twice) and its errors. It died after the base:
+    the error count lived in the base, the batch's number in the slots' record, so the new
+    leader had the count with the batch in it but not the number, and the worker's resent batch
+    counted again: 16 errors of 8. The count is kept beside the number now, in one node."""
+    from kazoo.exceptions import ConnectionLoss
+
+    from squall._nimbus import Heartbeat, SupervisorSync
+
+    a = running(ha_conf("a", **{"supervisor.slots.ports": []}))
+    assert wait_until(lambda: a.master.leading, 10)
+    b = running(ha_conf("b", **{"supervisor.slots.ports": []}))
+    assert wait_until(lambda: b.master.ha.in_election, 10)
+    with _client(a, b, **{"storm.nimbus.retry.times": 0}) as m:
+        m.nimbus.supervisor_sync(SupervisorSync("s1", "127.0.0.1", [7000]))
+        storm_id = m.submit_topology("t", {"topology.min.replication.count": 2, "topology.workers": 1},
+                                     recovery_topology(10))
+        [slot] = [w["slot"] for w in m.get_topology_info("t")["workers"]]
+        launch = a.master.topologies["t"].launch_ids[slot]
+        records = [{"component": "count", "task": 1, "time": 1.0 + i, "error": f"ValueError: {i}", "traceback": ""}
+                   for i in range(3)]
+        batch = Heartbeat(storm_id, slot, launch, errors=records, errors_seq=1, errors_unrecorded=5)
+        coordinator = a.master.store.coordinator
+        write = coordinator.write
+
+        def dies_after_the_base(path, value, ephemeral=False):
+            if "/assignments/" in path:  # the leader's process is gone before this write
+                raise ConnectionLoss()
+            return write(path, value, ephemeral)
+        coordinator.write = dies_after_the_base
+        with pytest.raises(Exception, match="cannot write the cluster state to ZooKeeper"):
+            m.nimbus.heartbeat(batch)
+    a.stop()
+    assert wait_until(lambda: b.master.leading, 15)
+    with _client(b) as m:
+        m.nimbus.heartbeat(batch)  # the worker got no reply: the batch again, number and all
+        m.nimbus.heartbeat(batch)  # and once more (this leader's reply lost)
+        [row] = m.list_topologies()
+        assert (row["errors"], row["errors_kept"]) == (8, 3)  # on main: (16, 3)
+        m.kill_topology("t", wait_secs=0)

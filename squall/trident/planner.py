@@ -338,16 +338,24 @@ def _refuse_shared_stores(g: _Graph, batch_group: dict[Node, str]) -> None:
         place = location() if callable(location) else None
         if place is None:
             continue
-        label = operation_text(n.processor.operation, getattr(n.processor, "aggregator", None)
-                               or getattr(n.processor, "op", None), n.name)
-        first = seen.setdefault((batch_group[n], place), (state_id, label))
+        first = seen.setdefault((batch_group[n], place), (state_id, _writer_text(n)))
         if first[0] != state_id:
             raise ValueError(
-                f"{first[1]} and {label} both write {place}, in the same batches: each would take the "
-                f"other's values for its own (a transactional state skips a txid the other wrote, an opaque "
+                f"{first[1]} and {_writer_text(n)} both write {place}, in the same batches: where their keys "
+                f"meet, each would take the other's values for its own (a transactional state skips a txid the other wrote, an opaque "
                 f"one builds on the other's value), and neither would hold its figures. Give each state a "
                 f"place of its own (RedisMapState: Options(data_type='hash', hash_key=...) per state; "
                 f"DeltaMapState: a table each; MemoryMapState: a factory() each)")
+
+
+def _writer_text(n: ProcessorNode) -> str:
+    """A state's writer as `_refuse_shared_stores` names it: its operation and, for a grouped
+    ``persistent_aggregate``, the fields it groups by, without which two Counts of one stream
+    (by word, by user) read alike: "persistent_aggregate(Count) and persistent_aggregate(Count)"."""
+    op = getattr(n.processor, "op", None)
+    text = operation_text(n.processor.operation, getattr(n.processor, "aggregator", None) or op, n.name)
+    group = getattr(op, "group_fields", None)
+    return f"group_by({', '.join(group)}).{text}" if group is not None and len(group) else text
 
 
 def _bridge_spouts(g: _Graph) -> None:

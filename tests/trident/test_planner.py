@@ -169,9 +169,9 @@ def test_two_states_of_one_batch_group_writing_one_place_are_refused_naming_both
 
     with pytest.raises(ValueError) as e:
         counts_and_sums(RedisMapState.transactional(url), RedisMapState.opaque(url)).build()
-    assert str(e.value).startswith("persistent_aggregate(Count) and persistent_aggregate(Sum) named 'sums' both "
-                                   "write redis 127.0.0.1:6390 db 2, its keys (data_type 'string'), in the same "
-                                   "batches"), e.value
+    assert str(e.value).startswith("group_by(key).persistent_aggregate(Count) and group_by(key).persistent_aggregate(Sum) "
+                                   "named 'sums' both write redis 127.0.0.1:6390 db 2, its keys (data_type 'string'), "
+                                   "in the same batches"), e.value
     assert "secret" not in str(e.value) and "hash_key=" in str(e.value)
     same_hash = Options(data_type="hash", hash_key="counts")
     with pytest.raises(ValueError, match="both write redis 127.0.0.1:6390 db 2, hash 'counts'"):
@@ -189,3 +189,26 @@ def test_two_states_of_one_batch_group_writing_one_place_are_refused_naming_both
         topo.new_stream(txid, ListSpout("key")).group_by(Fields("key")) \
             .persistent_aggregate(RedisMapState.transactional(url), Count(), Fields("count"))
     topo.build()
+
+
+def test_the_refusal_of_two_states_writing_one_place_names_the_fields_each_groups_by() -> None:
+    """Two Counts of one stream, by word and by user, into one MemoryMapState factory: the
+    refusal named them "persistent_aggregate(Count) and persistent_aggregate(Count)", which
+    does not say which two of a topology's Counts to give a place each."""
+    import pytest
+
+    from squall.trident import Count
+
+    from .trident_ops import ListSpout
+
+    memory = MemoryMapState.factory()
+    topo = TridentTopology()
+    posts = topo.new_stream("posts", ListSpout("word", "user"))
+    posts.group_by(Fields("word")).persistent_aggregate(memory, Count(), Fields("count"))
+    posts.group_by(Fields("user")).persistent_aggregate(memory, Count(), Fields("count"))
+    with pytest.raises(ValueError) as e:
+        topo.build()
+    assert str(e.value).startswith("group_by(word).persistent_aggregate(Count) and "
+                                   "group_by(user).persistent_aggregate(Count) both write "
+                                   f"MemoryMapState.factory(id='{memory.id}'), in the same batches: where their "
+                                   "keys meet"), e.value

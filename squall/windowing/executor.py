@@ -31,7 +31,7 @@ from ..metric._builtin import BUCKET_KEY
 from ._api import LATE_TUPLE_FIELD, BaseWindowedBolt, Duration, TupleWindow
 from .config import WindowSpec, check_window, watermark_idle_timeout_ms, watermark_sources, window_spec
 from .manager import WindowManager, window_manager
-from .watermark import WatermarkGenerator
+from .watermark import FIRST_WATERMARK, WatermarkGenerator
 
 KEEP_ALIVE_TICKS_PER_TIMEOUT = 6
 """Keep-alive ticks per message timeout (`WindowedBoltExecutor.keep_alive`)."""
@@ -415,6 +415,10 @@ class WindowedBoltExecutor(Bolt):
         # first check (a backfill, a file) left the newest timestamp where it was, and a quiet
         # input held it for good without a word
         if newest == newest_then and not silent:
+            return
+        # nothing has passed the lag yet (event time that starts near 0): the watermark is not
+        # stuck, it has not started (`FIRST_WATERMARK`), whichever task is slowest
+        if not silent and newest is not None and newest - watermarks.lag_ms <= FIRST_WATERMARK:
             return
         self._watermark_moved = (now, newest_then)  # warned: again after as long, if still stuck
         tasks = ", ".join(self._source_text(*source) for source in silent or slowest)

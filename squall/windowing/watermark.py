@@ -26,8 +26,13 @@ bolt task with a queue behind its siblings' had its share of a spout task's tupl
 The stream waits for each of its bolt tasks and each of those spout tasks to deliver, as for the
 tasks of any stream, and then for the oldest of its pairs.
 
-It only moves forward. A tuple before the last watermark is late, as in Storm, and so is one
-before 0 (Storm's first watermark). One at the watermark is late only if a window ending there
+It only moves forward, and never to 0 or below (`FIRST_WATERMARK`). A tuple before the last
+watermark is late, as in Storm, and so is one before 0, at every moment: Storm's watermark starts
+at 0 and only a greater one is emitted. Before, the first watermark here was the newest timestamp
+less the lag whatever it was, negative while event time was below the lag (-29,800 for a newest
+200 ms and a 30 s lag), and a tuple at -800 ms was late before that first tick and in the window
+(-5000, 0] after it: the same record late in some runs and counted in others. One at the
+watermark is late only if a window ending there
 was evaluated (the owner asks its trigger: Storm counts such a tuple in time, though that
 window, which held it, had fired: it then expired with the next window without being in any,
 issue 33); a watermark between two window ends leaves the window that holds it open.
@@ -42,6 +47,12 @@ from collections.abc import Iterable, Mapping
 
 Stream = tuple[str, str]
 """An input stream: (component, stream id)."""
+FIRST_WATERMARK = 0
+"""Where the watermark is before its first move, and below which it never goes: Storm's
+``WaterMarkEventGenerator`` starts ``lastWaterMarkTs`` at 0 and emits only a greater one, and
+``track`` takes a timestamp below it as late. So a timestamp before 0 is late at every moment,
+not only until the first watermark."""
+
 Source = tuple[str, str, int] | tuple[str, str, int, int]
 """A source task of an input stream: (component, stream id, task id); for a stream followed by
 its spout tasks (`WatermarkGenerator.follow_origins`), (component, stream id, the bolt task,
@@ -68,14 +79,15 @@ class WatermarkGenerator:
 
     def track(self, source: Source, ts: int, now: float) -> bool:
         """Note ``ts`` arrived from ``source`` at ``now``; False if the tuple may be late (at or
-        before the last watermark, or before 0, Storm's first: a negative timestamp was in no
-        window, and its tuple expired without a word)."""
+        before the last watermark, or before `FIRST_WATERMARK`, whether or not a watermark came
+        yet: a negative timestamp was in no window, and its tuple expired without a word)."""
         if self.started is None:
             self.started = now
         if ts > self.latest.get(source, ts - 1):
             self.latest[source] = ts
         self.seen_at[source] = now
-        return ts >= 0 if self.last_watermark is None else ts > self.last_watermark
+        last = self.last_watermark
+        return ts >= FIRST_WATERMARK and (last is None or ts > last)
 
     def follow_origins(self, stream: Stream, spout_tasks: Iterable[int]) -> None:
         """From now on ``stream`` (a bolt's) is followed by the spout tasks its tuples' trees
@@ -134,14 +146,17 @@ class WatermarkGenerator:
         return lowest
 
     def next_watermark(self, now: float) -> int | None:
-        """The new watermark at ``now`` (engine clock, s), or None if it did not move."""
+        """The new watermark at ``now`` (engine clock, s), or None if it did not move: it only
+        moves forward, and only above `FIRST_WATERMARK` (while the sources' time less the lag is
+        0 or below, there is none yet, as in Storm)."""
         if self.started is None:
             self.started = now
         ts = self._candidate(now)
         if ts is None:
             return None
         ts -= self.lag_ms
-        if self.last_watermark is not None and ts <= self.last_watermark:
+        last = self.last_watermark
+        if ts <= (FIRST_WATERMARK if last is None else max(last, FIRST_WATERMARK)):
             return None
         self.last_watermark = ts
         return ts
@@ -176,7 +191,10 @@ class WatermarkGenerator:
         per task (its entries [[component, stream], ts], a stream's newest of any task) gives
         back the last watermark only: taken for each of the stream's tasks, that newest would
         let the watermark pass a slower task's position, the lateness this class prevents; the
-        tasks are waited for until they deliver again."""
-        latest, self.last_watermark = state
+        tasks are waited for until they deliver again. A last watermark at or below
+        `FIRST_WATERMARK` (saved before the watermark was kept above it) is none: kept, a
+        negative timestamp above it would be in time again after the restore."""
+        latest, last = state
+        self.last_watermark = last if last is not None and last > FIRST_WATERMARK else None
         self.latest = {(k[0], k[1], *map(int, k[2:])): ts for k, ts in latest if len(k) in (3, 4)}
         self.seen_at = {}  # restored: each task holds as if it had delivered at the first call since

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import functools
 import json
 import logging
 import secrets
@@ -23,7 +24,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from ..cluster.health import HealthCheck
 from ..cluster.process import run_nimbus, running_supervisor
 from ..cluster.seeds import describe_seeds, nimbus_seeds
 from ..cluster.supervisor import run_process_supervisor
-from ..cluster.view import counted_since
+from ..cluster.view import LaunchCount, counted_across
 from ..engine.executor import MAX_ERRORS_PER_COMPONENT
 from ._drpc import drpc_beside_nimbus
 from ._flux import FluxRun, from_args
@@ -617,50 +617,44 @@ def _warn_over_tasks(info: dict[str, Any], executors: dict[str, int]) -> None:
 _BATCH_COUNT_STREAMS = ("$coord-", "$pack-")
 
 
-@dataclass(frozen=True, slots=True)
-class _TaskCount:
-    """A task's count of the watched tuples at a poll, in its worker's launch ``launch``
-    (`get_topology_info`'s ``task_stats``: its slot and launch id, as each slot numbers its own
-    launches): a restarted worker counts from zero again, and so does a task moved to another
-    slot by a rebalance, whatever its new launch's number."""
-
-    launch: tuple[Any, Any]
-    count: int
-
-    @classmethod
-    def of(cls, stats: dict[str, Any], count: int) -> _TaskCount:
-        """``count`` in the launch of the task whose ``task_stats`` are ``stats``."""
-        return cls((stats.get("slot"), stats.get("launch_id")), count)
-
-    def since(self, before: _TaskCount | None) -> int:
-        """The tuples counted since ``before``: all of them when the task is new, or when its
-        worker restarted since (another launch, or a count that went down: from zero)."""
-        if before is None:
-            return self.count
-        return counted_since(self.count, before.count, before.launch != self.launch)
+def _launches(component: dict[str, Any], count: Callable[[dict[str, Any]], int]) -> dict[str, list[LaunchCount]]:
+    """Task id -> its ``count`` (of one task's counters, as its worker reported them) in each
+    launch the master knows, oldest first: those that ended (``ended_task_stats``, their last
+    heartbeat), then the current one (``task_stats``). A launch is its slot and launch id (each
+    slot numbers its own launches): a restarted worker counts from zero again, and so does a
+    task moved to another slot by a rebalance, whatever its new launch's number."""
+    out: dict[str, list[LaunchCount]] = {}
+    for key in ("ended_task_stats", "task_stats"):
+        for task, stats in (component.get(key) or {}).items():
+            rows = stats if key == "ended_task_stats" else [stats]
+            out.setdefault(str(task), []).extend(
+                LaunchCount((st.get("slot"), st.get("launch_id")), count(st)) for st in rows)
+    return out
 
 
 DEAD_LETTERED_WATCH = "dead-lettered"
 """``squall monitor -w dead-lettered``: the records given up to the dead letters (squall's own)."""
 
 
-def _dead_letter_counts(info: dict[str, Any], cid: str, reason: str | None, reasons: set[str]) -> dict[str, _TaskCount]:
-    """Task id -> its count of the dead letters ``cid`` has (a spout's own, or a Trident spout's
-    emitter bolt's; a bolt's, the ones it failed last: every such task's, as each counts them in
-    its launch), of ``reason`` only if given; adds the reasons counted to ``reasons`` (the stream
-    column)."""
+def _dead_letter_counts(info: dict[str, Any], cid: str, reason: str | None,
+                        reasons: set[str]) -> dict[str, list[LaunchCount]]:
+    """Task id -> its count of the dead letters ``cid`` has in each of its launches (`_launches`:
+    a spout's own, or a Trident spout's emitter bolt's; a bolt's, the ones it failed last: every
+    such task's, as each counts them in its launch), of ``reason`` only if given; adds the
+    reasons counted to ``reasons`` (the stream column)."""
+    def count(source: str, stats: dict[str, Any]) -> int:
+        n = 0
+        for by, why, c in stats.get("dead_lettered") or ():
+            if cid in (source, by) and (reason is None or why == reason):
+                reasons.add(why)
+                n += int(c)
+        return n
     out = {}
     for source, c in info["components"].items():
-        for task, stats in c.get("task_stats", {}).items():
-            rows = stats.get("dead_lettered") or ()
-            if source != cid and c["type"] != "spout" and not rows:  # gives none up (a spout's count from 0)
-                continue
-            n = 0
-            for by, why, count in rows:
-                if cid in (source, by) and (reason is None or why == reason):
-                    reasons.add(why)
-                    n += int(count)
-            out[str(task)] = _TaskCount.of(stats, n)
+        for task, launches in _launches(c, functools.partial(count, source)).items():
+            if source != cid and c["type"] != "spout" and not any(lc.total for lc in launches):
+                continue  # gives none up (a spout's count from 0)
+            out[task] = launches
     return out
 
 
@@ -673,9 +667,11 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     per millisecond (thousands a second); with ``-w dead-lettered``, the records given up to the
     dead letters (at a spout, its own; at a bolt, those it failed last), the stream column naming
     the reasons (a failure's kind, or ``unreadable``). The counts are each task's own, as its worker last
-    reported them (exact: not the UI's sampled estimates), and a task whose worker restarted (its
-    counts with it: another launch, or a count that went down) is counted from zero, while the
-    component's other tasks count on.
+    reported them (exact: not the UI's sampled estimates). A task whose worker restarted (its
+    counts with it: another launch, or a count that went down) adds the rest of its old launch,
+    as the dead worker's last heartbeat left it (the master keeps it), and its new launch from
+    zero, while the component's other tasks count on (`counted_across`). Lost: what a dead
+    worker counted after its last heartbeat.
     """
     with _master(args) as master, _interrupted_by_sigint():
         info = master.get_topology_info(args.name)
@@ -685,21 +681,22 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
         streams: dict[str, set[str]] = {cid: set() for cid in watched}  # what each one's rows count
 
-        def counts(info: dict[str, Any], cid: str) -> dict[str, _TaskCount]:
-            """Task id -> its count of the watched tuples, for the tasks whose worker reported."""
+        def counts(info: dict[str, Any], cid: str) -> dict[str, list[LaunchCount]]:
+            """Task id -> its count of the watched tuples in each launch the master knows."""
             if args.watch == DEAD_LETTERED_WATCH:
                 return _dead_letter_counts(info, cid, args.stream, streams[cid])
-            out = {}
-            for task, stats in info["components"][cid].get("task_stats", {}).items():
+
+            def count(stats: dict[str, Any]) -> int:
                 by_stream = stats.get(args.watch) or {}
                 if args.stream is not None:
-                    out[str(task)] = _TaskCount.of(stats, int(by_stream.get(args.stream, 0)))
-                    continue
+                    return int(by_stream.get(args.stream, 0))
                 counted = [st for st in by_stream if not st.startswith(_BATCH_COUNT_STREAMS) and not is_system_id(st)]
                 streams[cid].update(counted)
-                out[str(task)] = _TaskCount.of(stats, sum(int(by_stream[st]) for st in counted))
-            return out
-        last = {cid: counts(info, cid) for cid in watched}
+                return sum(int(by_stream[st]) for st in counted)
+            return _launches(info["components"][cid], count)
+        # task -> the launch and count read last (its newest launch the master knew then)
+        last: dict[str, dict[str, LaunchCount | None]] = {
+            cid: {task: launches[-1] for task, launches in counts(info, cid).items()} for cid in watched}
         if args.stream is not None and args.watch != DEAD_LETTERED_WATCH:  # Storm's Monitor: "stream: X not found"
             known = {st for cid in watched for stats in info["components"][cid].get("task_stats", {}).values()
                      for st in (stats.get(args.watch) or {}) if not is_system_id(st)}
@@ -741,9 +738,9 @@ def cmd_monitor(args: argparse.Namespace) -> int:
                 for cid in watched:
                     c = info["components"][cid]
                     delta = 0
-                    for task, now_count in counts(info, cid).items():
-                        delta += now_count.since(last[cid].get(task))
-                        last[cid][task] = now_count
+                    for task, launches in counts(info, cid).items():
+                        added, last[cid][task] = counted_across(last[cid].get(task), launches)
+                        delta += added
                     throughput = delta / diff_ms if diff_ms else 0.0
                     stream = (args.stream or ",".join(sorted(streams[cid]))
                               or ("-" if args.watch == DEAD_LETTERED_WATCH else "default"))  # -: no dead letter yet

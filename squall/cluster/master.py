@@ -115,8 +115,10 @@ from .backoff import crash_backoff, launch_backoff
 from .ha import ALIVE, LEADER, NOT_A_LEADER, OFFLINE, check_assignment, check_saved_topology
 from .liveness import HeldByZooKeeper, PresenceWatch, read_presence
 from .master_records import (
+    MAX_ENDED_LAUNCHES,
     REBALANCE_ACTION,
     REMOVE_ACTION,
+    EndedLaunch,
     LastBeat,
     Outcome,
     PendingAction,
@@ -221,6 +223,8 @@ class _Topo:
         # the deaths workers are told of in their heartbeat replies (`WorkerLost`)
         self.lost: list[WorkerLost] = []
         self.lost_generation = 0
+        # the last word of the launches that ended, oldest first (`EndedLaunch`)
+        self.ended: list[EndedLaunch] = []
         self.code: str | None = None  # the digest of its sealed plan file (Nimbus HA: `squall.cluster.ha`)
 
     def slot(self, slot: str) -> SlotState:
@@ -242,9 +246,22 @@ class _Topo:
         each launch's last sequence numbers), and the peers drop what a dropped slot's old
         launch still sends, as they did while its record was kept."""
         for slot in [s for s in self.slots if s not in self.assignment]:
+            self.end_launch(slot)
             launch = self.slots.pop(slot).launch_id
             if launch is not None and launch > self.launch_floor:
                 self.launch_floor = launch
+
+    def end_launch(self, slot: str) -> None:
+        """``slot``'s current launch is over (dead, or replaced): keep its last heartbeat's
+        counters as an `EndedLaunch` (readers that add up launches take its rest from it), and
+        drop them from the slot, whose next launch counts from zero."""
+        state = self.slots.get(slot)
+        hb = state.heartbeat if state is not None else None
+        if state is None or hb is None or state.launch_id is None or not (hb.stats or hb.windows):
+            return
+        self.ended.append(EndedLaunch(slot, state.launch_id, hb.stats, hb.windows))
+        del self.ended[:-MAX_ENDED_LAUNCHES]
+        state.heartbeat = dataclasses.replace(hb, stats={}, windows={})
 
     def note_lost(self, slot: str, now: float, executing: tuple[tuple[int, int], ...] = (), how: str = "") -> None:
         """``slot``'s current launch died (the master learned it at wall time ``now``): tell the other workers (`WorkerLost`), if it may have
@@ -273,6 +290,7 @@ class _Topo:
         replaced with none, so that a worker still running there, cut off from the master only,
         has what it still sends dropped by its peers (``stale_launch``) rather than taken beside
         its executors' new copies (two copies of a spout emitting at once)."""
+        self.end_launch(slot)  # its figures are the old launch's: never the new one's
         state = self.slot(slot)
         if state.launch_id is not None:
             state.launch_id += 1
@@ -291,6 +309,7 @@ class _Topo:
         state = self.slot(slot)
         if died:
             state.restarts += 1
+        self.end_launch(slot)
         state.launch_id = (state.launch_id or self.launch_floor) + 1
         state.heartbeat = LastBeat.launched(mono)
         self.note_address(slot, None)
@@ -1240,6 +1259,12 @@ class Master:
                 # numbers its own launches: a task a rebalance moved to another slot may find the
                 # same launch id there, so the launch is the slot and its id together
                 tasks[int(t)] = {**st, "launch_id": state.launch_id, "slot": slot}
+        # each task's counters as the launches that ended last reported them, oldest first:
+        # a reader that adds up launches (`squall monitor`) takes the rest of each from there
+        ended: dict[int, list[dict[str, Any]]] = {}
+        for e in topo.ended:
+            for t, st in e.stats.items():
+                ended.setdefault(int(t), []).append({**st, "launch_id": e.launch_id, "slot": e.slot})
         # every task's dead letters (a spout's; a Trident spout's emitter bolt's), each row
         # counted at the component that gave the records up and at the one that failed them
         # last, once where they are the same (a bolt's row counts the ones it failed: the same
@@ -1267,6 +1292,7 @@ class Master:
                 "complete_latency_ms": (1000.0 * lat_sum / lat_n) if lat_n else 0.0,
                 "errors": [e.as_dict() for e in topo.errors if e.component == cid],
                 "task_stats": {t: tasks[t] for t in plan.component_tasks[cid] if t in tasks},
+                "ended_task_stats": {t: ended[t] for t in plan.component_tasks[cid] if t in ended},
             }
         return {"id": plan.storm_id, "name": name, "status": topo.status.value,
                 "uptime_secs": self.clock.wall() - topo.launched, "num_workers": len(topo.assignment),
@@ -1325,8 +1351,16 @@ class Master:
                 uptime_secs=float((figures or {}).get("uptime_secs", 0.0)), restarts=state.restarts,
                 launch_id=state.launch_id, figures=figures,
                 windows=parse_windows(hb.windows if hb is not None else {})))
+        ended = []
+        for e in topo.ended:
+            host, port = e.slot.rsplit(":", 1)
+            tasks = {int(t) for t in e.windows}
+            ended.append(WorkerView(host=host, port=int(port), supervisor_id="",
+                                    executors=[ex for ex in plan.executors if tasks & set(ex.tasks)],
+                                    launch_id=e.launch_id, windows=parse_windows(e.windows)))
         return TopologyView(plan=plan, status=topo.status.value, uptime_secs=now - topo.launched,
-                            workers=workers, errors=list(topo.errors), now=now, debug=dict(topo.debug))
+                            workers=workers, errors=list(topo.errors), now=now, debug=dict(topo.debug),
+                            ended=ended)
 
     # --- supervisors and workers -------------------------------------------------------------------------
     def op_supervisor_sync(self, sync: SupervisorSync) -> SyncReply:

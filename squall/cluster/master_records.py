@@ -45,6 +45,30 @@ class LastBeat:
         return cls(now, starting=True)
 
 
+MAX_ENDED_LAUNCHES = 64
+"""Ended launches a topology keeps the last word of (`EndedLaunch`): a reader polling every few
+seconds finds each one that ended since its last poll, unless that many more ended between."""
+
+
+@dataclass(frozen=True, slots=True)
+class EndedLaunch:
+    """The last heartbeat the master took from a worker launch that is over (it died, or was
+    replaced by a rebalance or a lost machine): its tasks' counters as that beat carried them.
+
+    The master drops a launch's figures from its pages when it ends (the new launch counts from
+    zero), but a reader that adds up each launch's counts (`squall monitor`, the UI's history)
+    last read them a poll earlier: what the launch counted and reported between that poll and
+    its death was dropped with it (5 dead letters written 1 to 4 s before a kill never showed in
+    `squall monitor`). Kept here, the reader takes the rest of the launch from its last word;
+    only what it counted after its last heartbeat is lost. Not persisted: a restarted master
+    knows only the current launches, as before."""
+
+    slot: str
+    launch_id: int
+    stats: dict[str, Any]                 # task -> its exact counters (the heartbeat's ``stats``)
+    windows: dict[Any, Any]               # task -> Storm's windowed statistics (the heartbeat's)
+
+
 @dataclass(slots=True)
 class SlotState:
     """What the master knows of one slot ("host:port") of one topology.

@@ -12,6 +12,7 @@ that the import points from the UI to the cluster, never back. A master given no
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -60,6 +61,9 @@ class TopologyView:
     errors: list[ErrorRecord]        # oldest first
     now: float                       # wall time, for errors' lapsed seconds
     debug: dict[str, Any] = field(default_factory=dict)   # component id or storm id -> {enable, samplingpct}
+    # the launches that ended, oldest first, as their last heartbeat left them (the master's
+    # `EndedLaunch`): in no page's figures, for readers that add up launches (the UI's history)
+    ended: list[WorkerView] = field(default_factory=list)
 
 
 def parse_windows(raw: Any) -> dict[int, dict[str, list[Stat]]]:
@@ -91,6 +95,38 @@ def counted_since(count: int, before: int, restarted: bool) -> int:
     restart not otherwise known, as Prometheus's ``rate()`` reads a counter reset), else the
     difference. `squall monitor`, `squall local` and the UI's history read a restart so."""
     return count if restarted or count < before else count - before
+
+
+class LaunchCount(NamedTuple):
+    """A task's all-time count of something in one worker launch, as the master last heard it:
+    ``launch`` names the launch (its slot and launch id: slots number their own launches)."""
+
+    launch: Hashable
+    total: int
+
+
+def counted_across(before: LaunchCount | None, launches: Sequence[LaunchCount]) -> tuple[int, LaunchCount | None]:
+    """What a task counted since a reader read ``before``, and what the reader reads next time
+    from: ``launches`` are the task's launches the master knows now, oldest first (those that
+    ended, with their last heartbeat's count, then the current one if it reported).
+
+    The launch read before, still current or ended since, adds what it counted after that
+    reading (`counted_since`: all of it if the count went down); each later one adds its whole
+    count. Only the current launch was read before this (the master dropped an ended launch's
+    figures at once): what the dead one counted between a poll and its last heartbeat was lost,
+    though the master had heard it. A launch read before that the master no longer keeps (a
+    restarted master, or too many ended since) leaves the later ones' order unknown: the current
+    launch is counted whole, as before. A task new to the reader counts its current launch."""
+    if not launches:
+        return 0, before
+    newest = launches[-1]
+    if before is None:
+        return newest.total, newest
+    at = next((i for i in range(len(launches) - 1, -1, -1) if launches[i].launch == before.launch), None)
+    if at is None:
+        return newest.total, newest
+    added = counted_since(launches[at].total, before.total, False)
+    return added + sum(lc.total for lc in launches[at + 1:]), newest
 
 
 class StatisticsPages(Protocol):

@@ -10,7 +10,11 @@ The rates are counted per spout task: a worker that restarts (a crash, a ``kill 
 its tasks' counts from zero again, and a task whose worker launch changed (or whose count went
 down) is counted from zero, as ``squall monitor`` counts it, while the other tasks count on.
 Rates taken from the topology's totals alone read 0 for every interval in which the spout's
-worker restarted, the very moments the failures chart is there to show.
+worker restarted, the very moments the failures chart is there to show. What the dead launch
+counted between the sample before and its last heartbeat is added too: the master keeps that
+last word of each ended launch (`squall.cluster.view.counted_across`); only what it counted
+after its last heartbeat is lost. The samples carry the dead letters (the records the spouts
+gave up) beside the acks and failures, counted the same way.
 
 `History` is the pure core (time is passed in); `HistorySampler` is the thread that feeds it.
 """
@@ -20,29 +24,32 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-from squall.cluster.view import counted_since
+from squall.cluster.view import LaunchCount, counted_across
 from squall.engine.clock import Clock
 
 log = logging.getLogger(__name__)
 
 
 class TaskCounts(NamedTuple):
-    """One spout task's all-time acked and failed counts, as its worker last reported them, and
-    that worker's launch (None: not known), whose counts start from zero: ``(launch id, slot)``
-    as `read_totals` gives it (a slot numbers its own launches: a task that a rebalance moved to
-    another slot is another launch, even one of the same number)."""
+    """One spout task's all-time acked, failed and dead-lettered counts, as its worker last
+    reported them, and that worker's launch (None: not known), whose counts start from zero:
+    ``(launch id, slot)`` as `read_totals` gives it (a slot numbers its own launches: a task
+    that a rebalance moved to another slot is another launch, even one of the same number)."""
 
     acked: int
     failed: int
     launch_id: Hashable | None = None
+    dead_lettered: int = 0
 
 
 class Totals(NamedTuple):
     """One reading of a topology's all-time spout figures; ``tasks`` (spout task id -> its
-    counts) lets the rates count a task whose worker restarted from zero. Without it the rates
+    counts) lets the rates count a task whose worker restarted from zero, and ``ended`` (task
+    id -> its counts in the launches that ended, oldest first, as their last heartbeat left
+    them) what the dead launch counted since the sample before. Without ``tasks`` the rates
     come from the totals, and a total that went down gives 0."""
 
     topology_id: str
@@ -50,6 +57,8 @@ class Totals(NamedTuple):
     failed: int
     complete_latency_ms: float
     tasks: Mapping[int, TaskCounts] | None = None
+    dead_lettered: int = 0
+    ended: Mapping[int, Sequence[TaskCounts]] | None = None
 
 
 class HistorySample(NamedTuple):
@@ -57,7 +66,8 @@ class HistorySample(NamedTuple):
 
     ``time`` is wall-clock seconds; the rates are per second since the previous sample (0 for
     the first one), added up over the spout tasks, a task whose worker restarted (another
-    launch, or a count that went down) counted from zero.
+    launch, or a count that went down) counted from zero, with what its ended launch counted
+    after the sample before, up to its last heartbeat.
     """
 
     time: float
@@ -66,13 +76,20 @@ class HistorySample(NamedTuple):
     acked_per_sec: float
     failed_per_sec: float
     complete_latency_ms: float
+    dead_lettered: int = 0
+    dead_lettered_per_sec: float = 0.0
 
     def to_json(self) -> dict[str, float | int]:
         """The sample with the REST API's camelCase field names."""
         return {"time": round(self.time, 3), "acked": self.acked, "failed": self.failed,
                 "ackedPerSec": round(self.acked_per_sec, 3),
                 "failedPerSec": round(self.failed_per_sec, 3),
-                "completeLatency": round(self.complete_latency_ms, 3)}
+                "completeLatency": round(self.complete_latency_ms, 3),
+                "deadLettered": self.dead_lettered,
+                "deadLetteredPerSec": round(self.dead_lettered_per_sec, 3)}
+
+
+_FIGURES = ("acked", "failed", "dead_lettered")  # the `TaskCounts` a sample's rates add up
 
 
 def _rate(increase: int, secs: float) -> float:
@@ -100,32 +117,37 @@ class History:
         for t in readings:
             seen.add(t.topology_id)
             ring = self._rings.setdefault(t.topology_id, deque(maxlen=self._size))
-            acked, failed = self._increases(t, ring[-1] if ring else None)
+            acked, failed, dead = self._increases(t, ring[-1] if ring else None)
             secs = now - ring[-1].time if ring else 0.0
             ring.append(HistorySample(now, t.acked, t.failed, _rate(acked, secs), _rate(failed, secs),
-                                      t.complete_latency_ms))
+                                      t.complete_latency_ms, t.dead_lettered, _rate(dead, secs)))
         for gone in set(self._rings) - seen:
             del self._rings[gone]
             self._tasks.pop(gone, None)
 
-    def _increases(self, t: Totals, last: HistorySample | None) -> tuple[int, int]:
-        """The acks and failures since ``last`` (0, 0 for a topology's first sample), per spout
-        task when the reading has them; records the reading's task counts for the next one."""
+    def _increases(self, t: Totals, last: HistorySample | None) -> tuple[int, int, int]:
+        """The acks, failures and dead letters since ``last`` (none for a topology's first
+        sample), per spout task when the reading has them; records the reading's task counts
+        for the next one."""
         if t.tasks is None:
             self._tasks.pop(t.topology_id, None)
             if last is None:
-                return 0, 0
+                return 0, 0, 0
             # without tasks, a total that went down cannot be split into restarts: 0
-            return max(0, t.acked - last.acked), max(0, t.failed - last.failed)
+            return (max(0, t.acked - last.acked), max(0, t.failed - last.failed),
+                    max(0, t.dead_lettered - last.dead_lettered))
         before = self._tasks.setdefault(t.topology_id, {})
-        acked = failed = 0
-        for task, now_counts in t.tasks.items():
-            was = before.get(task, TaskCounts(0, 0, now_counts.launch_id))
-            restarted = was.launch_id != now_counts.launch_id  # all it counted is new
-            acked += counted_since(now_counts.acked, was.acked, restarted)
-            failed += counted_since(now_counts.failed, was.failed, restarted)
-            before[task] = now_counts
-        return (0, 0) if last is None else (acked, failed)
+        ended = t.ended or {}
+        added = [0, 0, 0]
+        for task in set(t.tasks) | set(ended):
+            launches = [*ended.get(task, ()), *([t.tasks[task]] if task in t.tasks else [])]
+            was = before.get(task)
+            for i, figure in enumerate(_FIGURES):
+                n, _newest = counted_across(None if was is None else LaunchCount(was.launch_id, getattr(was, figure)),
+                                            [LaunchCount(c.launch_id, getattr(c, figure)) for c in launches])
+                added[i] += n
+            before[task] = launches[-1]
+        return (0, 0, 0) if last is None else (added[0], added[1], added[2])
 
     def samples(self, topology_id: str) -> list[HistorySample]:
         """The topology's samples, oldest first (empty when it has none yet)."""

@@ -38,8 +38,9 @@ _CLUSTER = _obj({k: _INT for k in ("supervisors", "topologies", "slotsTotal", "s
                                      "cpuAssignedPercentUtil")})
 
 _HISTORY = _obj({"topologyId": _STR, "intervalSecs": _NUM,
-                 "samples": _array(_obj({k: _NUM for k in ("time", "ackedPerSec", "failedPerSec", "completeLatency")}
-                                        | {"acked": _INT, "failed": _INT}))})
+                 "samples": _array(_obj({k: _NUM for k in ("time", "ackedPerSec", "failedPerSec", "completeLatency",
+                                                           "deadLetteredPerSec")}
+                                        | {"acked": _INT, "failed": _INT, "deadLettered": _INT}))})
 
 _NIMBUS = _obj({"nimbuses": _array(_obj({"host": _STR, "port": {"type": ["integer", "null"]},
                                          # Offline: a seed that does not run (Storm's UI; its REST docs say Dead)

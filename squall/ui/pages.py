@@ -19,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 
 from .._config import Config, setting
 from .._errors import NotAliveException
-from ..engine.stats import ACKED, FAILED
+from ..engine.stats import ACKED, DEAD_LETTERED, FAILED
 from .app import error_response
 from .history import HistorySampler, TaskCounts, Totals
 from .link import MasterUnavailable
@@ -44,26 +44,39 @@ def read_totals(link: UiMasterLink) -> Iterator[Totals]:
         except NotAliveException:
             continue  # killed between the calls
         spouts = {s["spoutId"] for s in page["spouts"]}
+        ended: dict[int, list[TaskCounts]] = {}
+        for launch in statistics.get("ended", []):  # oldest first
+            launch_of = {int(row[1]): (launch["launch_id"], launch["slot"]) for row in launch["tasks"]}
+            for task, counts in _spout_task_counts(launch["tasks"], spouts, launch_of).items():
+                ended.setdefault(task, []).append(counts)
         for stats in page["topologyStats"]:
             if stats["window"] == ALL_TIME:
+                launch_of = {int(row[0]): (row[1], row[2]) for row in statistics.get("launches", [])}
                 yield Totals(t["id"], int(stats["acked"] or 0), int(stats["failed"] or 0),
                              float(stats["completeLatency"] or 0.0),
-                             _spout_task_counts(statistics["tasks"], spouts, statistics.get("launches", [])))
+                             _spout_task_counts(statistics["tasks"], spouts, launch_of),
+                             int(stats.get("deadLettered") or 0), ended)
 
 
-def _spout_task_counts(rows: list[list[Any]], spouts: set[str], launches: list[list[Any]]) -> dict[int, TaskCounts]:
-    """Spout task id -> its all-time acked and failed counts, from the ``statistics`` verb's task
-    rows (`squall.ui.stats_pages.TaskRow` as lists), over the streams the topology page counts
-    (system streams left out), with the worker launch that counted them (its ``launches``)."""
-    counts: dict[int, list[int]] = {}
+def _spout_task_counts(rows: list[list[Any]], spouts: set[str],
+                       launch_of: Mapping[int, tuple[Any, Any]]) -> dict[int, TaskCounts]:
+    """Spout task id -> its all-time acked, failed and dead-lettered counts, from the
+    ``statistics`` verb's task rows (`squall.ui.stats_pages.TaskRow` as lists), over the streams
+    the topology page counts (system streams left out; the dead letters of every task that gives
+    records up, as the page counts them), with the worker launch that counted them: ``(launch
+    id, slot)``, as slots number their launches each on its own, so a task moved to another
+    slot by a rebalance is a new launch even when the number is the same."""
+    # every task that reported, though it counted none yet (a spout whose first figure comes
+    # after its worker's restart): known, its next launch is told from it
+    counts: dict[int, list[int]] = {task: [0, 0, 0] for task in launch_of}
     for component, task, metric, _source, stream, value in rows:
         if component in spouts and metric in (ACKED, FAILED) and not stream.startswith("__"):
-            pair = counts.setdefault(int(task), [0, 0])
-            pair[metric == FAILED] += int(value)
-    # (launch id, slot): slots number their launches each on its own, so a task moved to
-    # another slot by a rebalance is a new launch even when the number is the same
-    launch_of = {int(row[0]): tuple(row[1:]) for row in launches}
-    return {task: TaskCounts(acked, failed, launch_of.get(task)) for task, (acked, failed) in counts.items()}
+            figures = counts.setdefault(int(task), [0, 0, 0])
+            figures[metric == FAILED] += int(value)
+        elif metric == DEAD_LETTERED:
+            counts.setdefault(int(task), [0, 0, 0])[2] += int(value)
+    return {task: TaskCounts(acked, failed, launch_of.get(task), dead)
+            for task, (acked, failed, dead) in counts.items()}
 
 
 class WebPages:

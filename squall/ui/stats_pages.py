@@ -24,6 +24,7 @@ whose id starts with ``__`` show only with ``sys``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
@@ -580,7 +581,13 @@ def statistics(view: TopologyView, window: str | None = ALL_TIME) -> dict[str, A
     reported, the worker launch that counted its figures (a reader that sees it change knows the
     task counts from zero again, even when its new counts are above its old ones). A slot numbers
     its own launches, so a task a rebalance moved to another slot may come back with the same
-    launch id: the slot (``host:port``) tells that launch apart."""
+    launch id: the slot (``host:port``) tells that launch apart. ``ended``: each launch that
+    ended (the master's last few), oldest first, as ``{"launch_id", "slot", "tasks"}`` with its
+    task rows as its last heartbeat left them: in no other figure here, so that a reader adding
+    up launches (the UI's history) takes what a dead worker counted since its last reading."""
     launches = [[t, w.launch_id, f"{w.host}:{w.port}"] for w in view.workers for t in sorted(w.windows)]
+    ended = [{"launch_id": w.launch_id, "slot": f"{w.host}:{w.port}",
+              "tasks": [list(r) for r in task_rows(dataclasses.replace(view, workers=[w], ended=[]), window)]}
+             for w in view.ended]
     return {"id": view.plan.storm_id, "tasks": [list(r) for r in task_rows(view, window)],
-            "workers": worker_rows(view), "launches": launches}
+            "workers": worker_rows(view), "launches": launches, "ended": ended}

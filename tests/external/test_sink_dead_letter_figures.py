@@ -133,7 +133,7 @@ def test_a_sinks_dead_letter_rows_are_in_every_live_view(tmp_path, kind):
         info = cluster.get_topology_info("sdl")
         reasons: set[str] = set()
         counted = cli_cluster._dead_letter_counts(info, "sink", None, reasons)
-        assert (sum(c.count for c in counted.values()), reasons) == (BAD_ROWS, {"bad-row"})
+        assert (sum(c[-1].total for c in counted.values()), reasons) == (BAD_ROWS, {"bad-row"})
         cluster.kill_topology("sdl", wait_secs=0)
     assert os.path.exists(src / "a.txt.done")
 

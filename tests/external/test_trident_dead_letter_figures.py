@@ -87,7 +87,7 @@ def test_a_trident_topologys_dead_letters_are_in_every_live_view_once_each(tmp_p
         for cid in (t.FILE_SPOUT, t.STREAM_SPOUT):
             reasons: set[str] = set()
             counted = cli_cluster._dead_letter_counts(info, cid, None, reasons)
-            assert (sum(c.count for c in counted.values()), reasons) == (DEAD[(cid, "", "unreadable")], {"unreadable"})
+            assert (sum(c[-1].total for c in counted.values()), reasons) == (DEAD[(cid, "", "unreadable")], {"unreadable"})
 
         # squall local: the live line and the summary
         out = io.StringIO()

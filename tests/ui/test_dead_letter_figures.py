@@ -77,11 +77,11 @@ def test_every_live_view_counts_the_dead_letters_by_spout_failing_bolt_and_reaso
 
         # squall monitor -w dead-lettered: a spout's own, a bolt's the ones it failed, reasons named
         reasons: dict[str, set[str]] = {"lines": set(), "check": set()}
-        counted = {cid: sum(c.count for c in cli_cluster._dead_letter_counts(info, cid, None, reasons[cid]).values())
+        counted = {cid: sum(c[-1].total for c in cli_cluster._dead_letter_counts(info, cid, None, reasons[cid]).values())
                    for cid in reasons}
         assert counted == {"lines": DEAD, "check": BATCH.poison}
         assert reasons == {"lines": {"unreadable", "fail"}, "check": {"fail"}}
-        assert sum(c.count for c in cli_cluster._dead_letter_counts(info, "lines", "fail", set()).values()) == 7
+        assert sum(c[-1].total for c in cli_cluster._dead_letter_counts(info, "lines", "fail", set()).values()) == 7
 
         # squall local: the live line and the summary
         out = io.StringIO()

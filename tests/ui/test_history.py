@@ -14,7 +14,8 @@ def test_rates_are_per_second_since_the_previous_sample():
     assert (first.acked_per_sec, first.failed_per_sec) == (0.0, 0.0)
     assert (second.acked_per_sec, second.failed_per_sec) == (100.0, 1.0)
     assert second.to_json() == {"time": 1005.0, "acked": 600, "failed": 7, "ackedPerSec": 100.0,
-                                "failedPerSec": 1.0, "completeLatency": 5.5}
+                                "failedPerSec": 1.0, "completeLatency": 5.5, "deadLettered": 0,
+                                "deadLetteredPerSec": 0.0}
 
 
 def test_a_count_that_went_down_gives_no_negative_rate():

@@ -2103,16 +2103,22 @@ _SIGNAL_HINTS: dict[int, str] = {
 }
 
 
+def killed_by(signum: int) -> str:
+    """``killed by SIGKILL (the kernel's OOM killer, or a kill -9)``: the signal, and what it
+    usually means when nothing else said why (`_SIGNAL_HINTS`)."""
+    hint = _SIGNAL_HINTS.get(signum)
+    return exit_text(-signum) + (f" ({hint})" if hint else "")
+
+
 def _ended(status: int) -> str:
     """How a worker with exit status ``status`` ended, for its error: ``exited with status 3``,
-    ``was killed by SIGSEGV (a crash in native code: ...)``, ``was lost by its host, without an
-    exit status``."""
+    ``was killed by SIGSEGV (a crash in native code: ...)``, ``was lost by its host`` (its host
+    knows no exit status of its own: what it knows of why, an executor's, is the error's text)."""
     if status == EXIT_LOST:
-        return "was lost by its host, without an exit status,"
+        return "was lost by its host"
     if status >= 0:
         return f"exited with status {status}"
-    hint = _SIGNAL_HINTS.get(-status)
-    return f"was {exit_text(status)}" + (f" ({hint})" if hint else "")
+    return f"was {killed_by(-status)}"
 
 
 def _executing_text(topo: _Topo, slot: str, executing: tuple[tuple[int, int], ...]) -> str:

@@ -42,7 +42,7 @@ from .._wire import ReconnectingClient, rpc_settings
 from ..worker.agent import EXIT_CANNOT_START
 from .client import MasterClient, master_address
 from .launcher import Launch, Launcher, WorkerExit
-from .master import Master, exit_text
+from .master import Master, exit_text, killed_by
 from .served_ui import statistics_pages
 from .server import MasterServer
 from .shipping import add_py_file, make_ship_dir, remove_orphaned_ship_dirs, topology_modules
@@ -297,6 +297,11 @@ _JVM_FRAME = re.compile(r"^\s+at [\w$.<>/]+\(.*\)$|^\s*SQLSTATE: \w+$|^\s*\.\.\.
 _DRIVER_STACK = "Driver stacktrace:"
 _BARE_CAUSE = re.compile(r"^\s*Caused by: [\w$.]+:?\s*$")  # a cause that is a JVM class and no message
 _FAILURE_LINES = 40  # a worker's output on the process host is its last lines too
+_PY4J_PREFIX = ": "  # Py4J puts it before the Java exception's text: "An error occurred ...\n: org.apache..."
+# Spark's word for a task whose executor died: "ExecutorLostFailure (executor 0 exited caused by
+# one of the running tasks) Reason: Command exited with code 137"
+_EXECUTOR_LOST = re.compile(r"ExecutorLostFailure \(executor (?P<id>\S+) (?P<how>[^)]*)\)(?: Reason: (?P<reason>.*))?")
+_EXIT_CODE = re.compile(r"exited with code (?P<code>\d+)")
 
 
 def spark_failure(error: BaseException) -> str:
@@ -309,7 +314,10 @@ def spark_failure(error: BaseException) -> str:
     only a JVM class: a crashed Python worker's ends ``Caused by: java.io.EOFException``, where
     Spark's own line before it says what happened ("Python worker exited unexpectedly
     (crashed)"), and the master's error shows the last line. At most its last
-    ``_FAILURE_LINES`` lines."""
+    ``_FAILURE_LINES`` lines. Py4J's ``": "`` before the Java exception is left out (the
+    master's error read "...without being asked to stop: : org.apache.spark..."); a job that
+    failed because its executor was lost ends with what became of the executor
+    (`executor_loss`), as the master's error shows the last line."""
     text = str(error).strip() or type(error).__name__
     start = text.rfind(_PYTHON_TRACEBACK)  # the last: Spark may quote a cause's too
     lines = []
@@ -322,10 +330,35 @@ def spark_failure(error: BaseException) -> str:
             break  # the driver's side of the same failure: its frames and the causes again
         if start < 0 and _BARE_CAUSE.match(line):
             continue
-        lines.append(line.rstrip())
+        lines.append(line.removeprefix(_PY4J_PREFIX).rstrip())
     while lines and not lines[-1].strip():
         lines.pop()
+    lost = executor_loss(lines[-1]) if lines and start < 0 else None
+    if lost is not None:
+        lines.append(lost)
     return "\n".join(lines[-_FAILURE_LINES:])
+
+
+def executor_loss(line: str) -> str | None:
+    """What became of the executor a worker's task ran in, from Spark's ``ExecutorLostFailure``
+    in ``line`` (None: none there): ``its Spark executor 0 was killed by SIGKILL (the kernel's
+    OOM killer, or a kill -9)`` for Spark's "Command exited with code 137" (a process that
+    exits with 128 + N was killed by signal N), ``... exited with status 3``, or ``... was lost``
+    with Spark's reason (a Spark worker lost with it, say). A worker killed with its executor
+    said "was lost by its host, without an exit status", with Spark's exit code 137 beside it
+    and no word of what SIGKILL usually means, as the Python worker's own SIGKILL had."""
+    m = _EXECUTOR_LOST.search(line)
+    if m is None:
+        return None
+    reason = (m["reason"] or m["how"]).strip()
+    code = _EXIT_CODE.search(reason)
+    what = f"its Spark executor {m['id']}"
+    if code is None:
+        return f"{what} was lost ({reason})"
+    status = int(code["code"])
+    if status > 128:
+        return f"{what} was {killed_by(status - 128)}, and the worker with it (Spark: {reason})"
+    return f"{what} exited with status {status}, and the worker with it (Spark: {reason})"
 
 
 @dataclass

@@ -222,8 +222,12 @@ def worker_task(master: str, storm_id: str, slot: str, launch_id: int,
     def run_worker(_partition: Iterable[Any]) -> Iterator[dict[str, Any]]:
         attempt = _attempt_number()
         if attempt > 0:
+            # Spark retries a task, without counting it against the task, when the executor it
+            # ran in was lost (its JVM or its Spark worker node died): say so, it is the cause
             yield {"status": EXIT_LOST, "error": f"Spark ran worker {slot}'s task again on its own (attempt "
-                                                 f"{attempt}); it ends at once, and the master starts a new launch"}
+                                                 f"{attempt}), as it does when the executor running it is lost "
+                                                 f"(its JVM or its Spark worker died); it ends at once, and the "
+                                                 f"master starts a new launch"}
             return
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format=f"%(asctime)s worker {slot} %(levelname)s %(message)s")

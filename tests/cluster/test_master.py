@@ -981,7 +981,7 @@ def test_a_worker_that_dies_without_a_word_is_described_by_its_signal_its_host_a
         f"worker on {slot} was killed by SIGKILL (the kernel's OOM killer, or a kill -9) before it started: "
         f"the kernel's OOM killer killed it")
     assert last_error(EXIT_LOST, "Python worker exited unexpectedly (crashed)") == (
-        f"worker on {slot} was lost by its host, without an exit status, before it started: Python worker exited "
+        f"worker on {slot} was lost by its host before it started: Python worker exited "
         f"unexpectedly (crashed)")
     # a library's os._exit(0) in the middle of a tuple: its board names the bolt's task
     assert last_error(0, "", ((sink, 77),), started=True) == (

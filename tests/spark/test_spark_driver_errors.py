@@ -103,6 +103,59 @@ def test_a_crashed_python_workers_failure_ends_with_sparks_word_for_it_not_a_bar
     assert said.splitlines()[-1] == "Caused by: java.io.IOException: No space left on device", said
 
 
+# an executor JVM SIGKILLed on a standalone cluster while it ran a worker's task (the explore of
+# 2026-12-07, run 1: pyspark 4's Py4JJavaError, frames shortened)
+_PY4J_EXECUTOR_KILLED = """An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.
+: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 0.0 failed 1 times, \
+most recent failure: Lost task 0.0 in stage 0.0 (TID 0) (127.0.0.1 executor 0): ExecutorLostFailure \
+(executor 0 exited caused by one of the running tasks) Reason: Command exited with code 137
+Driver stacktrace:
+\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2856)
+\t... 31 more
+"""
+
+
+def _worker_error(output: str, status: int | None = None) -> str:
+    """The master's error for a Spark worker that ended so (started, not asked to stop)."""
+    from squall._nimbus import EXIT_LOST, WorkerExit
+    from squall.cluster.master import _exit_error
+    ex = WorkerExit("t-1-1", "spark:0", 2, EXIT_LOST if status is None else status, True, output)
+    return _exit_error("spark:0", ex, 0.0, started=True).error
+
+
+def test_a_worker_killed_with_its_executor_says_the_executor_was_killed_by_sigkill_and_what_that_means():
+    """It read "worker on spark:0 was lost by its host, without an exit status, without being
+    asked to stop: : org.apache.spark.SparkException: ... Reason: Command exited with code 137":
+    Py4J's ": " doubled the colon, "without an exit status" stood beside Spark's exit code, and
+    nothing said what 137 (SIGKILL) usually means, as the Python worker's own SIGKILL does."""
+    from squall.cluster.spark import spark_failure
+    out = spark_failure(RuntimeError(_PY4J_EXECUTOR_KILLED))
+    assert not any(line.startswith(":") for line in out.splitlines()), out
+    assert out.splitlines()[0].startswith("An error occurred while calling"), out
+    assert out.splitlines()[1].startswith("org.apache.spark.SparkException: Job aborted"), out
+    assert "Driver stacktrace" not in out and "DAGScheduler" not in out, out
+    assert _worker_error(out) == (
+        "worker on spark:0 was lost by its host without being asked to stop: its Spark executor 0 was killed by "
+        "SIGKILL (the kernel's OOM killer, or a kill -9), and the worker with it (Spark: Command exited with code 137)")
+    # the Python worker's own SIGKILL (its task's watch saw the signal) reads the same way
+    assert _worker_error("no output", -9).startswith(
+        "worker on spark:0 was killed by SIGKILL (the kernel's OOM killer, or a kill -9) without being asked to stop")
+
+
+@pytest.mark.parametrize(("reason", "said"), [
+    ("Command exited with code 139", "was killed by SIGSEGV (a crash in native code: an extension module or a "
+                                     "library's C code), and the worker with it (Spark: Command exited with code 139)"),
+    ("Command exited with code 1", "exited with status 1, and the worker with it (Spark: Command exited with code 1)"),
+    ("Worker lost", "was lost (Worker lost)"),
+])
+def test_an_executor_lost_otherwise_is_said_as_spark_says_it(reason, said):
+    from squall.cluster.spark import spark_failure
+    text = _PY4J_EXECUTOR_KILLED.replace("Command exited with code 137", reason)
+    if reason == "Worker lost":
+        text = text.replace("exited caused by one of the running tasks", "exited unrelated to the running tasks")
+    assert spark_failure(RuntimeError(text)).splitlines()[-1] == f"its Spark executor 0 {said}"
+
+
 @pytest.fixture
 def no_session(monkeypatch):
     """A Spark session started is this test's failure (and no JVM is left in the process)."""

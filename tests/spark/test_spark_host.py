@@ -205,7 +205,7 @@ def test_why_a_worker_cannot_start_on_its_executor_is_the_topologys_error(spark_
             assert wait_until(lambda: c.list_topologies()[0]["errors"] > 0, 60)
             restore()  # its next launches may start
             last = next(t for t in c.list_topologies() if t["name"] == "nodeps")["last_error"]
-            assert ("was lost by its host, without an exit status, before it started: ImportError: No module named "
+            assert ("was lost by its host before it started: ImportError: No module named "
                     "'yaml' (simulated)") in last, last
             error = c.get_topology_info("nodeps")["errors"][0]
             assert "Traceback (most recent call last):" in error["traceback"], error

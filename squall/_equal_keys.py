@@ -13,10 +13,17 @@ So every state names a key by `canonical_value`: Trident's map states (`canonica
 group's values, `squall.trident.state.memory`, `squall.external.trident_redis`) and a stateful
 bolt's `KeyValueState` (`squall.state._kv.StateCodec.key`, whose keys may be lists, sets and
 maps too). This module is in the core layer so that both may import it.
+
+A store written before (2026-12-07) holds such keys under the form each record carried: a state
+finds them by the forms that canonical_value maps to a key's (`equal_forms`). A stateful bolt's
+state lists its own keys once at open (`squall.state._kv.old_key_forms`); a Redis map state's
+keys share the database with anything, so it asks for a key's earlier names beside the key's
+own, in the same read (`squall.external.trident_redis.DefaultKeyFactory.old_names`).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,3 +57,50 @@ def canonical_value(value: Any) -> Any:
 def canonical_key(key: Sequence[Any]) -> list[Any]:
     """The group values ``key`` as a Trident map state stores them (`canonical_value` of each)."""
     return [canonical_value(v) for v in key]
+
+
+EQUAL_FORMS_LIMIT = 64
+"""The most forms `equal_forms` lists: a key of 6 ints, none 0 or 1, has 63 besides its own; a
+key of many ints 0 or 1 has 3 or 4 forms a part, multiplied (10 of them: 59,048)."""
+
+
+def equal_forms(value: Any, limit: int = EQUAL_FORMS_LIMIT) -> list[Any] | None:
+    """The values of other forms that `canonical_value` makes ``value`` (itself in that form):
+    for an int, the float equal to it (exactly), and ``-0.0`` and ``False`` for 0, ``True`` for
+    1; for a tuple or list, every combination of its parts' forms; ``[]`` for anything else (a
+    set, a map, a string, a non-integral float). These are the values an earlier squall stored
+    apart from ``value`` and that are one key now. In a fixed order (by part, an int's own form
+    first, then float, -0.0, bool); None where there are more than ``limit``."""
+    forms = _forms(value, limit + 1)
+    return None if forms is None else forms[1:]
+
+
+def _forms(value: Any, limit: int) -> list[Any] | None:
+    """``value`` (first) and its `equal_forms`; None past ``limit``."""
+    t = type(value)
+    if t is int:
+        forms: list[Any] = [value]
+        try:
+            f = float(value)
+        except OverflowError:  # an int past float's range equals no float
+            f = None
+        if f is not None and f == value:
+            forms.append(f)
+        if value == 0:
+            forms += [-0.0, False]
+        elif value == 1:
+            forms.append(True)
+        return forms
+    if t is tuple or t is list:
+        parts = []
+        count = 1
+        for v in value:
+            p = _forms(v, limit)
+            if p is None:
+                return None
+            count *= len(p)
+            if count > limit:
+                return None
+            parts.append(p)
+        return [t(combo) for combo in itertools.product(*parts)]
+    return [value]

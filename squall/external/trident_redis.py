@@ -7,7 +7,9 @@ storm-redis builds it. A key (the group's values) becomes one Redis key (STRING,
 or one field of a hash (HASH, ``HMGET``/``HSET``), through a `KeyFactory`; the value is stored as
 Storm's JSON serializers write it: ``[txid, val]`` (transactional), ``[curr_txid, curr, prev]``
 (opaque), the plain value (non-transactional), so a Storm topology and a squall one can share the
-keys.
+keys. A key a squall from before 2026-12-07 named otherwise (``[3.0]``, ``[true]``: before 1, 1.0
+and True were one key, ``[1]``) is read at that name, in the same round trip, where its own holds
+nothing, and moved to its own by its next write (`KeyFactory.old_names`, `RedisMapState._pick`).
 
 What is read back from Redis is hostile until checked: values are JSON (never pickle, so reading
 one runs no code), and a value that is not what the state type stores raises
@@ -70,7 +72,7 @@ from typing import Any, Protocol
 import redis
 
 from .._config import Config
-from .._equal_keys import canonical_key
+from .._equal_keys import EQUAL_FORMS_LIMIT, canonical_key, equal_forms
 from .._errors import ReportedFailedException, StoreUnavailableException
 from .._redact import redact_text
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
@@ -244,6 +246,21 @@ if ARGV[1] == '1' then
 end
 local hash, expire, txid, epoch = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[7]
 local renumbered, mine, begun = false, nil, false
+-- the keys: name, value, the number of its old names, the old names (`KeyFactory.old_names`)
+local entries, i = {}, 8
+while i <= #ARGV do
+  local n = tonumber(ARGV[i + 2])
+  local olds = {}
+  for j = 1, n do olds[j] = ARGV[i + 2 + j] end
+  entries[#entries + 1] = {ARGV[i], ARGV[i + 1], olds}
+  i = i + 3 + n
+end
+local function read(name)
+  local v
+  if hash ~= '' then v = redis.pcall('HGET', hash, name) else v = redis.pcall('GET', name) end
+  if type(v) == 'table' then return false end
+  return v
+end
 if txid then
   local last, at, wrote, flag = redis.call('HGET', KEYS[2], ARGV[5]), nil, '', ''
   if last then at, wrote, flag = string.match(last, '^(%d+) ?(%S*) ?(%S*)$') end
@@ -266,42 +283,52 @@ if txid then
       for k in pairs(b) do if a[k] == nil then return false end end
       return true
     end
-    for i = 8, #ARGV, 2 do
-      local stored
-      if hash ~= '' then stored = redis.pcall('HGET', hash, ARGV[i]) else stored = redis.pcall('GET', ARGV[i]) end
-      if type(stored) == 'table' then stored = false end
+    for _, e in ipairs(entries) do
+      local name, place = e[1], e[1]
+      -- where the key's name holds nothing, its value is the first old name's that holds one,
+      -- as `RedisMapState.multi_get` read it
+      local stored = read(name)
+      if not stored then
+        for _, old in ipairs(e[3]) do
+          stored = read(old)
+          if stored then place = old break end
+        end
+      end
       local before
       if stored then
         local ok, s = pcall(cjson.decode, stored)
-        if not ok or type(s) ~= 'table' or #s ~= 3 then return {'bad', ARGV[i], stored} end
+        if not ok or type(s) ~= 'table' or #s ~= 3 then return {'bad', name, stored, place} end
         local at = s[1]
-        if at ~= cjson.null and type(at) ~= 'number' then return {'bad', ARGV[i], stored} end
+        if at ~= cjson.null and type(at) ~= 'number' then return {'bad', name, stored, place} end
         -- `Numbering.txid`: an earlier numbering's txid is no txid to this one's batches; at
         -- this epoch's last txid, a key it did not write then (`written_key`) is one
         if at ~= cjson.null and renumbered and (not mine or at > mine
-            or (at == mine and begun and redis.call('SISMEMBER', KEYS[3], ARGV[i]) == 0)) then at = cjson.null end
-        if at ~= cjson.null and at > txid then return {'ahead', ARGV[i], stored} end
+            or (at == mine and begun and redis.call('SISMEMBER', KEYS[3], place) == 0)) then at = cjson.null end
+        if at ~= cjson.null and at > txid then return {'ahead', name, stored, place} end
         if at == txid then before = s[3] else before = s[2] end
       elseif expire == 0 then
         before = cjson.null
       end
       if before ~= nil then
-        local new = cjson.decode(ARGV[i + 1])
+        local new = cjson.decode(e[2])
         if not same(new[3], before) then
-          if stored then return {'prev', ARGV[i], stored} end
-          return {'prev', ARGV[i]}
+          if stored then return {'prev', name, stored, place} end
+          return {'prev', name}
         end
       end
     end
   end
 end
 if ARGV[1] ~= '1' then redis.call('SET', KEYS[1], '1') end
-for i = 8, #ARGV, 2 do
+for _, e in ipairs(entries) do
+  -- the key under its own name from now on: its old names go in the same write
   if hash ~= '' then
-    redis.call('HSET', hash, ARGV[i], ARGV[i + 1])
+    redis.call('HSET', hash, e[1], e[2])
+    if #e[3] > 0 then redis.call('HDEL', hash, unpack(e[3])) end
   else
-    redis.call('SET', ARGV[i], ARGV[i + 1])
-    if expire > 0 then redis.call('EXPIRE', ARGV[i], expire) end
+    redis.call('SET', e[1], e[2])
+    if expire > 0 then redis.call('EXPIRE', e[1], expire) end
+    if #e[3] > 0 then redis.call('DEL', unpack(e[3])) end
   end
 end
 if txid then
@@ -314,7 +341,7 @@ if txid then
       redis.call('DEL', KEYS[3])
       redis.call('SADD', KEYS[3], string.char(0) .. 'begun ' .. ARGV[4] .. ' ' .. epoch)
     end
-    for i = 8, #ARGV, 2 do redis.call('SADD', KEYS[3], ARGV[i]) end
+    for _, e in ipairs(entries) do redis.call('SADD', KEYS[3], e[1]) end
   end
 end
 return 1
@@ -333,13 +360,15 @@ for none: kept as ``<txid> <epoch>``, and a last txid of another numbering check
 an epoch's first write over another's, ``<txid> <epoch> renumbered`` (`RENUMBERED`), and a
 value's txid above what the epoch wrote is checked as none, as `RedisMapState.multi_get` reads
 it, and one equal to it where the key is not in the written set and the set was begun at that
-txid, `written_begun`), then name, value, name, value...
+txid, `written_begun`), then per key: its name, its value, the number of its old names
+(`KeyFactory.old_names`: names an earlier squall gave it, read where its name holds nothing, as
+`RedisMapState.multi_get` reads them, and removed by this write), those names.
 
 Returns 1 (written), 0 (the marker is gone: nothing written), or a refusal, nothing written:
-``[txid, <last>]`` (the partition wrote a later txid), ``[ahead, name, stored]`` (the key holds
-a later txid), ``[prev, name(, stored)]`` (the value's prev is not what Redis holds before the
-txid; no ``stored``: the key is absent), ``[bad, name, stored]`` (a stored value the check cannot
-read). A key of another Redis type is taken for absent, as ``MGET`` reads it."""
+``[txid, <last>]`` (the partition wrote a later txid), ``[ahead, name, stored, at]`` (the key holds
+a later txid), ``[prev, name(, stored, at)]`` (the value's prev is not what Redis holds before the
+txid; no ``stored``: the key is absent), ``[bad, name, stored, at]`` (a stored value the check cannot
+read); ``at`` is the name the stored value was read at (the key's own or an old one). A key of another Redis type is taken for absent, as ``MGET`` reads it."""
 
 
 class RedisMapStateError(ValueError):
@@ -432,7 +461,12 @@ class KeyFactory(Protocol):
 
     def build(self, key: Sequence[Any]) -> str:
         """The Redis key (or hash field) of ``key``; the same for equal keys, different for
-        different ones."""
+        different ones.
+
+        A key factory may also have ``old_names(key) -> list[str] | None``: the names an
+        earlier version of it gave keys equal to ``key`` (`DefaultKeyFactory.old_names`), which
+        `RedisMapState` reads in the same round trip where ``build``'s name holds nothing, and
+        removes at the key's next write."""
 
 
 class DefaultKeyFactory:
@@ -441,14 +475,31 @@ class DefaultKeyFactory:
     word counts read as ``GET word``; any other key is its canonical JSON array text (which
     starts with ``[``), so ``["a", 1]``, ``[7]`` and ``["[7]"]`` all get keys of their own.
     Numbers are named as Python compares them (`canonical_key`): ``1``, ``1.0`` and ``True``,
-    one group of a ``group_by``, are the one Redis key ``[1]``."""
+    one group of a ``group_by``, are the one Redis key ``[1]``. A squall from before that
+    (2026-12-07) named each by its own JSON (``[1.0]``, ``[true]``): `old_names` lists those, which
+    `RedisMapState` reads and removes."""
 
     def build(self, key: Sequence[Any]) -> str:
         """The Redis key of ``key``."""
         key = list(key)
         if len(key) == 1 and isinstance(key[0], str) and not key[0].startswith("["):
             return key[0]
-        key = canonical_key(key)
+        return self._json(canonical_key(key))
+
+    def old_names(self, key: Sequence[Any]) -> list[str] | None:
+        """The other Redis keys an earlier squall gave keys equal to ``key``: the JSON of each
+        of its `equal_forms` (``[3.0]`` for ``[3]``; ``[0.0]``, ``[-0.0]``, ``[false]`` for
+        ``[0]``; ``[[1.0,2]]``... for ``[(1, 2)]``), in a fixed order; ``[]`` for most keys
+        (strings, non-integral floats); None where there are more than `EQUAL_FORMS_LIMIT`
+        (`RedisMapState` then reads the key's own name alone, and says so once)."""
+        key = list(key)
+        if len(key) == 1 and isinstance(key[0], str) and not key[0].startswith("["):
+            return []
+        forms = equal_forms(canonical_key(key))
+        return None if forms is None else [self._json(f) for f in forms]
+
+    @staticmethod
+    def _json(key: list[Any]) -> str:
         try:
             return json.dumps(key, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as e:
@@ -524,6 +575,11 @@ class RedisMapState(IBackingMap):
         self._marked = False  # the marker is in Redis: found there by `_look_for_marker`, or written
         self._looked = False  # `_look_for_marker` asked Redis whether the marker is there
         self._write = client.register_script(_WRITE)
+        # the key factory's `KeyFactory.old_names`, if it has one: keys an earlier squall named
+        # otherwise, read and moved to their name (`_old_names`)
+        self._old_names_of = getattr(key_factory, "old_names", None)
+        self._told: set[str] = set()  # the keys `_pick` warned of, once each
+        self._told_too_many = False  # `_old_names` warned of a key with too many old names
 
     @staticmethod
     def transactional(url: str, options: Options | None = None, timeout: float = 2.0) -> RedisMapStateFactory:
@@ -573,6 +629,8 @@ class RedisMapState(IBackingMap):
             return []
         self._look_for_marker()
         names = [self.key_factory.build(k) for k in keys]
+        olds = self._old_names(keys, names)
+        asked = names + [o for os in olds for o in os]  # a key's old names after every key's own
         # where an epoch tells the numberings apart, the partition's (in the same snapshot)
         numbered = self.checks_txids and bool(self.txids_epoch)
         hash_key = self.options.hash_key if self.options.data_type == "hash" else None
@@ -581,9 +639,9 @@ class RedisMapState(IBackingMap):
             # one round trip: the values, the marker, the numbering; MULTI: read at one moment
             p = self.client.pipeline(transaction=numbered)
             if hash_key is not None:
-                p.hmget(hash_key, names)
+                p.hmget(hash_key, asked)
             else:
-                p.mget(names)
+                p.mget(asked)
             if self._marked:
                 p.get(self.marker)
             if numbered:
@@ -592,13 +650,65 @@ class RedisMapState(IBackingMap):
         replies = self._call("read", read)
         if self._marked and replies[1] is None:
             raise self._lost()
-        values = [None if data is None else self._decoded(name, data) for name, data in zip(names, replies[0])]
+        if len(asked) > len(names):
+            names, datas = self._pick(names, olds, replies[0])
+        else:
+            datas = replies[0]
+        values = [None if data is None else self._decoded(name, data) for name, data in zip(names, datas)]
         if numbered:
             numbering = self._numbering(replies[-1])
             if numbering.renumbered:
                 written = self._written_at_mine(names, values, numbering)
                 values = [_renumbered(v, numbering, w) for v, w in zip(values, written)]
         return values
+
+    def _old_names(self, keys: Sequence[Sequence[Any]], names: list[str]) -> list[list[str]]:
+        """Per key, the names an earlier squall gave it (`KeyFactory.old_names`; none for most
+        keys, and for a key factory without them): 1, 1.0 and True were stored apart before
+        they were one key, as ``[1]``, ``[1.0]`` and ``[true]``. A key with more than
+        `EQUAL_FORMS_LIMIT` is read under its own name alone (a warning, the first time)."""
+        of = self._old_names_of
+        if of is None:
+            return [[] for _ in keys]
+        out = []
+        for key, name in zip(keys, names):
+            olds = of(key)
+            if olds is None:
+                olds = []
+                if not self._told_too_many:  # once: such keys are usually all of a state's
+                    self._told_too_many = True
+                    log.warning("Redis map state at %s: the key %r has more than %d names an earlier squall may "
+                                "have stored it under (1.0 or True for 1, in each of its parts): it, and any "
+                                "other such key, is read and written under its own name only", self.where,
+                                name[:200], EQUAL_FORMS_LIMIT)
+            out.append(olds)
+        return out
+
+    def _pick(self, names: list[str], olds: list[list[str]], datas: list) -> tuple[list[str], list]:
+        """Each key's stored bytes and the name they are at, out of the read of every key's
+        name and then its old names (`_old_names`), in that order: its own name's where it holds
+        a value, else its first old name's that does (stored by a squall from before 1, 1.0 and
+        True were one key), which the key's next write moves to its name (`_WRITE`). Where more
+        than one of them holds a value (the old squall kept equal keys apart, and counted
+        each on its own), the one read wins, the others are dropped at the next write, and a
+        warning names them all with their values, once a key, for whoever merges them."""
+        at, out = list(names), list(datas[:len(names)])
+        i = len(names)
+        for k, os in enumerate(olds):
+            held = [(o, d) for o, d in zip(os, datas[i:i + len(os)]) if d is not None]
+            i += len(os)
+            if not held:
+                continue
+            if out[k] is None:
+                at[k], out[k] = held[0]
+                held = held[1:]
+            if held and names[k] not in self._told:
+                self._told.add(names[k])
+                log.warning("Redis map state at %s: the key %r is stored under several names by a squall from "
+                            "before 1, 1.0 and True were one key: %s is read, and its next write removes %s",
+                            self.where, names[k][:200], _shown(at[k], out[k]),
+                            ", ".join(_shown(o, d) for o, d in held))
+        return at, out
 
     def _written_at_mine(self, names: list[str], values: list, numbering: Numbering) -> list[bool | None]:
         """For each of ``values`` (read at ``names``), whether this epoch wrote it at its last txid
@@ -652,15 +762,18 @@ class RedisMapState(IBackingMap):
         if not keys:
             return
         self._look_for_marker()
-        wrote = {self.key_factory.build(k): v for k, v in zip(keys, values)}
+        named = [self.key_factory.build(k) for k in keys]
+        wrote = dict(zip(named, values))
         mapping = {name: self.serializer.serialize(v) for name, v in wrote.items()}
+        # a key's old names (`_old_names`), each key's once (its last value, as `wrote`)
+        olds = dict(zip(named, self._old_names(keys, named)))
         hash_key = self.options.hash_key if self.options.data_type == "hash" else ""
         txid = self.txid if self.checks_txids else None
         args: list[Any] = ["1" if self._marked else "0", hash_key or "", self.options.expire_interval_secs,
                            "" if txid is None else str(txid), self.txids_field, "1" if self.checks_prevs else "0",
                            self.txids_epoch]
         for name, value in mapping.items():
-            args += [name, value]
+            args += [name, value, len(olds[name]), *olds[name]]
         done = self._call("write", self._write, [self.marker, self.txids, self.written], args)
         if isinstance(done, list):
             assert txid is not None  # the script refuses only a batch's write
@@ -679,8 +792,9 @@ class RedisMapState(IBackingMap):
         Redis holds before its txid was built on what the replacement's replay replaced."""
         what = reply[0].decode()
         name = reply[1].decode("utf-8", "replace") if len(reply) > 1 else ""
-        place = f"field {name!r} of hash {self.options.hash_key!r}" if self.options.data_type == "hash" \
-            else f"key {name!r}"
+        at = reply[3].decode("utf-8", "replace") if len(reply) > 3 else name  # an old name's value: that name
+        place = f"field {at!r} of hash {self.options.hash_key!r}" if self.options.data_type == "hash" \
+            else f"key {at!r}"
         head = f"Redis map state at {self.where}, partition {self.marker!r} (writer {self.txids_field!r})"
         # on Spark's engine the states run in the driver, one copy, and a lower txid means the
         # query's checkpoint went back (its latest offsets/N removed, an older copy restored):
@@ -697,7 +811,7 @@ class RedisMapState(IBackingMap):
                 f"outside a topology, is refused too: delete its field, HDEL {self.txids!r} {self.txids_field!r}, or "
                 f"use another topology name)")
         # the stored OpaqueValue (absent: None, only for "prev"); raises if Python cannot read it either
-        stored: Any = self._decoded(name, reply[2]) if len(reply) > 2 else None
+        stored: Any = self._decoded(at, reply[2]) if len(reply) > 2 else None
         if what == "ahead":
             return ReportedFailedException(
                 f"{head}: the value at {place} was written by txid {stored.curr_txid}, later than this write's "
@@ -709,6 +823,11 @@ class RedisMapState(IBackingMap):
                 f"{wrote[name].prev!r:.100} but Redis holds {before!r:.100} before txid {txid}: {stale}")
         return RedisMapStateError(f"{head}: the value at {place} is not what this state stores "
                                   f"(Storm's JSON [curr_txid, curr, prev]): {reply[2][:100]!r}")
+
+
+def _shown(name: str, data: bytes) -> str:
+    """A stored key and its value, for a log line."""
+    return f"{name[:200]!r} ({data[:200].decode('utf-8', 'replace')})"
 
 
 class RedisMapStateFactory(StateFactory):

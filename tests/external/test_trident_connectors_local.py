@@ -29,7 +29,7 @@ deltalake = pytest.importorskip("deltalake")
 from squall.external._trident_map import CommittingMapState  # noqa: E402
 from squall.external.trident_delta import DeltaMapState  # noqa: E402
 from squall.external.trident_files import FileTridentSpout  # noqa: E402
-from squall.external.trident_redis import Options, RedisMapState  # noqa: E402
+from squall.external.trident_redis import DefaultKeyFactory, Options, RedisMapState  # noqa: E402
 from squall.external.trident_redis_streams import RedisStreamTridentSpout  # noqa: E402
 
 _names = itertools.count()
@@ -294,3 +294,51 @@ def test_keys_equal_in_python_are_one_key_in_every_map_state(redis_server):
     assert sum(sent.values()) == 7
     assert stored == {kind: {"[1]": sent[1], "[2]": sent[2]} for kind in stored}, stored
     assert answers == {"1": "[[4]]", "1.0": "[[4]]", "true": "[[4]]", "2": "[[3]]", "2.0": "[[3]]"}, answers
+
+
+def test_counts_an_earlier_squall_stored_under_their_old_json_go_on_after_the_upgrade(redis_server):
+    from squall.trident import FeederBatchSpout
+
+    """A user upgrades past the day 1, 1.0 and True became one key (2026-12-07) with counts in
+    Redis that the old squall stored under each key's own JSON (keys from JSON came as 3.0,
+    booleans as true): the counts go on from there, in each state type, both data types, and
+    the old names are gone once their key is written. Before, every such key started again from
+    nothing (22 records counted as 13 in each state: the 11 before the upgrade were not read)."""
+    client = redis.Redis.from_url(redis_server.url)
+    kinds = {"transactional": Options(), "opaque": Options(data_type="hash", hash_key="opaque"),
+             "non_transactional": Options(data_type="hash", hash_key="nontx")}
+    # what the old squall's run of 11 records left, at its txids 1-4 (a value of txid 4 was written by
+    # its last batch): 3.0 x3, true x2, 0.0 x3, (1.0, 2) x1, and "w" and 7, whose names are the same today
+    before = {"[3.0]": (4, 3), "[true]": (3, 2), "[0.0]": (4, 3), "[[1.0,2]]": (4, 1), "w": (1, 1), "[7]": (2, 1)}
+    for kind, opts in kinds.items():
+        for name, (txid, count) in before.items():
+            value = {"transactional": [txid, count], "opaque": [txid, count, count - 1],
+                     "non_transactional": count}[kind]
+            data = json.dumps(value, separators=(",", ":"))
+            if opts.data_type == "hash":
+                client.hset(opts.hash_key, name, data)
+            else:
+                client.set(name, data)
+    batches = [[[3.0], [True]], [[3], [1], [0]], [[False], ["w"], [7.0]], [[(1, 2.0)], [3.0], [-0.0]]]
+    sent = collections.Counter({3: 3, 1: 2, 0: 3, (1, 2): 1, "w": 1, 7: 1})  # before the upgrade
+    sent.update(r[0] for b in batches for r in b)  # Python's equality: {3: 6, 1: 4, 0: 6, ...}
+    with LocalCluster() as cluster:
+        topo = TridentTopology()
+        feeder = FeederBatchSpout(["key"])
+        grouped = topo.new_stream("upgraded", feeder).group_by(Fields("key"))
+        for kind, opts in kinds.items():
+            grouped.persistent_aggregate(getattr(RedisMapState, kind)(redis_server.url, opts), Count(),
+                                         Fields("count"))
+        cluster.submit_topology("upgraded", Config(), topo.build())
+        for b in batches:
+            feeder.feed(b)
+    assert sum(sent.values()) == 11 + 11
+    expected = {DefaultKeyFactory().build([k]): n for k, n in sent.items()}
+    for kind, opts in kinds.items():
+        if opts.data_type == "hash":
+            raw = client.hgetall(opts.hash_key)
+        else:
+            raw = {k: client.get(k) for k in client.keys("*") if not k.startswith(b"$") and client.type(k) == b"string"}
+        values = {k.decode(): json.loads(v) for k, v in raw.items()}
+        counts = {k: v if kind == "non_transactional" else v[1] for k, v in values.items()}
+        assert counts == expected, (kind, counts)

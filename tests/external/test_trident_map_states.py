@@ -105,6 +105,85 @@ def test_default_key_factory_is_one_to_one():
         k.build([object()])
 
 
+def test_default_key_factory_names_the_keys_an_earlier_squall_stored_apart():
+    """Before 1, 1.0 and True were one key (2026-12-07) each was stored under its own JSON."""
+    k = DefaultKeyFactory()
+    assert k.old_names([3]) == k.old_names([3.0]) == ["[3.0]"]
+    assert k.old_names([True]) == k.old_names([1]) == ["[1.0]", "[true]"]
+    assert k.old_names([0]) == ["[0.0]", "[-0.0]", "[false]"]
+    assert k.old_names([(1, "a")]) == ['[[1.0,"a"]]', '[[true,"a"]]']
+    assert k.old_names(["w", 2]) == ['["w",2.0]']
+    assert k.old_names([2**53 + 1]) == []  # no float equals it
+    assert k.old_names(["word"]) == k.old_names([1.5]) == k.old_names(["[7]"]) == k.old_names([None]) == []
+    assert len(k.old_names([5] * 6)) == 2**6 - 1
+    assert k.old_names([5] * 7) is None  # past EQUAL_FORMS_LIMIT: read under its own name only
+
+
+def _store_as_an_old_squall(client, options, stored):
+    """``stored`` (name -> bytes) written as a squall from before 2026-12-07 left it."""
+    for name, data in stored.items():
+        if options.data_type == "hash":
+            client.hset(options.hash_key, name, data)
+        else:
+            client.set(name, data)
+
+
+@pytest.mark.parametrize("data_type", ["string", "hash"])
+@pytest.mark.parametrize("kind", sorted(FACTORIES))
+def test_redis_a_key_stored_under_its_old_json_is_read_and_moved_by_its_next_write(redis_server, kind, data_type):
+    """A squall from before 1, 1.0 and True were one key named a key by its own JSON: counts of
+    records whose key came as 3.0 or true are at ``[3.0]`` and ``[true]``, and the state of
+    today names them ``[3]`` and ``[1]``. It reads them at the old name where the new one holds
+    nothing (one MGET/HMGET of both), applies a replay of the txid they carry as its state type
+    says (the opaque write's prev checked against the old name's value), and the key's next
+    write stores the new name and removes the old one in the same script. Before, the counts
+    started again from nothing: [None, None] read, and 1 and 3 counted from the replay on."""
+    client = redis.Redis.from_url(redis_server.url)
+    options = Options(data_type="hash", hash_key="counts") if data_type == "hash" else Options()
+    # txid 2 brought 3.0's count to 7 (from 3) and true's to 4 (from 1)
+    old = {"transactional": {"[3.0]": b"[2,7]", "[true]": b"[2,4]"},
+           "opaque": {"[3.0]": b"[2,7,3]", "[true]": b"[2,4,1]"},
+           "non_transactional": {"[3.0]": b"7", "[true]": b"4"}}[kind]
+    _store_as_an_old_squall(client, options, old)
+    f = FACTORIES[kind](redis_server.url, options)
+    assert read(f, 3, 1, 3.0, True) == [7, 4, 7, 4]
+    # txid 2 replayed (an opaque spout's with other records): ignored, recomputed from prev, applied again
+    batch(f, 2, {3.0: 4, True: 3})
+    batch(f, 3, {3: 1, 1.0: 1})
+    expected = {"transactional": [8, 5], "opaque": [3 + 4 + 1, 1 + 3 + 1], "non_transactional": [12, 8]}[kind]
+    assert read(f, 3, 1) == expected
+    if data_type == "hash":
+        assert sorted(client.hkeys("counts")) == [b"[1]", b"[3]"]
+    else:
+        assert client.exists("[3.0]", "[true]") == 0 and client.exists("[3]", "[1]") == 2
+    raw = client.hget("counts", "[3]") if data_type == "hash" else client.get("[3]")
+    assert raw == {"transactional": b"[3,8]", "opaque": b"[3,8,7]", "non_transactional": b"12"}[kind]
+
+
+def test_redis_a_key_stored_under_several_names_answers_its_own_and_names_the_others(redis_server, caplog):
+    """An old squall that got 1, 1.0 and True kept three counts apart: the one at the key's own
+    name (``[1]``) is read, a warning names every stored value (for whoever merges them), and
+    the key's next write removes the others; where only old names hold values, the first of
+    them (`DefaultKeyFactory.old_names` order) is read."""
+    client = redis.Redis.from_url(redis_server.url)
+    _store_as_an_old_squall(client, Options(), {"[1]": b"[4,10]", "[1.0]": b"[3,2]", "[true]": b"[1,5]",
+                                                "[0.0]": b"[2,6]", "[false]": b"[2,1]"})
+    f = RedisMapState.transactional(redis_server.url)
+    with caplog.at_level("WARNING", logger="squall.external.trident_redis"):
+        assert read(f, True, 0) == [10, 6]
+    said = caplog.text
+    assert "'[1]' ([4,10]) is read" in said and "'[1.0]' ([3,2]), '[true]' ([1,5])" in said, said
+    assert "'[0.0]' ([2,6]) is read" in said and "removes '[false]' ([2,1])" in said, said
+    batch(f, 5, {1: 1, 0: 1})
+    assert read(f, 1, 0) == [11, 7]
+    assert client.exists("[1.0]", "[true]", "[0.0]", "[false]") == 0
+    # a key of 7 ints has 127 old names: asked under its own name only, and said so
+    many = (5,) * 7
+    with caplog.at_level("WARNING", logger="squall.external.trident_redis"):
+        batch(f, 6, {many: 2})
+    assert read(f, many) == [2] and "more than 64 names" in caplog.text
+
+
 @pytest.mark.parametrize("kind,raw", [
     ("transactional", b"not json"), ("transactional", b"[1]"), ("transactional", b'["x", 1]'),
     ("opaque", b"[1, 2]"), ("opaque", b"\xff\xfe"), ("non_transactional", b"{oops"),

@@ -16,13 +16,19 @@ proxy's `address` instead of the server's, and the test switches the proxy's mod
   beat sent every 0.2 s came before the one with the error under load, its reply was lost,
   and the error never reached the server).
 
+With ``reply_delay`` (given, or set as it goes), every reply is held that many seconds before it
+goes back, in order, in every mode that forwards: a server that far away (ZooKeeper in another
+data centre), each request a round trip of at least that long.
+
 `close` (or leaving the ``with`` block) closes every socket and waits for every thread the
 proxy started; the proxy starts no process."""
 
 from __future__ import annotations
 
+import queue
 import socket
 import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Self
@@ -37,8 +43,9 @@ class TcpProxy:
     (the module's docstring). The listening port is the kernel's free one, bound at once and
     held until `close`, so no other process can take it in between."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, reply_delay: float = 0.0) -> None:
         self.target = ("127.0.0.1", target_port)
+        self.reply_delay = reply_delay
         self.mode = FORWARD
         self.lost = 0  # replies dropped in the lose_replies mode
         self._after: bytes | None = None  # lose_replies: the bytes of the request from whose reply on
@@ -100,12 +107,13 @@ class TcpProxy:
         self.close()
 
     # --- inside ---------------------------------------------------------------------------------
-    def _start(self, target: Callable[..., None], *args: object) -> None:
+    def _start(self, target: Callable[..., None], *args: object) -> threading.Thread:
         t = threading.Thread(target=target, args=args, daemon=True, name="tcp-proxy")
         with self._lock:
             self._threads = [old for old in self._threads if old.is_alive()]
             self._threads.append(t)
         t.start()
+        return t
 
     def _accept(self) -> None:
         while True:
@@ -138,6 +146,12 @@ class TcpProxy:
     def _pump(self, src: socket.socket, dst: socket.socket, replies: bool) -> None:
         """Copy ``src`` to ``dst`` as the mode says until either side closes; then close both."""
         tail = b""  # the request's last bytes, for ``after`` split over two reads
+        delayed: queue.Queue[tuple[float, bytes] | None] | None = None
+        if replies:
+            # each reply goes back reply_delay (as it is when it came) after it came, in order
+            # (`_send_late`), however many came meanwhile: a latency, not a rate
+            delayed = queue.Queue()
+            late = self._start(self._send_late, dst, delayed)
         while True:
             try:
                 data = src.recv(65536)
@@ -156,15 +170,30 @@ class TcpProxy:
                         self.lost += 1
                 if lose:
                     break
-                if mode == FORWARD or mode == LOSE_REPLIES:
+                if (mode == FORWARD or mode == LOSE_REPLIES) and delayed is not None:
+                    delayed.put((time.monotonic() + self.reply_delay, data))
+                elif mode == FORWARD or mode == LOSE_REPLIES:
                     dst.sendall(data)
                 # BLACKHOLE drops the bytes; CUT and CLOSED have shut the sockets down already
             except OSError:
                 break
+        if delayed is not None:  # what came before the end goes back before the close
+            delayed.put(None)
+            late.join(_JOIN_TIMEOUT)
         with self._lock:
             self._conns -= {src, dst}
         for s in (src, dst):
             _shut(s)
+
+    def _send_late(self, dst: socket.socket, delayed: queue.Queue[tuple[float, bytes] | None]) -> None:
+        """Send each of ``delayed``'s replies to ``dst`` when it is due, until its pump ends."""
+        while (item := delayed.get()) is not None:
+            due, data = item
+            time.sleep(max(0.0, due - time.monotonic()))
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
 
     def _close_conns(self, mode: str) -> None:
         """Enter ``mode`` (`CUT` or `CLOSED`) and close every connection open now; `_accept`

@@ -9,6 +9,7 @@ import contextlib
 import socket
 import socketserver
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -127,9 +128,25 @@ def test_cut_closes_the_open_connections_and_refuses_new_ones(echo):
         _connect(proxy, b"back").close()
 
 
+def test_reply_delay_holds_each_reply_that_long_in_order_not_one_after_another(echo):
+    """A latency (tests/cluster/test_liveness.py counts round trips by it): requests sent
+    together come back together, each at least ``reply_delay`` after it went; five in a row
+    come back well before five delays."""
+    delay = 0.3
+    with TcpProxy(echo.server_address[1], reply_delay=delay) as proxy, _connect(proxy) as s:
+        sent = time.monotonic()
+        for i in range(5):
+            s.sendall(b"%d;" % i)
+        got = b""
+        while len(got) < 10:
+            got += s.recv(100)
+        took = time.monotonic() - sent
+        assert got == b"0;1;2;3;4;" and delay <= took < 4 * delay, took
+
+
 def test_close_stops_every_thread_and_the_port_listens_no_more(echo):
     before = set(threading.enumerate())
-    proxy = TcpProxy(echo.server_address[1])
+    proxy = TcpProxy(echo.server_address[1], reply_delay=0.05)  # its late senders too
     conns = [_connect(proxy, b"x") for _ in range(3)]
     proxy.blackhole()  # pumps that forward nothing still end
     proxy.close()

@@ -22,14 +22,15 @@ and version), written with the digest ACL the masters use. ZooKeeper removes the
 session ends: at a clean stop at once, when the process dies or is cut off from ZooKeeper too
 after ``storm.zookeeper.session.timeout``.
 
-The leader, for each machine silent past its timeout, reads that node (`read_presence`): a node
-that exists, passes its seal and names the machine's host means the machine lives and only the
-master's link to it is down. The master then does not take it for lost: its executors stay, its
-workers run on (its supervisor restarts one that ends from its local assignment), and the master
-says, once, in its log and in each topology's errors, that it cannot reach the machine but
-ZooKeeper hears it (`PresenceWatch`). When the machine's supervisor is heard again, its workers
-get ``nimbus.task.launch.secs`` anew to be heard, so that none is restarted for the link the
-master lost. A machine whose node is gone (or refused) is lost as before.
+The leader, for each machine silent past its timeout, reads that node (`read_presences`: all of
+them in one round trip, as it asks on its event loop): a node that exists, passes its seal and
+names the machine's host means the machine lives and only the master's link to it is down. The
+master then does not take it for lost: its executors stay, its workers run on (its supervisor
+restarts one that ends from its local assignment), and the master says, once, in its log and in
+each topology's errors, that it cannot reach the machine but ZooKeeper hears it
+(`PresenceWatch`). When the machine's supervisor is heard again, its workers get
+``nimbus.task.launch.secs`` anew to be heard, so that none is restarted for the link the master
+lost. A machine whose node is gone (or refused) is lost as before.
 
 Without ZooKeeper (one master, its state in ``storm.local.dir``) the master has nothing else to
 hear a machine through, and a machine cut off from it alone is taken for lost as before
@@ -47,7 +48,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,18 +89,58 @@ def check_presence(v: Any, supervisor_id: str) -> Presence | None:
 
 
 def read_presence(c: Coordinator, supervisor_id: str) -> Presence | None:
-    """Whether ZooKeeper hears supervisor ``supervisor_id`` now: its node, if it exists and holds
-    a value sealed for it by this cluster (`Coordinator.read_exact`, which warns of one that is
-    not) that states that supervisor. Raises what kazoo raises when ZooKeeper cannot be asked."""
-    name = _node_name(supervisor_id)
-    if name is None:
-        return None
-    path = c.path(ALIVE, name)
-    value = c.read_exact(path)
-    presence = None if value is None else check_presence(value, supervisor_id)
-    if value is not None and presence is None:
-        master_log.warning("ZooKeeper node %s refused: not a supervisor's id, host and ports", path)
-    return presence
+    """Whether ZooKeeper hears supervisor ``supervisor_id`` now (`read_presences` of it alone).
+
+    Raises:
+        ConnectionLoss: (kazoo's, or another connection error) ZooKeeper cannot be asked now.
+    """
+    reads = read_presences(c, [supervisor_id])
+    if supervisor_id in reads.unanswered:
+        raise reads.unanswered[supervisor_id]
+    return reads.alive.get(supervisor_id)
+
+
+@dataclass(frozen=True)
+class PresenceReads:
+    """What ZooKeeper said of some supervisors (`read_presences`): ``alive``, those whose node
+    lives and states them; ``unanswered``, those it could not be asked about (the connection
+    dropped or is down: the error), of which nothing is known; the others, it does not hear."""
+
+    alive: dict[str, Presence]
+    unanswered: dict[str, Exception]
+
+
+def read_presences(c: Coordinator, supervisor_ids: Iterable[str]) -> PresenceReads:
+    """Whether ZooKeeper hears each of ``supervisor_ids`` now: its node, if it exists and holds a
+    value sealed for it by this cluster (`Coordinator.read_exact_many`, which warns of one that is
+    not) that states that supervisor. All are asked in one round trip, as the master asks on its
+    event loop. A node ZooKeeper refuses to show (its ACL changed by someone else) is warned of,
+    and does not say its supervisor lives."""
+    from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, OperationTimeoutError, SessionExpiredError
+
+    paths = {sid: c.path(ALIVE, name) for sid in supervisor_ids if (name := _node_name(sid)) is not None}
+    try:
+        answers = c.read_exact_many(list(paths.values()))
+    except (ConnectionLoss, ConnectionClosedError, SessionExpiredError) as e:
+        return PresenceReads({}, dict.fromkeys(paths, e))
+    alive: dict[str, Presence] = {}
+    unanswered: dict[str, Exception] = {}
+    for sid, path in paths.items():
+        answer = answers[path]
+        if answer.error is not None:
+            if isinstance(answer.error, (ConnectionLoss, ConnectionClosedError, SessionExpiredError,
+                                         OperationTimeoutError)):
+                unanswered[sid] = answer.error
+            else:
+                master_log.warning("ZooKeeper node %s refused: cannot be read (%s: %s)", path,
+                                   type(answer.error).__name__, answer.error)
+            continue
+        presence = None if answer.value is None else check_presence(answer.value, sid)
+        if answer.value is not None and presence is None:
+            master_log.warning("ZooKeeper node %s refused: not a supervisor's id, host and ports", path)
+        if presence is not None:
+            alive[sid] = presence
+    return PresenceReads(alive, unanswered)
 
 
 @dataclass(frozen=True, slots=True)

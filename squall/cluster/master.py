@@ -113,7 +113,7 @@ from ..engine.worker import component_blobs
 from ..worker.log_levels import config_digest, merge_log_config
 from .backoff import crash_backoff, launch_backoff
 from .ha import ALIVE, LEADER, NOT_A_LEADER, OFFLINE, check_assignment, check_saved_topology
-from .liveness import HeldByZooKeeper, PresenceWatch, read_presence
+from .liveness import HeldByZooKeeper, PresenceReads, PresenceWatch, read_presences
 from .master_records import (
     MAX_ENDED_LAUNCHES,
     REBALANCE_ACTION,
@@ -488,6 +488,7 @@ class Master:
         self._silence = SilenceWatch(silence_grace(conf))
         # machines this master cannot hear but ZooKeeper can: not lost (`squall.cluster.liveness`)
         self._presences = PresenceWatch()
+        self._unasked_log = RateLimitedLog(log, limit=1, period=10.0)
         # what the store was last handed (`_outcome`): the next outcome carries what differs
         self._persisted = _Persisted()
         self._dirty = False  # the persisted part may have changed since the last outcome
@@ -1827,32 +1828,39 @@ class Master:
     def _alive_in_zookeeper(self, after: float, now: float, wall: float) -> set[str]:
         """The supervisors unheard for over ``after`` seconds that ZooKeeper hears (their
         ephemeral node lives: `squall.cluster.liveness`), held back from being taken for lost;
-        each newly held is said once. None without ZooKeeper, or while it cannot be asked (a
-        leader cut off from ZooKeeper loses the lead anyway)."""
+        each newly held is said once. None without ZooKeeper. Those ZooKeeper could not be asked
+        about (its connection dropped as they were asked) are held too, unsaid, for this tick:
+        without its answer the master cannot tell a cut link from a dead machine, and a leader
+        whose connection is gone loses the lead anyway; its state is then the new leader's. All
+        are asked in one round trip (`read_presences`): this runs on the server's event loop."""
         ha = self.ha
         quiet = [sid for sid, sup in self.supervisors.items() if now - sup.seen > after]
         if ha is None or not quiet:
             self._presences.keep_only(set())
             return set()
+        try:
+            reads = read_presences(ha, quiet)
+        except Exception as e:  # noqa: BLE001 (whatever else kazoo raises: not heard, as without ZooKeeper)
+            log.warning("cannot ask ZooKeeper whether supervisors %s live: %s", ",".join(sorted(quiet)), e)
+            reads = PresenceReads({}, {})
+        if reads.unanswered:
+            sids = sorted(reads.unanswered)
+            self._unasked_log.warning("cannot ask ZooKeeper whether supervisors %s live (%s): none is taken for "
+                                      "lost until it answers", ",".join(sids), reads.unanswered[sids[0]])
         alive = set()
-        for sid in quiet:
+        for sid, presence in reads.alive.items():
             sup = self.supervisors[sid]
-            try:
-                presence = read_presence(ha, sid)
-            except Exception as e:  # noqa: BLE001 (whatever kazoo raises: not heard, as without ZooKeeper)
-                log.warning("cannot ask ZooKeeper whether supervisor %s lives: %s", sid, e)
-                continue
-            if presence is None or presence.host != sup.host:
+            if presence.host != sup.host:
                 continue
             alive.add(sid)
             held = self._presences.hold(sid, sup.host, now, now - sup.seen)
             if held is not None:
                 self._cut_off(held, sup, wall)
-        for gone in self._presences.keep_only(alive):
+        for gone in self._presences.keep_only(alive | set(reads.unanswered)):
             if gone.supervisor_id in self.supervisors:
                 log.warning("ZooKeeper no longer hears supervisor %s on %s either (its session ended): it is taken "
                             "for lost as a silent machine is", gone.supervisor_id, gone.host)
-        return alive
+        return alive | set(reads.unanswered)
 
     def _on_machines(self, slot: str, supervisor_ids: set[str]) -> bool:
         """Whether one of ``supervisor_ids`` offers ``slot``."""

@@ -16,14 +16,12 @@ import sys
 import pytest
 import yaml
 
-from squall import StormSubmitter
-
 from ..conftest import wait_until
 from ..ports import free_ports
 from .conftest import Cluster
-from .nodes import Machine, NetnsUnavailable, Network, log_tail
-from .partition_topology import partition_topology, sink_counts, spout_events
-from .semantics_topology import topology_conf
+from .cut_runs import start_cut_run
+from .nodes import Machine, NetnsUnavailable, Network
+from .partition_topology import sink_counts, spout_events
 
 pytest.importorskip("kazoo")
 
@@ -60,27 +58,9 @@ def test_a_leader_cut_off_from_every_machine_but_not_from_zookeeper_restarts_no_
             machines = [Machine(cluster, f"m{i}", net.addresses[i], net.namespaces[i],
                                 **{"supervisor.slots.ports": [port]}) for i in range(2)]
 
-            def why():
-                return "\n".join(f"--- {p.name}\n{log_tail(p, 30)}" for p in
-                                 [tmp_path / "master.log", tmp_path / "follower.log",
-                                  *(cluster.dir / "machines" / f"{mc.name}.log" for mc in machines)])
-
-            def info():
-                with cluster.client() as m:
-                    return m.get_topology_info("cut")
-
-            with cluster.client() as m:
-                assert wait_until(lambda: len(m.nimbus.supervisors()) == 2, 30), "the supervisors did not register\n" + why()
-            out = tmp_path / "out"
-            out.mkdir()
-            with StormSubmitter.using_conf(cluster.conf):
-                StormSubmitter.submit_topology("cut", topology_conf(out, workers=2, **{
-                    "topology.disable.loadaware.messaging": True, "topology.max.spout.pending": 100}),
-                    partition_topology(rate=200, limit=IDS))
-            assert wait_until(lambda: len(spout_events(out)[1]) >= 200
-                              and all(w["alive"] for w in info()["workers"]), 60), "the topology did not start\n" + why()
-            workers = {mc.name: set(mc.workers()) for mc in machines}
-            launches = {w["slot"]: w["launch_id"] for w in info()["workers"]}
+            run = start_cut_run(cluster, machines, tmp_path, [tmp_path / "master.log", tmp_path / "follower.log"], IDS)
+            out, info, why = run.out, run.info, run.why
+            workers, launches = run.workers(), run.launches()
             assert all(len(pids) == 1 for pids in workers.values()), workers
 
             for i in range(2):
@@ -97,10 +77,10 @@ def test_a_leader_cut_off_from_every_machine_but_not_from_zookeeper_restarts_no_
                 f"ids never acked: {sorted(set(range(IDS)) - set(spout_events(out)[1]))[:20]}\n{why()}"
             emitted, acked, failed = spout_events(out)
             counts = sink_counts(out)
-            now = {mc.name: set(mc.workers()) for mc in machines}
+            now = run.workers()
             errors = [e["error"] for e in info()["errors"]]
             assert now == workers, f"workers restarted after the heal: {workers} -> {now}\n{errors}\n{why()}"
-            assert {w["slot"]: w["launch_id"] for w in info()["workers"]} == launches
+            assert run.launches() == launches
             assert not failed, f"{len(failed)} ids failed and were replayed"
             assert sorted(acked) == list(range(IDS)), f"{len(acked)} acks for {IDS} ids"
             assert sorted(emitted) == list(range(IDS)) and sorted(counts) == list(range(IDS)), \

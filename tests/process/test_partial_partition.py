@@ -16,15 +16,13 @@ from collections import defaultdict
 
 import pytest
 
-from squall import StormSubmitter
-
 from ..conftest import wait_until
 from ..ports import free_ports
 from ..zookeeper_server import ZooKeeperServer, missing
 from .conftest import Cluster
-from .nodes import Machine, NetnsUnavailable, Network, log_tail
-from .partition_topology import partition_topology, sink_counts, sink_rows, spout_events, spout_lines
-from .semantics_topology import topology_conf
+from .cut_runs import start_cut_run
+from .nodes import Machine, NetnsUnavailable, Network
+from .partition_topology import sink_counts, sink_rows, spout_events, spout_lines
 
 pytest.importorskip("kazoo")
 
@@ -72,27 +70,9 @@ def test_a_leader_cut_off_from_one_machine_that_zookeeper_hears_runs_no_executor
             machines = [Machine(cluster, f"m{i}", net.addresses[i], net.namespaces[i],
                                 **{"supervisor.slots.ports": [slot_port]}) for i in range(3)]
 
-            def why():
-                return "\n".join(f"--- {p.name}\n{log_tail(p, 30)}" for p in
-                                 [tmp_path / "master.log",
-                                  *(cluster.dir / "machines" / f"{mc.name}.log" for mc in machines)])
-
-            def info():
-                with cluster.client() as m:
-                    return m.get_topology_info("cut")
-
-            with cluster.client() as m:
-                assert wait_until(lambda: len(m.nimbus.supervisors()) == 3, 30), "the supervisors did not register\n" + why()
-            out = tmp_path / "out"
-            out.mkdir()
-            with StormSubmitter.using_conf(cluster.conf):
-                StormSubmitter.submit_topology("cut", topology_conf(out, workers=2, **{
-                    "topology.disable.loadaware.messaging": True, "topology.max.spout.pending": 100}),
-                    partition_topology(rate=200, limit=IDS))
-            assert wait_until(lambda: len(spout_events(out)[1]) >= 200 and len(info()["workers"]) == 2
-                              and all(w["alive"] for w in info()["workers"]), 60), "the topology did not start\n" + why()
-            workers = {mc.name: set(mc.workers()) for mc in machines}
-            launches = {w["slot"]: w["launch_id"] for w in info()["workers"]}
+            run = start_cut_run(cluster, machines, tmp_path, [tmp_path / "master.log"], IDS)
+            out, info, why = run.out, run.info, run.why
+            workers, launches = run.workers(), run.launches()
             spout_pid = spout_lines(out)[-1][2]
             [victim] = [i for i, mc in enumerate(machines) if spout_pid in workers[mc.name]]
             victim_host = net.addresses[victim]
@@ -121,8 +101,8 @@ def test_a_leader_cut_off_from_one_machine_that_zookeeper_hears_runs_no_executor
                 f"sinks took {sum(counts.values())} records of {IDS} ids, {twice} ids twice\n{errors}"
             assert not failed, f"{len(failed)} ids failed and were replayed"
             assert sorted(acked) == list(range(IDS)), f"{len(acked)} acks for {IDS} ids"
-            assert {mc.name: set(mc.workers()) for mc in machines} == workers, "workers restarted or moved"
-            assert {w["slot"]: w["launch_id"] for w in info()["workers"]} == launches
+            assert run.workers() == workers, "workers restarted or moved"
+            assert run.launches() == launches
             [said] = [e for e in errors if victim_host in e]
             assert "ZooKeeper hears it" in said and "not taken for lost" in said, said
         finally:

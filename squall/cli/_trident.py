@@ -172,7 +172,8 @@ def _run_until_stopped(start_query: Callable[[], Any], retries: int | None = Non
                        checkpoint: str | None = None) -> int:
     """Start the query (``start_query``) and wait for it; SIGTERM or Ctrl-C stops it. A query that
     failed because Spark's Python source process did not connect back in time is started again,
-    up to ``retries`` times (default START_RETRIES: `squall.trident.spark.restart`, imported here
+    up to ``retries`` times, and one whose state's store did not answer on the driver after a
+    wait, while it does not (default START_RETRIES, STORE_RESTARTS: `squall.trident.spark.restart`, imported here
     and not with the CLI, which would import squall.trident for every verb). 0 when stopped, 1
     when it failed; then, when ``checkpoint`` (local) cannot be written, why and what to do."""
     from ..trident.spark.checkpoint import checkpoint_unwritable
@@ -184,7 +185,8 @@ def _run_until_stopped(start_query: Callable[[], Any], retries: int | None = Non
     try:
         failed = run_restarting(start_query, lambda query: _wait(query, stop), name=name,
                                 retries=START_RETRIES if retries is None else retries,
-                                on_restart=lambda line: print(f"squall trident: {line}", file=sys.stderr, flush=True))
+                                on_restart=lambda line: print(f"squall trident: {line}", file=sys.stderr, flush=True),
+                                wait=stop.wait)  # SIGTERM while waiting for a store stops the driver
     except (_Failed, ConnectBackMissed) as e:
         failed = e
     if failed is not None:

@@ -254,6 +254,20 @@ def query_stalled_text(txid: int, last: str, on_driver: bool = False) -> str:
             f"out, {out}")
 
 
+def query_unavailable_text(txid: int, last: str) -> str:
+    """`query_stalled_text` for a batch whose state's store did not answer on the driver, in
+    ``foreachBatch`` (``last``: what its `StoreUnavailableException` said): nothing in the topology
+    needs to change, and a start once the store answers replays the txid, each transactional or
+    opaque state applying it once (``squall trident`` starts it again itself:
+    `squall.trident.spark.restart.run_restarting`)."""
+    shown = shown_text(last[:16 * 1000])[:2000]
+    return (f"Trident query stopped at txid {txid} (micro-batch {txid - 1}): a state's store did not answer on the "
+            f"driver, in foreachBatch, which Spark does not retry: {shown}. Nothing in the topology needs to change: "
+            f"started again from its checkpoint once the store answers, the query replays txid {txid} with the same "
+            f"records and each transactional or opaque state applies it once (`squall trident` starts it again "
+            f"itself, waiting between starts, until the store answers).")
+
+
 __all__ = ["ERROR_CHARS", "SECRET_MIN_CHARS", "STALL_FAILURES", "VALUE_CHARS", "TridentOperationError", "operation_failed",
-           "operation_text", "query_stalled_text", "secret_values", "shown_record", "stalled_text",
+           "operation_text", "query_stalled_text", "query_unavailable_text", "secret_values", "shown_record", "stalled_text",
            "unavailable_text", "user_operation"]

@@ -1,13 +1,20 @@
 """`squall.trident.spark.restart.run_restarting`, with fake queries (no Spark): a query is started
 again only when it failed because Spark's Python source process missed its connect-back, at most
 ``retries`` times, and then the last error is raised naming the query; any other error of the
-run, or of the start itself, propagates at once; every query started is stopped."""
+run, or of the start itself, propagates at once; every query started is stopped. And, on the
+package's Spark session and a real redis-server, a Redis map state whose server restarts while
+the query runs: the query stops at the batch's txid saying it is the store's doing, is started
+again, and counts every word once."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from squall.trident.spark.restart import PYTHON_CONNECT_TIMEOUT, ConnectBackMissed, run_restarting
+
+from ..external.conftest import redis_server  # noqa: F401 (its fixture: a redis-server on loopback)
 
 MISSED = f"[STREAM_FAILED] ... java.net.SocketTimeoutException: {PYTHON_CONNECT_TIMEOUT}"
 
@@ -91,3 +98,79 @@ def test_a_missed_connect_back_after_an_other_failure_is_not_reached():
 def test_negative_retries_are_refused():
     with pytest.raises(ValueError, match="retries must be 0 or more, got -1"):
         run_restarting(Starts(None), run, name="wc", retries=-1)
+
+
+STORE = ("[FOREACH_BATCH_USER_FUNCTION_ERROR] ... squall.trident.spark.runner.TridentStoreUnavailable: Trident query "
+         "stopped at txid {txid} (micro-batch {batch}): a state's store did not answer on the driver ...")
+
+
+def _store_away(txid: int) -> RuntimeError:
+    return RuntimeError(STORE.format(txid=txid, batch=txid - 1))
+
+
+def test_a_store_that_did_not_answer_is_waited_for_while_it_does_not_at_the_same_txid():
+    waits: list[float] = []
+    starts = Starts(_store_away(3), _store_away(3), _store_away(3), _store_away(5), None)
+    assert run_restarting(starts, run, name="wc", on_restart=lambda line: None,
+                          wait=lambda s: waits.append(s) or False) == "ran"
+    assert waits == [1.0, 2.0, 4.0, 1.0]  # doubled at the same txid; a later txid starts again at the first wait
+    assert len(starts.started) == 5 and all(q.stopped for q in starts.started)
+
+    last = _store_away(3)
+    starts = Starts(_store_away(3), _store_away(3), last, None)
+    with pytest.raises(RuntimeError) as e:
+        run_restarting(starts, run, name="wc", store_restarts=2, wait=lambda s: False)
+    assert e.value is last and len(starts.started) == 3  # 2 restarts in a row, then the store's error
+
+    stopping = Starts(_store_away(3), None)
+    with pytest.raises(RuntimeError, match="TridentStoreUnavailable"):
+        run_restarting(stopping, run, name="wc", wait=lambda s: True)  # SIGTERM while waiting: no restart
+    assert len(stopping.started) == 1
+
+
+@pytest.mark.timeout(240)
+def test_a_redis_restart_while_the_query_runs_stops_it_at_the_txid_then_a_restart_counts_every_word_once(
+        spark, tmp_path, redis_server):  # noqa: F811 (the fixture imported below)
+    """Before, the driver's state raised Redis's ``StoreUnavailableException`` out of
+    ``foreachBatch`` as it was, saying "a stream's batch replays until it is back", and the query
+    (and ``squall trident``) stopped for good."""
+    from squall.external.trident_redis import RedisMapState
+    from squall.trident.spark import start
+
+    from .conftest import expected_counts, sentences, write_lines
+    from .ops import word_count
+
+    data = tmp_path / "in"
+    data.mkdir()
+    first, more = sentences(6, seed=11), sentences(6, seed=12)
+    write_lines(data / "a.txt", first)
+    topology = word_count(str(data), RedisMapState.transactional(redis_server.url), max_batch_records=100)
+    failures: list[str] = []
+    told: list[str] = []
+
+    def run_query(query):
+        try:
+            query.processAllAvailable()
+            if not failures:  # txid 1 counted: Redis goes away (saved), and the next batch's words arrive
+                redis_server.stop()
+                write_lines(data / "b.txt", more)
+                query.processAllAvailable()
+        except Exception as e:
+            failures.append(str(e))
+            raise
+        return query.lastProgress
+
+    def back(line: str) -> None:
+        told.append(line)
+        redis_server.start()
+
+    run_restarting(lambda: start(topology, spark, str(tmp_path / "checkpoint")), run_query, name="wc",
+                   on_restart=back)
+    assert len(failures) == 1 and len(told) == 1, (failures, told)
+    assert "TridentStoreUnavailable: Trident query stopped at txid 2 (micro-batch 1): a state's store did not " \
+           "answer on the driver" in failures[0], failures[0][:3000]
+    assert told[0].startswith("query 'wc': a state's store did not answer at txid 2; starting the query again"), told
+    client = redis_server.client()
+    counts = {json.loads(k)[0] if k.startswith("[") else k: json.loads(client.get(k))[1]
+              for k in client.keys("*") if not k.startswith("$")}
+    assert counts == expected_counts(first + more), "a word counted other than once across the Redis restart"

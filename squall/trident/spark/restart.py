@@ -1,5 +1,7 @@
 """Start a Trident query on Spark again when it failed only because Spark's Python source
-process missed its connect-back; every other failure is the query's own and propagates at once.
+process missed its connect-back, or because a state's store did not answer on the driver (a Redis
+restarting: `squall.trident.spark.runner.TridentStoreUnavailable`); every other failure is the
+query's own and propagates at once.
 
 Why this exists: Spark runs a Python Data Source's planning (the spouts' ``latestOffset``) in
 one Python process per query, which it starts when the query starts and then waits a fixed
@@ -15,6 +17,8 @@ here, `run_restarting`.
 from __future__ import annotations
 
 import logging
+import re
+import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
@@ -23,6 +27,18 @@ PYTHON_CONNECT_TIMEOUT = "Timed out while waiting for the Python worker to conne
 
 START_RETRIES = 3
 """How many times a query is started again after missing the connect-back (four starts in all)."""
+
+STORE_UNAVAILABLE = "TridentStoreUnavailable: "
+"""What a query's error says when a state's store did not answer on the driver (the runner's
+exception, as the Python traceback in Spark's error names it)."""
+
+STORE_RESTARTS = 20
+"""How many times in a row a query is started again while a state's store does not answer at
+the same txid (a store that answered and failed again later has the full count again)."""
+
+STORE_WAIT_SECS = (1.0, 30.0)
+"""The wait before such a start: the first, doubled each time up to the second (20 starts: about
+eight minutes of a store away)."""
 
 _log = logging.getLogger(__name__)
 
@@ -44,6 +60,21 @@ def missed_connect_back(error: BaseException) -> bool:
     return PYTHON_CONNECT_TIMEOUT in str(error)
 
 
+def store_unavailable(error: BaseException) -> bool:
+    """True when ``error`` is the query's failure for a state's store that did not answer on the
+    driver (`STORE_UNAVAILABLE` in its message)."""
+    return STORE_UNAVAILABLE in str(error)
+
+
+_STOPPED_AT = re.compile(r"Trident query stopped at txid (\d+)")
+
+
+def _stopped_at(error: BaseException) -> int | None:
+    """The txid the query's failure says it stopped at, if it says one."""
+    found = _STOPPED_AT.findall(str(error))
+    return int(found[-1]) if found else None
+
+
 class ConnectBackMissed(RuntimeError):
     """Every start of query ``query_name`` (``starts`` of them) missed the connect-back; the last
     start's error is ``__cause__``."""
@@ -56,33 +87,64 @@ class ConnectBackMissed(RuntimeError):
 
 
 def run_restarting(start: Callable[[], Q], run: Callable[[Q], R], *, name: str, retries: int = START_RETRIES,
-                   on_restart: Callable[[str], None] | None = None) -> R:
+                   on_restart: Callable[[str], None] | None = None, store_restarts: int = STORE_RESTARTS,
+                   wait: Callable[[float], bool] | None = None) -> R:
     """``run(start())``, the query stopped afterwards however ``run`` ended; when ``run`` raised
     an error that `missed_connect_back` recognises, the query is started (``start()``, from the
-    same checkpoint) and run again, up to ``retries`` times. ``run`` waits on the query and raises
-    its failure (an error from ``start`` itself is never retried). ``on_restart`` is told each
-    restart in a line naming query ``name`` (default: a warning in this module's log).
+    same checkpoint) and run again, up to ``retries`` times; when it raised one that
+    `store_unavailable` recognises, it is started again after a wait (`STORE_WAIT_SECS`), up to
+    ``store_restarts`` times in a row at the same txid, as squall's engine replays a batch until
+    its store answers. ``run`` waits on the query and raises its failure (an error from ``start``
+    itself is never retried). ``on_restart`` is told each restart in a line naming query
+    ``name`` (default: a warning in this module's log); ``wait(seconds)`` waits before a restart
+    for a store and returns True when the program is being stopped meanwhile (default
+    ``time.sleep``, never stopped): the store's error is then raised.
 
     Raises:
         ConnectBackMissed: the last of ``retries + 1`` starts missed the connect-back too, naming
             the query (the last error is its cause).
-        Exception: any other error of ``run``, at once, as it was raised.
+        Exception: any other error of ``run``, at once, as it was raised; a store's that did not
+            answer at ``store_restarts + 1`` starts in a row (or while stopping), as it was raised.
     """
     if retries < 0:
         raise ValueError(f"run_restarting: retries must be 0 or more, got {retries}")
+    if store_restarts < 0:
+        raise ValueError(f"run_restarting: store_restarts must be 0 or more, got {store_restarts}")
     attempt = 0
+    away, away_at = 0, None  # restarts for a store in a row, at that txid
     while True:
         query = start()
         try:
             return run(query)
         except Exception as e:
-            if not missed_connect_back(e):
+            if store_unavailable(e):
+                txid = _stopped_at(e)
+                away = away + 1 if txid == away_at else 1
+                away_at = txid
+                if away > store_restarts:
+                    raise
+                seconds = min(STORE_WAIT_SECS[0] * 2 ** (away - 1), STORE_WAIT_SECS[1])
+                line = (f"query {name!r}: a state's store did not answer at txid {txid}; starting the query again "
+                        f"from its checkpoint in {seconds:g} s ({away} of {store_restarts}), the batch counted once")
+            elif not missed_connect_back(e):
                 raise
-            if attempt == retries:
+            elif attempt == retries:
                 raise ConnectBackMissed(name, retries + 1, e) from e
+            else:
+                attempt += 1
+                seconds = 0.0
+                line = (f"query {name!r}: Spark's Python source process did not connect back within Spark's fixed "
+                        f"10 s (a starved machine); starting the query again from its checkpoint ({attempt} of "
+                        f"{retries})")
+            error = e
         finally:
             query.stop()
-        (on_restart or _log.warning)(
-            f"query {name!r}: Spark's Python source process did not connect back within Spark's fixed 10 s "
-            f"(a starved machine); starting the query again from its checkpoint ({attempt + 1} of {retries})")
-        attempt += 1
+        (on_restart or _log.warning)(line)
+        if seconds and (wait or _sleep)(seconds):
+            raise error
+
+
+def _sleep(seconds: float) -> bool:
+    """`time.sleep`, never stopped (`run_restarting`'s default wait)."""
+    time.sleep(seconds)
+    return False

@@ -25,9 +25,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
+from ..._errors import StoreUnavailableException
 from ..coordinator import TransactionAttempt
 from ..executor import BatchInfo, BatchOutput
-from ..failures import TridentOperationError, query_stalled_text
+from ..failures import TridentOperationError, query_stalled_text, query_unavailable_text
 from .compiler import SparkBolt, SparkPlan, SparkSpout, SqlCombine, SqlOp
 from .context import SparkTaskContext
 from .rows import (
@@ -202,6 +203,13 @@ class TridentQueryStalled(RuntimeError):
     its txid, and one started again from its checkpoint replays it (`query_stalled_text`)."""
 
 
+class TridentStoreUnavailable(TridentQueryStalled):
+    """A state's store did not answer on the driver (a `StoreUnavailableException` in
+    ``foreachBatch``): the query stops at the batch's txid, and one started again once the store
+    answers replays it, each transactional or opaque state applying it once
+    (`query_unavailable_text`; `squall.trident.spark.restart.run_restarting` starts it again)."""
+
+
 def _operation_error(error: BaseException) -> str | None:
     """What ``error`` (a micro-batch's failure) says of the Trident operation that raised: a
     `TridentOperationError`'s text, raised here (a driver bolt's) or in a Spark task, whose error
@@ -281,6 +289,12 @@ class BatchRunner:
             # a TridentOperationError itself was raised here, on the driver (a state, or an
             # operation after one): foreachBatch, which Spark does not retry; a Spark task's
             # reaches here as the text of Spark's error
+            if isinstance(e, StoreUnavailableException):
+                # a state's store (Redis restarting, say) did not answer: on squall's engine the
+                # batch replays until it does; here the query stops, and says it is the store's
+                # doing and that a start replays the txid once (before, the exception went on as
+                # it was, and its "a stream's batch replays until it is back" was untrue here)
+                raise TridentStoreUnavailable(query_unavailable_text(txid, f"{type(e).__name__}: {e}")) from e
             on_driver = isinstance(e, TridentOperationError)
             if isinstance(e, TridentOperationError):
                 e.at_batch(txid)
@@ -549,4 +563,4 @@ def _repartition(frame: Any, bolt: SparkBolt, parallelism: int) -> Any:
     return frame.coalesce(bolt.tasks(parallelism))
 
 
-__all__ = ["BatchFrames", "BatchRunner", "TridentQueryStalled", "quiet_call_sites", "run_body", "run_partition", "source_frame", "union"]
+__all__ = ["BatchFrames", "BatchRunner", "TridentQueryStalled", "TridentStoreUnavailable", "quiet_call_sites", "run_body", "run_partition", "source_frame", "union"]

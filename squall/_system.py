@@ -15,6 +15,8 @@ ACK_FAIL_STREAM = "__ack_fail"
 ACK_RESET_TIMEOUT_STREAM = "__ack_reset_timeout"
 SYSTEM_STREAM = "__system"
 CHECKPOINT_STREAM = "$checkpoint"  # Storm's CheckpointSpout.CHECKPOINT_STREAM_ID: barriers, no spout's trees
+# the streams that carry no data: what a bolt subscribes to on them is not its data input
+CONTROL_STREAMS = frozenset((CHECKPOINT_STREAM, SYSTEM_STREAM, TICK_STREAM))
 
 
 def is_system_id(id_: str) -> bool:

@@ -26,6 +26,7 @@ from .stats import DEAD_LETTERED, TaskStatistics, component_figures, sample_freq
 
 if TYPE_CHECKING:
     from .load_mapping import LoadMapping
+    from .stateful_progress import StatefulInput
 
 log = logging.getLogger("squall.engine")
 debug_log = logging.getLogger("squall.debug")
@@ -256,9 +257,10 @@ class Wiring:
     tracker: Any = None             # this worker's WorkerCounts of a tracked topology (squall.engine.tracking), or None
     executing: Any = None           # a bolt executor's line on the worker's board (squall.engine.executing), or None
     reach: Any = None               # the PeerReach of the worker's wire (squall.engine.transport), or None
-    # the inputs executed so far by every task of the components named, if all run in this
-    # worker, else None (`Worker.executed_by`); None: the worker cannot tell
-    executed_by: Callable[[Sequence[str]], int | None] | None = None
+    # the data inputs the stateful bolts executed so far on the inputs named, over their tasks
+    # in this worker and the others, else None if one is not known (`Worker.executed_by`);
+    # None: the worker cannot tell
+    executed_by: Callable[[Sequence[StatefulInput]], int | None] | None = None
 
     def __post_init__(self) -> None:
         self.ackers = [self.deliver[t] for t in self.plan.acker_tasks]

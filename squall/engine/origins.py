@@ -34,13 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._config import Config
-from .._system import ACKER_COMPONENT, CHECKPOINT_STREAM, SYSTEM_STREAM, TICK_STREAM
+from .._system import ACKER_COMPONENT, CONTROL_STREAMS
 from .._topology import StormTopology
 
 MIN_RANDOM_BITS = 48
 """The fewest random bits a root keeps (roots need only be unique among the trees pending)."""
-
-_CONTROL_STREAMS = frozenset((CHECKPOINT_STREAM, SYSTEM_STREAM, TICK_STREAM))
 
 
 @dataclass(frozen=True)
@@ -99,7 +97,7 @@ def root_origins(topology: StormTopology, task_to_component: Mapping[int, str],
         if spec.kind == "spout" or conf.get(Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME) is None:
             continue
         for src, stream in spec.inputs:
-            if stream in _CONTROL_STREAMS or src not in comps or comps[src].kind == "spout" or src in feeding:
+            if stream in CONTROL_STREAMS or src not in comps or comps[src].kind == "spout" or src in feeding:
                 continue
             feeding[src] = frozenset(t for c in feeding_spouts(topology, src) for t in tasks.get(c, ()))
     spout_tasks = tuple(sorted(set().union(*feeding.values()))) if feeding else ()
@@ -117,7 +115,7 @@ def feeding_spouts(topology: StormTopology, bolt: str) -> list[str]:
     while todo:
         spec = topology.components[todo.pop()]
         for src, stream in spec.inputs:
-            if stream in _CONTROL_STREAMS or src in seen or src not in topology.components:
+            if stream in CONTROL_STREAMS or src in seen or src not in topology.components:
                 continue
             seen.add(src)
             todo.append(src)

@@ -29,7 +29,8 @@ one place that reads that key and decides which of the three limits applies.
   limit tuples completed under are likewise a queue's, and double nothing. Before a stateful
   bolt, which acks its inputs at its commits on a timer, timeouts never double it, and being
   held doubles it only after ``COMMIT_WAIT_INTERVALS`` checkpoint intervals in which no tuple
-  completed and the stateful bolts executed nothing as well (then once per as many), if that
+  completed and the stateful bolts executed none of the spout's tuples as well (on the inputs
+  that carry them, in whatever worker: `squall.engine.stateful_progress`; then once per as many), if that
   is less than half the timeout, and not once tuples timed out with none completed (a queue in
   front of the checkpoints): a join or a batch gives the stateful bolt nothing until more are
   in flight, a slow bolt gives it a few at a time. A bolt that is merely
@@ -395,7 +396,7 @@ class CompletionRateLimit:
         self._worked = 0  # the highest limit a period with a completion was run under
         self._quiet_since = float("-inf")  # the start of the window, or the last completion (commits)
         self._queued = False  # commits: tuples timed out with none completed since (a queue's)
-        self._progress: int | None = None  # commits: the stateful bolts' executions, as last told
+        self._progress: int | None = None  # commits: the stateful bolts' executions of this spout's inputs, as last told
         self._progress_at = float("-inf")  # commits: when they last moved (or were not told)
         self._samples: deque[tuple[float, int, int]] = deque(maxlen=RATE_WINDOW + 1)
 
@@ -408,9 +409,9 @@ class CompletionRateLimit:
         rate's, or, when none completed over the window while the spout is held at the limit, or
         tuples timed out over it while none completed, the limit doubled, which becomes the
         floor (see the module docstring)."""
-        # moved only when above the most told yet: a read between a checkpoint counted by its
-        # bolt and by the engine is one short (`Worker.executed_by`), and back up is no progress
-        if progress is None or self._progress is None or progress > self._progress:
+        # any change is a move: the counts only grow, but a stateful task that restarted (its
+        # worker's) counts again from 0, and took tuples meanwhile
+        if progress is None or self._progress is None or progress != self._progress:
             self._progress_at = now
             self._progress = progress
         samples = self._samples
@@ -486,9 +487,12 @@ class CompletionRateLimit:
         executes them, and doubling the limit only lengthened the queue behind it (measured: a
         bolt passing on 5 tuples a second, 400 ids, message timeout 30 s: doubled on the silence
         alone, 111 acked in 200 s, 656 timeouts, 367 ids counted twice in the state; at 64 in
-        flight, all 400 in 80 s, none failed). Not known (``progress`` None: a stateful
-        task in another worker): never. Nor after timeouts with none completed (a queue in front
-        of the checkpoints then, which a higher limit only lengthens)."""
+        flight, all 400 in 80 s, none failed). Only the stateful bolts' inputs that carry this
+        spout's tuples count (`squall.engine.stateful_progress`): another spout's, fed to the
+        same bolt straight, kept it looking busy. Not known (``progress`` None: a stateful task
+        whose worker has not told its counts within a few seconds): never. Nor after timeouts
+        with none completed (a queue in front of the checkpoints then, which a higher limit
+        only lengthens)."""
         # (commit_wait None: the interval is too long to tell a commit's wait from the limit's
         # within half the timeout, where tuples begin to time out)
         if self.commit_wait is None or self._queued or self._progress is None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from .._config import Config, component_conf
 from .._errors import InvalidTopologyException
-from .._system import ACKER_COMPONENT
+from .._system import ACKER_COMPONENT, CONTROL_STREAMS
 from .._topology import StormTopology
 from .origins import RootOrigins, feeding_spouts, root_origins
 
@@ -117,6 +117,12 @@ class TopologyPlan:
                     seen.add(cid)
                     todo.append(cid)
         return seen
+
+    def data_sources(self, component: str) -> set[str]:
+        """The components ``component`` takes data from (its subscriptions but to checkpoint,
+        tick and system streams)."""
+        spec = self.topology.components.get(component)
+        return {src for (src, stream) in spec.inputs if stream not in CONTROL_STREAMS} if spec is not None else set()
 
     def downstream_tasks(self, component: str) -> set[int]:
         """The tasks of every component in `downstream`."""

@@ -41,6 +41,7 @@ from .pending_tuner import MaxPending
 from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
 from .routing import Router, bad_stream, build_routers, direct_task, not_values, router_of, wrong_size
+from .stateful_progress import committed_inputs
 from .stats import MAX_SPOUT_PENDING, component_figures
 
 log = logging.getLogger(__name__)
@@ -81,9 +82,10 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
                                         timeout_secs=self.timeout_secs, held_by=holders, paced=own,
                                         committed_by=committers)
         self.max_pending = self.pending_limit.limit
-        # the stateful bolts downstream, whose executions tell the limit whether they are taking
-        # this spout's tuples (`CompletionRateLimit.update`)
-        self.committers = committers
+        # the inputs of the stateful bolts downstream that carry this spout's tuples: their
+        # executions tell the limit whether those bolts are taking them (`CompletionRateLimit.
+        # update`); not their other inputs, another spout's, which they may take all along
+        self.committed_inputs = committed_inputs(wiring.plan, self.component, committers)
         self.timed_out = 0  # failed by a timeout or a lost worker: not completions, for the limit
         self.expired = 0  # failed by a timeout alone (the automatic limit doubles when only these come)
         self.expired_by_task = dict.fromkeys(self.task_ids, 0)  # the same, by task (for the tuners)
@@ -197,7 +199,8 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         """The timer of an automatic max pending (`MaxPending`): it reads the counters."""
         held = bool(self.max_pending) and self.in_flight >= self.max_pending
         executed_by = self.wiring.executed_by
-        progress = executed_by(self.committers) if self.committers and executed_by is not None else None
+        inputs = self.committed_inputs
+        progress = executed_by(inputs) if inputs and executed_by is not None else None
         self.max_pending = self.pending_limit.update(self.wiring.clock.now(), self.stats, self.completed(),
                                                      self.expired, self.expired_by_task, held, progress)
 

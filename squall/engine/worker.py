@@ -45,9 +45,12 @@ from .loop import Backpressure, ExecutorLoop, TopologyActivation
 from .plan import ExecutorSpec, TopologyPlan
 from .spout_executor import SpoutExecutor
 from .start_gate import StartGate
+from .stateful_progress import StatefulInput, StatefulProgress
 from .thread_frames import entry_from, frames_of
 from .tracking import counted, tracker_of
 from .transport import Transport
+
+_NO_COUNTS: dict[str, int] = {}  # a stateful task's counts before its prepare
 
 # The engine's own code, which calls the components' (theirs includes squall's components:
 # connectors, windowed and stateful bolts' wrappers, Trident's bolts, squall.testing's)
@@ -212,6 +215,10 @@ class Worker:
                  and plan.topology.components[e.component].kind == "bolt"]
         self.board = executing(len(bolts)) if executing is not None else None
         lines = {e: self.board.entry(i, e.tasks[0]) for i, e in enumerate(bolts)} if self.board is not None else {}
+        # the stateful tasks' data inputs by source, this worker's and its peers' (as they tell
+        # them: `stateful_progress`), which the spouts' automatic max pending reads (`executed_by`)
+        self._stateful_objs: dict[int, Any] = {}  # task -> its stateful bolt (set below)
+        self.stateful_progress = StatefulProgress(self._stateful_counts, plan.component_tasks, clock)
         for e in assignment:
             lp = loop_of_exec[e]
             wiring = Wiring(plan, self._deliver_map(lp, transport), clock, state, backpressure,
@@ -219,35 +226,37 @@ class Worker:
                             loads=self.load_mapping if load_aware else None, tracker=self.tracker,
                             executing=lines.get(e), reach=transport.reach, executed_by=self.executed_by)
             ex = self._make_executor(e, wiring, blobs)
+            for t, obj in getattr(ex, "objs", {}).items():
+                if getattr(obj, "squall_acks_at_commit", False):
+                    self._stateful_objs[t] = obj
             ex.depth = depths.get(e.component, 0)  # type: ignore[attr-defined]
             lp.add(ex)
             self.executors.append(ex)
 
-    def executed_by(self, components: Sequence[str]) -> int | None:
-        """The data inputs executed so far (ticks and checkpoint tuples excepted) by every task
-        of ``components``, if all of them run in this worker and its statistics are on, else
-        None. Counted as the statistics count them: sampled, a count rises by the sample's
-        weight (20 at Storm's rate of 0.05) one input in that many, which is enough to tell a
-        bolt that takes tuples from one that takes none. Read on any loop's
-        thread: the counters only grow, and a read a few tuples behind is as good (a spout's max
-        pending asks it once a period, to tell a stateful bolt that takes tuples from one that
-        waits for them). Checkpoints reach a stateful bolt every interval, data or none: counted,
-        a stateful join waiting for its matches looked busy, and its spouts were held for good."""
-        wanted = set(components)
-        every = self.plan.component_tasks
-        local = [ex for ex in self.executors if ex.spec.component in wanted]
-        # the engine counts its inputs in its statistics: with them off (topology.stats.enabled:
-        # false) it counts none, and a stateful bolt taking tuples would look idle
-        if (not conf_value(self.plan.conf, Config.TOPOLOGY_STATS_ENABLED)
-                or not wanted or not all(every.get(c) for c in wanted)
-                or {t for ex in local for t in ex.task_ids} != {t for c in wanted for t in every[c]}):
-            return None
-        # the engine's count first, then the checkpoints': a checkpoint is counted by its bolt
-        # before the engine counts it, so a read between them is one short, never one over
-        executed = sum(st.executed for ex in local for st in ex.stats.values())
-        checkpoints = sum(getattr(obj, "squall_checkpoints_executed", 0)
-                          for ex in local for obj in getattr(ex, "objs", {}).values())
-        return executed - checkpoints
+    def executed_by(self, inputs: Sequence[StatefulInput]) -> int | None:
+        """The data inputs executed so far on ``inputs`` (stateful bolts' inputs from named
+        components) by every task of their bolts, this worker's and, as their workers last told
+        (`squall.engine.stateful_progress.ProgressLink`), the others'; None while one task's
+        is not known. Counted by the stateful bolts themselves, exactly, checkpoints left out
+        (`squall.state._bolt.StatefulBoltExecutor`). Read on any loop's thread: the counts only
+        grow, and a read a few tuples behind is as good (a spout's max pending asks once a
+        period, to tell a stateful bolt that takes its tuples from one that waits for them)."""
+        return self.stateful_progress.executed(inputs)
+
+    def _stateful_counts(self, task: int) -> dict[str, int] | None:
+        """This worker's ``task``'s data inputs by source, if it is a stateful task here (none
+        yet before its ``prepare``), else None."""
+        obj = self._stateful_objs.get(task)
+        return None if obj is None else getattr(obj, "squall_executed_from", _NO_COUNTS)
+
+    def hosts_stateful_tasks(self) -> bool:
+        """Whether a stateful bolt's task runs in this worker."""
+        return bool(self._stateful_objs)
+
+    def stateful_counts(self) -> list[tuple[int, str, int]]:
+        """``(task, source, count)`` of this worker's stateful tasks, for its peers."""
+        return [(t, src, n) for t in self._stateful_objs
+                for src, n in list((self._stateful_counts(t) or _NO_COUNTS).items())]
 
     def task_fill(self, task: int) -> float:
         """Local ``task``'s inbox fill, Storm's load (0.0 empty, 1.0 when

@@ -29,7 +29,7 @@ from .._components import BasicBolt, Bolt, _Component
 from .._config import Config
 from .._errors import EmitError, FailedException, InvalidTopologyException, ReportedFailedException
 from .._failure import EXCEPTION, EXPLICIT, ROLLED_BACK, FailureCause, fail_all_because, fail_because, fail_for
-from .._system import DEFAULT_STREAM
+from .._system import CONTROL_STREAMS, DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.plan import SUBMIT_CHECK
 from ._api import StateError
@@ -196,6 +196,12 @@ def checkpoint_inputs(context: Any) -> int:
                for g in context.get_this_sources() if g.stream_id == CHECKPOINT_STREAM_ID)
 
 
+def data_sources(context: Any) -> list[str]:
+    """The components this task takes data inputs from (not checkpoints, ticks or system
+    streams)."""
+    return sorted({g.component_id for g in context.get_this_sources() if g.stream_id not in CONTROL_STREAMS})
+
+
 class _CheckpointAware(Bolt):
     """What both wrappers share: the wrapped bolt, the barrier, Storm's ``lastTxid`` rule."""
 
@@ -293,12 +299,12 @@ class StatefulBoltExecutor(_CheckpointAware):
     """Its inputs complete at its commits, on a timer: the automatic max spout pending of the
     spouts upstream does not double for want of completions (`squall.engine.pending_tuner`)."""
 
-    squall_checkpoints_executed = 0
-    """The checkpoint tuples this task executed (counted on their branch only, not per data
-    input): the engine counts them among its inputs executed, and a spout's automatic max
-    pending takes the rest for the data the stateful bolt took (`squall.engine.worker.Worker.
-    executed_by`). A checkpoint comes every interval whether or not data does, so counted as
-    data it hid a stateful bolt that got none (a stateful join waiting for its matches)."""
+    squall_executed_from: dict[str, int]
+    """The data inputs this task took, by source component (checkpoints never: one comes every
+    interval whether or not data does, and counted, it hid a stateful join that got none). A
+    spout's automatic max pending reads the ones from the components that carry its tuples,
+    from any worker (`squall.engine.stateful_progress`). Exact, where the engine's statistics
+    sample: a slow bolt's few tuples a second showed in them only every few seconds."""
 
     @property
     def squall_fail_fast(self) -> bool:
@@ -329,6 +335,9 @@ class StatefulBoltExecutor(_CheckpointAware):
 
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         self._start(context, collector)
+        # one key per data source from the start: the dict never grows while another thread
+        # (`squall.engine.stateful_progress.ProgressLink`) reads it
+        self.squall_executed_from = dict.fromkeys(data_sources(context), 0)
         # Storm's <component>-<task id>, or where this task index's keys were kept before its id changed
         namespace = state_namespace(conf, context)
         self.state = get_state(namespace, conf, context)
@@ -349,17 +358,19 @@ class StatefulBoltExecutor(_CheckpointAware):
 
     def execute(self, tup: Tuple) -> None:
         if tup.source_stream == CHECKPOINT_STREAM_ID:
-            # before the engine counts it executed (after the call): a read between the two
-            # sees one data input fewer, never one more (`Worker.executed_by`)
-            self.squall_checkpoints_executed += 1
             self._checkpoint(tup)
             if self.crash is not None:  # INITSTATE passed on; now the crash of the input that raised
                 crash, self.crash = self.crash, None
                 raise crash
-        elif self.initialized:
-            self._execute(tup)
         else:
-            self.waiting.append(tup)
+            executed = self.squall_executed_from
+            source = tup.source_component
+            if source in executed:  # (a tick tuple is no data input)
+                executed[source] += 1
+            if self.initialized:
+                self._execute(tup)
+            else:
+                self.waiting.append(tup)
 
     def _run_waiting(self, waiting: list[Tuple]) -> None:
         """``execute`` of each input that waited for INITSTATE (in INITSTATE's handler, as

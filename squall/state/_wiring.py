@@ -14,7 +14,7 @@ from .._config import Config
 from .._errors import InvalidTopologyException
 from .._fields import GlobalStreamId
 from .._grouping import ALL, Grouping
-from .._system import CHECKPOINT_STREAM, SYSTEM_STREAM, TICK_STREAM
+from .._system import CONTROL_STREAMS
 from .._topology import ComponentSpec
 from ._bolt import BaseStatefulBolt, CheckpointTupleForwarder, StatefulBoltExecutor
 from ._windowed import PersistentWindowedBoltExecutor, StatefulWindowedBoltExecutor
@@ -52,9 +52,6 @@ def _stateful(obj: Any) -> bool:
     return isinstance(obj, (BaseStatefulBolt, StatefulWindowedBoltExecutor))
 
 
-_CONTROL_STREAMS = frozenset((CHECKPOINT_STREAM, SYSTEM_STREAM, TICK_STREAM))
-
-
 def _check_unanchored_inputs(components: dict[str, ComponentSpec]) -> None:
     """Refuse a stateful windowed bolt without persistence that takes, directly or through other
     bolts, the results of a persistent window.
@@ -80,7 +77,7 @@ def _check_unanchored_inputs(components: dict[str, ComponentSpec]) -> None:
             here = todo.pop()
             for src, stream in sorted(components[here].inputs):
                 upstream = components.get(src)
-                if upstream is None or stream in _CONTROL_STREAMS:
+                if upstream is None or stream in CONTROL_STREAMS:
                     continue
                 if isinstance(upstream.obj, PersistentWindowedBoltExecutor) \
                         and stream != upstream.conf.get(Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM):

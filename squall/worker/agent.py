@@ -47,6 +47,7 @@ from ..engine.load_mapping import LoadLink, is_load_message
 from ..engine.loop import Backpressure, TopologyActivation
 from ..engine.plan import TopologyPlan
 from ..engine.remote_backpressure import BackpressureLink
+from ..engine.stateful_progress import ProgressLink, is_progress_message, progress_of
 from ..engine.transport import Origin, Transport
 from ..engine.worker import Worker, component_blobs
 from .calls import MasterCalls, nimbus_of
@@ -439,9 +440,16 @@ class WorkerAgent:
         loads = (LoadLink(worker.load_mapping, worker.bolt_loads, transport, name=f"squall-load-{self.port}")
                  if worker.load_aware else None)
 
+        # the stateful tasks' data inputs, told to and by the peers, for the spouts' automatic
+        # max pending (a stateful task in another worker than its spouts was not known at all)
+        progress = (ProgressLink(worker.stateful_counts, transport, name=f"squall-progress-{self.port}")
+                    if plan.num_workers > 1 and worker.hosts_stateful_tasks() else None)
+
         def others(sender: Any, message: Any) -> None:  # control messages other than backpressure
             if loads is not None and is_load_message(message):
                 loads.heard(sender, message)
+            elif is_progress_message(message):
+                worker.stateful_progress.heard(progress_of(message))
             else:
                 dropped.heard(sender, message)
         link = BackpressureLink(bp, transport, name=f"squall-backpressure-{self.port}", others=others)
@@ -501,6 +509,8 @@ class WorkerAgent:
             link.stop()  # after the worker: the "under" it forgot on stopping reaches the peers first
             if loads is not None:
                 loads.stop()
+            if progress is not None:
+                progress.stop()
 
     def _over_memory(self, worker: Worker) -> bool:
         """Whether this process is past its memory cap (read once a second); if so the error,

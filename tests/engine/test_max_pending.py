@@ -440,11 +440,10 @@ def test_max_pending_gives_the_rate_limit_of_a_spout_before_a_stateful_bolt_its_
     assert limit({}).rate.commit_wait is None                        # no stateful bolt downstream
 
 
-def test_a_read_of_the_stateful_bolts_one_short_and_back_is_no_progress():
-    """`Worker.executed_by` takes the checkpoints a stateful bolt executed from the engine's count
-    of its inputs; the bolt counts a checkpoint before the engine does, so a read between the two
-    is one short. Back up to what was read before is no input taken: the limit still doubles
-    after three intervals with none."""
+def test_a_stateful_task_counting_again_from_zero_has_taken_tuples():
+    """The stateful bolts count their data inputs exactly, so the counts only grow; but a task
+    that restarted (its worker did) counts again from 0: a count that fell took tuples as much
+    as one that rose, and the three intervals start again from it."""
     r = CompletionRateLimit(1, 30.0, ceiling=32768, commits=True, checkpoint_secs=1.0)
-    told = [7, 6, 7, 7, 6, 7]
-    assert [r.update(float(t), 0, held=True, progress=p) for t, p in enumerate(told)] == [64] * 5 + [128]
+    told = [7, 7, 7, 2, 2, 2, 2]
+    assert [r.update(float(t), 0, held=True, progress=p) for t, p in enumerate(told)] == [64] * 6 + [128]

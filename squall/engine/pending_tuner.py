@@ -401,14 +401,15 @@ class CompletionRateLimit:
         self._samples: deque[tuple[float, int, int]] = deque(maxlen=RATE_WINDOW + 1)
 
     def update(self, now: float, completed: int, expired: int = 0, held: bool = False,
-               progress: int | None = None) -> int:
+               progress: int | None = None, in_flight: int = 0) -> int:
         """Feed the tuples completed (acked or failed, not by a timeout) by ``now``, and those
         that timed out by then, and whether the spout is held at the limit now; the first call
         only starts the window. ``progress``: where the tuples complete at commits, the inputs
         the stateful bolts executed so far (None: not known). Returns the limit to apply: the
         rate's, or, when none completed over the window while the spout is held at the limit, or
         tuples timed out over it while none completed, the limit doubled, which becomes the
-        floor (see the module docstring)."""
+        floor (see the module docstring). ``in_flight``: the spout's tuples pending now, which
+        may be more than the limit (a limit lowered while none completed)."""
         # any change is a move: the counts only grow, but a stateful task that restarted (its
         # worker's) counts again from 0, and took tuples meanwhile
         if progress is None or self._progress is None or progress != self._progress:
@@ -436,7 +437,13 @@ class CompletionRateLimit:
             # never on timeouts, which are a queue's (below). Never doubled, a join of 1,000 ids
             # in opposite orders before a stateful bolt completed nothing at 64 a task, and
             # after the timeouts was held at 1 a task for good
-            stuck = (held and (len(samples) >= RATE_WINDOW or self._climbing) and self.limit > self._worked
+            # (what the spout runs under is what it has in flight: a limit the completion rate
+            # raised after a commit's burst, then lowered while none of those tuples completed,
+            # left more in flight than any limit tuples completed under, waiting for more in
+            # front of a stateful bolt: 959 for a batch of 200 while its spout was held at 512,
+            # the limit tuples completed under, and it never doubled again: 64 of 30,000 ids acked)
+            level = max(self.limit, in_flight)
+            stuck = (held and (len(samples) >= RATE_WINDOW or self._climbing) and level > self._worked
                      and (not self.commits or self._commits_not_the_cause(now)))
             # timeouts double it on the same condition: under a limit tuples completed under,
             # tuples that time out while none completes wait in a queue longer than the timeout
@@ -445,7 +452,7 @@ class CompletionRateLimit:
             # bolt, timeout 2 s, the limit doubled up to the receive buffer; none completed)
             too_low = timed_out and self.limit > self._worked and not self.commits
             if completed == done0 and (too_low or stuck):
-                raised = 2 * self.limit
+                raised = 2 * (level if stuck else self.limit)
                 self.floor = self.limit = raised if self.ceiling is None else max(self.limit, min(raised, self.ceiling))
                 self._raised_at = now
                 self._climbing = stuck
@@ -571,19 +578,19 @@ class MaxPending:
 
     def update(self, now: float, stats: Mapping[int, TaskCounters], completed: int, expired: int = 0,
                expired_by_task: Mapping[int, int] | None = None, held: bool = False,
-               progress: int | None = None) -> int:
+               progress: int | None = None, in_flight: int = 0) -> int:
         """Feed the counters at ``now``: each task's, the tuples completed (acked or failed,
         not by a timeout) by all of them, those that timed out (in all, and by task), whether
-        the executor is held at its limit now, and the inputs the stateful bolts downstream
-        executed so far (None: not known; `CompletionRateLimit.update`). Returns the
-        executor's limit."""
+        the executor is held at its limit now, the inputs the stateful bolts downstream
+        executed so far (None: not known; `CompletionRateLimit.update`), and the tuples it has
+        in flight. Returns the executor's limit."""
         if self.tuners:
             by_task = expired_by_task or {}
             self.limit = sum(tuner.update(now, stats[t].acked, stats[t].latency_sum, stats[t].latency_count,
                                           by_task.get(t, 0), held)
                              for t, tuner in self.tuners.items())
         elif self.rate is not None:
-            self.limit = self.rate.update(now, completed, expired, held, progress)
+            self.limit = self.rate.update(now, completed, expired, held, progress, in_flight)
         return self.limit
 
     def replay_storm(self, completed: int, expired: int, reach: PeerReach | None = None) -> str | None:

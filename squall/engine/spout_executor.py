@@ -202,7 +202,8 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         inputs = self.committed_inputs
         progress = executed_by(inputs) if inputs and executed_by is not None else None
         self.max_pending = self.pending_limit.update(self.wiring.clock.now(), self.stats, self.completed(),
-                                                     self.expired, self.expired_by_task, held, progress)
+                                                     self.expired, self.expired_by_task, held, progress,
+                                                     self.in_flight)
 
     def _expired(self, root: int, info: tuple) -> None:
         self._expired_ids.append((info[1], info[0], info[2]))

@@ -447,3 +447,24 @@ def test_a_stateful_task_counting_again_from_zero_has_taken_tuples():
     r = CompletionRateLimit(1, 30.0, ceiling=32768, commits=True, checkpoint_secs=1.0)
     told = [7, 7, 7, 2, 2, 2, 2]
     assert [r.update(float(t), 0, held=True, progress=p) for t, p in enumerate(told)] == [64] * 6 + [128]
+
+
+def test_a_limit_lowered_below_what_is_in_flight_before_a_stateful_bolt_still_doubles():
+    """A bolt acking every 200 inputs before a stateful bolt in another worker (the process
+    host, 30,000 ids): the limit doubled up to 512, the first commit acked 64 tuples, and the
+    completion rate of that burst raised it to 960 for a period; 959 were in flight when it fell
+    back to 512, the limit those 64 completed under. The batching bolt held the last 59 of them,
+    and the checkpoint waited behind them: nothing completed, the stateful bolt took nothing,
+    and, 512 being a limit tuples completed under, it never doubled again (64 of 30,000 acked,
+    959 timed out). What the spout runs under is what it has in flight: 959, under which none
+    completed, so it doubles from there."""
+    r = CompletionRateLimit(1, 30.0, ceiling=32768, commits=True, checkpoint_secs=1.0)
+    r.update(0.0, 0)
+    limits = []
+    for t in range(1, 30):
+        done = 64 if t >= 14 else 0  # the first commit
+        progress = 0 if t < 10 else 200 if t < 14 else 400 if t == 14 else 1000  # batches the stateful bolt took
+        in_flight = 959 if t >= 14 else r.limit
+        limits.append(r.update(float(t), done, held=in_flight >= r.limit, progress=progress, in_flight=in_flight))
+    assert limits[12:16] == [512, 960, 512, 512]  # the burst's rate, then back to the floor
+    assert limits[-1] == 1918  # 3 intervals later: twice what is in flight

@@ -223,7 +223,7 @@ def test_a_line_dead_lettered_before_a_death_that_came_before_its_commit_is_not_
     assert [d["record"] for d in p.dead_letters(local)] == ["poison-a\n"]   # once
 
 
-@pytest.mark.timeout(300)  # 9 crashes at most, restarted after 0, 0.02, 0.04 ... s (QUICK_CRASH_BACKOFF)
+@pytest.mark.timeout(300)  # 9 crashes at most, restarted after 0, 0.002, 0.004 ... s (QUICK_CRASH_BACKOFF)
 def test_on_local_cluster_a_poison_line_under_fail_fast_is_dead_lettered_and_every_good_one_is_out(tmp_path):
     """The same through a topology on LocalCluster (one worker: the bolt that raises under
     ``topology.bolt.fail.fast`` takes the spout down with it each time): the worker restarts
@@ -238,7 +238,7 @@ def test_on_local_cluster_a_poison_line_under_fail_fast_is_dead_lettered_and_eve
     with LocalCluster(QUICK_CRASH_BACKOFF) as cluster:
         cluster.submit_topology("poison", p.conf(), p.topology(src, local, notes))
         try:
-            # 9 quick crashes at most (3 poison lines: among others, in a group, alone), restarted after 0, 0.02, 0.04 ... s (QUICK_CRASH_BACKOFF)
+            # 9 quick crashes at most (3 poison lines: among others, in a group, alone), restarted after 0, 0.002, 0.004 ... s (QUICK_CRASH_BACKOFF)
             assert wait_until(lambda: p.done(src, local, notes), 150), p.progress(src, local, notes)
         finally:
             cluster.kill_topology("poison", 0)

@@ -208,7 +208,7 @@ def test_a_charge_in_the_hash_that_is_not_one_is_ignored_not_a_crash_at_every_re
     assert warned and ids[0] in warned[0], [rec.getMessage() for rec in caplog.records]
 
 
-@pytest.mark.timeout(300)  # 9 crashes at most, restarted after 0, 0.02, 0.04 ... s (QUICK_CRASH_BACKOFF)
+@pytest.mark.timeout(300)  # 9 crashes at most, restarted after 0, 0.002, 0.004 ... s (QUICK_CRASH_BACKOFF)
 def test_on_local_cluster_a_poison_entry_under_fail_fast_is_dead_lettered_and_every_good_one_is_out(redis_server):
     """The same through a topology on LocalCluster (one worker: the bolt that raises under
     ``topology.bolt.fail.fast`` takes the spout down with it each time): the worker restarts
@@ -223,7 +223,7 @@ def test_on_local_cluster_a_poison_entry_under_fail_fast_is_dead_lettered_and_ev
     with LocalCluster(QUICK_CRASH_BACKOFF) as cluster:
         cluster.submit_topology("poison", p.conf(), p.topology(redis_server.url))
         try:
-            # 9 quick crashes at most (3 poison entries: among others, in a group, alone), restarted after 0, 0.02, 0.04 ... s (QUICK_CRASH_BACKOFF)
+            # 9 quick crashes at most (3 poison entries: among others, in a group, alone), restarted after 0, 0.002, 0.004 ... s (QUICK_CRASH_BACKOFF)
             assert wait_until(lambda: p.done(r), 150), p.progress(r)
         finally:
             cluster.kill_topology("poison", 0)

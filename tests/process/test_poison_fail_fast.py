@@ -17,7 +17,7 @@ from ..external.conftest import redis_server  # noqa: F401 - a real redis-server
 pytest.importorskip("redis", reason="needs the redis library")
 
 
-@pytest.mark.timeout(300)  # a worker crashing in a row, restarted after 0, 0.02, 0.04 ... s (QUICK_CRASH_BACKOFF)
+@pytest.mark.timeout(300)  # a worker crashing in a row, restarted after 0, 0.002, 0.004 ... s (QUICK_CRASH_BACKOFF)
 def test_poison_entries_that_kill_the_spouts_worker_are_dead_lettered_and_good_ones_are_out(
         crashing_cluster, redis_server):  # noqa: F811 - fixtures
     r = redis_server.client()
@@ -38,7 +38,7 @@ def test_poison_entries_that_kill_the_spouts_worker_are_dead_lettered_and_good_o
     assert sum(w["restarts"] for w in info["workers"]) == figures["deaths"], (info["workers"], figures)
 
 
-@pytest.mark.timeout(300)  # a worker crashing in a row, restarted after 0, 0.02, 0.04 ... s (QUICK_CRASH_BACKOFF)
+@pytest.mark.timeout(300)  # a worker crashing in a row, restarted after 0, 0.002, 0.004 ... s (QUICK_CRASH_BACKOFF)
 def test_with_two_spout_tasks_in_one_worker_no_good_entry_is_charged_for_the_other_tasks_poison(
         crashing_cluster, redis_server):  # noqa: F811 - fixtures
     """Two tasks of the spout in one worker process, each with its own consumer: after a death,

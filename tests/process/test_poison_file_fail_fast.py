@@ -14,7 +14,7 @@ from ..conftest import wait_until
 from ..external import poison_file_fail_fast as p
 
 
-@pytest.mark.timeout(300)  # a worker crashing in a row, restarted after 0, 0.02, 0.04 ... s (QUICK_CRASH_BACKOFF)
+@pytest.mark.timeout(300)  # a worker crashing in a row, restarted after 0, 0.002, 0.004 ... s (QUICK_CRASH_BACKOFF)
 def test_poison_lines_that_kill_the_spouts_worker_are_dead_lettered_and_good_ones_are_out(crashing_cluster, tmp_path):
     src, local, notes = tmp_path / "in", tmp_path / "local", tmp_path / "notes"
     for d in (src, local, notes):
@@ -37,7 +37,7 @@ def test_poison_lines_that_kill_the_spouts_worker_are_dead_lettered_and_good_one
     assert sum(w["restarts"] for w in info["workers"]) == figures["deaths"], (info["workers"], figures)
 
 
-@pytest.mark.timeout(300)  # a worker crashing in a row, restarted after 0, 0.02, 0.04 ... s (QUICK_CRASH_BACKOFF)
+@pytest.mark.timeout(300)  # a worker crashing in a row, restarted after 0, 0.002, 0.004 ... s (QUICK_CRASH_BACKOFF)
 def test_with_two_spout_tasks_in_one_worker_no_good_line_is_charged_for_the_other_tasks_poison(crashing_cluster, tmp_path):
     """Two tasks of the spout in one worker process, each reading a file of its own with poison
     lines among good ones: after a death, each reads the lines its dead task had read again as

@@ -20,7 +20,7 @@ from ..kafka_broker import kafka_broker  # noqa: F401 - the module-scoped broker
 pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed: pip install -e '.[test]'")
 
 
-@pytest.mark.timeout(300)  # 9 crashes at most, restarted after 0, 0.02, 0.04 ... s (QUICK_CRASH_BACKOFF)
+@pytest.mark.timeout(300)  # 9 crashes at most, restarted after 0, 0.002, 0.004 ... s (QUICK_CRASH_BACKOFF)
 def test_poison_records_that_exit_the_spouts_worker_are_dead_lettered_and_good_ones_are_out(
         crashing_cluster, kafka_broker, tmp_path):  # noqa: F811 - fixtures
     notes = tmp_path / "notes"

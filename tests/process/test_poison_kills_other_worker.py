@@ -131,7 +131,7 @@ def check_poison_outcome(r, ids: dict, good: int) -> tuple[collections.Counter, 
     return out, deaths, emissions
 
 
-@pytest.mark.timeout(300)  # 4 to 6 crashes of one worker, restarted after 0, 0.02, 0.04 ... s (QUICK_CRASH_BACKOFF)
+@pytest.mark.timeout(300)  # 4 to 6 crashes of one worker, restarted after 0, 0.002, 0.004 ... s (QUICK_CRASH_BACKOFF)
 def test_poison_entries_that_kill_another_worker_are_charged_and_dead_lettered(
         crashing_cluster, redis_server):  # noqa: F811 - fixtures
     r = redis_server.client()

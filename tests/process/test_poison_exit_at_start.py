@@ -11,7 +11,10 @@ waited the failed-start backoff, was given up at the second death, and no record
 again. Now the worker's loops take no tuple until the master has recorded the start: each death
 is a crash (restarted at once, then after 1 s, 2 s), never given up; the `FileSpout`
 (``max_retries`` 0) dead-letters the poison line after its death alone (after one in a group of
-suspects), and every good line comes out."""
+suspects), and every good line comes out. The cluster is `crashing_cluster`: the crash backoff
+is `QUICK_CRASH_BACKOFF`'s (the deaths are counted, not the 3 s the default backoff waited),
+and its ``squall.worker.max.launch.attempts`` is 2 as the plain cluster's, so a death taken for
+a failed start still gives the slot up."""
 
 from __future__ import annotations
 
@@ -65,7 +68,8 @@ def _dead_letters(local: Path) -> list[dict]:
 
 @pytest.mark.timeout(240)
 def test_a_worker_killed_by_its_first_record_is_a_crash_not_a_failed_start_and_every_good_record_comes_out(
-        cluster, tmp_path):
+        crashing_cluster, tmp_path):
+    cluster = crashing_cluster
     src, local, notes = tmp_path / "in", tmp_path / "local", tmp_path / "notes"
     for d in (src, local, notes):
         d.mkdir()

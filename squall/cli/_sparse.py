@@ -11,7 +11,8 @@ tracebacks), ``-w WORKERS``, ``-a ACKERS``; ``submit`` also ``-f`` (kill the top
 name first, after ``--wait`` seconds, and wait until it is gone) and ``-N NAME`` (submit under
 NAME); ``kill`` and ``list`` are sparse's, to the running master (``squall kill``, ``squall list``);
 ``--multilang`` runs the Python components as ``streamparse_run`` subprocesses over Storm's
-multilang protocol, as Storm does, instead of in squall's workers.
+multilang protocol, as Storm does, instead of in squall's workers. sparse's other verbs and
+options are answered by name (`_sparse_only`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..cluster.client import MasterClient
 from ..cluster.local import LocalCluster
 from ..sparse import LoadedTopology, load
 from ..sparse.project import environment, find_project, topology_file
-from . import _cluster
+from . import _cluster, _sparse_only
 from ._cluster import _client_conf, _master, _master_errors, _ToCluster, _ToMaster, run_on_spark
 from ._local import _LiveView, _PlainView, _print_summary, _sigterm_stops, _squall_logging, _watch
 from ._options import UserError, cluster_conf_of, conf_file, parse_overrides, positive_int, wait_seconds
@@ -86,6 +87,12 @@ def register(verbs: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
                              description="List the topologies on the running squall master, as sparse list "
                                          "(the table of squall list).")
     listing.set_defaults(run=cmd_list, verb_parser=listing)
+    listing.add_argument("-e", "--environment", metavar="ENV", help="the env of config.json (checked to exist)")
+    listing.add_argument("--project", metavar="DIR", default=".",
+                         help="with -e: the project's directory (default: .)")
+    for verb, p in (("run", run), ("submit", submit), ("kill", kill), ("list", listing)):
+        _sparse_only.add_options(p, verb)
+    _sparse_only.add_verbs(sub)
     for p in (kill, listing):
         p.add_argument("-d", "--debug", action="store_true", help="show tracebacks on errors")
     for p in (run, submit):
@@ -153,6 +160,7 @@ def _load(args: argparse.Namespace, topology_over: dict[str, Any]) -> LoadedTopo
 def cmd_run(args: argparse.Namespace) -> int:
     """``squall sparse run [-n NAME] [-t SECS] ...``: sparse run on a LocalCluster."""
     _check_config_is_squalls(args)
+    _sparse_only.answer(args, "run")
     topology_over, daemon_over = parse_overrides(args.overrides)
     config = conf_file(args.config)
     loaded = _load(args, topology_over)
@@ -175,6 +183,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     """``squall sparse submit [-n NAME] [--host process|spark] ...``: sparse submit to squall."""
     _check_config_is_squalls(args)
+    _sparse_only.answer(args, "submit")
     if args.inactive:  # as squall jar refuses Flux's -i: a submit is active, deactivating is a verb of its own
         raise UserError("-i/--inactive: squall sparse submit submits active; run `squall deactivate NAME` after it",
                         code=2)
@@ -232,6 +241,7 @@ def cmd_kill(args: argparse.Namespace) -> int:
     NAME may be given (as sparse allows, for a topology not in this checkout); without it, the
     project's only topology."""
     _check_config_is_squalls(args)
+    _sparse_only.answer(args, "kill")
     project = find_project(args.project)
     environment(project, args.environment)
     name = args.name if args.name is not None else topology_file(project, None)[0]
@@ -242,8 +252,13 @@ def cmd_kill(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """``squall sparse list``: sparse list, as ``squall list``."""
+    """``squall sparse list [-e ENV]``: sparse list, as ``squall list``; ``-e`` (sparse's way to pick
+    a cluster) is checked to name an env of the project's config.json, as kill's is: the cluster
+    is the one ``--config`` names."""
     _check_config_is_squalls(args)
+    _sparse_only.answer(args, "list")
+    if args.environment is not None:
+        environment(find_project(args.project), args.environment)
     return _cluster.cmd_list(args)
 
 

@@ -173,7 +173,8 @@ def load_topology(project: Project, path: Path) -> Any:
     except KeyboardInterrupt:
         raise
     except BaseException as e:
-        raise SparseProjectError(f"error importing {path}{_line_in(path, e)}: {type(e).__name__}: {e}"
+        what = _unknown_stream(e) or f"{type(e).__name__}: {e}"
+        raise SparseProjectError(f"error importing {path}{_line_in(path, e)}: {what}"
                                  f"{_src_hint(project, e)}") from e
     found = [v for v in vars(module).values()
              if isinstance(v, TopologyType) and v is not Topology and v.__module__ == module_name]
@@ -190,6 +191,38 @@ def _line_in(path: Path, error: BaseException) -> str:
     """``", line N"``: the line of ``path`` where ``error`` was raised (its last frame there)."""
     lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__) if Path(frame.filename) == path]
     return f", line {lines[-1]}" if lines and lines[-1] is not None else ""
+
+
+def _unknown_stream(error: BaseException) -> str | None:
+    """What streamparse's ``KeyError: 'default'`` means, in words: its Topology metaclass looks
+    each input's stream up in the declared streams of the component it names
+    (``TopologyType.clean_spec_inputs``) and lets the KeyError out when there is none: an input
+    given as a list (``inputs=[split_bolt]``), which subscribes to the ``default`` stream, of a
+    component that declares only named ``Stream``s, or a misspelt ``split_bolt["wrods"]``.
+    Read from that frame's ``spec``, ``specs`` and ``stream_id``; None for any other error."""
+    if not isinstance(error, KeyError):
+        return None
+    frame = None
+    for frame, _ in traceback.walk_tb(error.__traceback__):
+        pass  # the innermost frame: where the KeyError was raised
+    if frame is None or frame.f_code.co_name != "clean_spec_inputs" or \
+            not frame.f_globals.get("__name__", "").startswith("streamparse."):
+        return None
+    spec, specs, stream_id = (frame.f_locals.get(k) for k in ("spec", "specs", "stream_id"))
+    if spec is None or specs is None or stream_id is None:
+        return None
+    source, stream = stream_id.componentId, stream_id.streamId
+    if source not in specs:  # a spec made outside the class has no name (None)
+        named = "" if source is None else f" ({source!r})"
+        return (f"{spec.name}'s inputs name a spec that is not an attribute of this Topology class{named}: "
+                f"make each spec it subscribes to one (split_bolt = SplitBolt.spec(...) in the class)")
+    declared = sorted(specs[source].outputs)
+    said = f"{spec.name} subscribes to the {stream!r} stream of {source}, which declares " + (
+        f"only {', '.join(repr(d) for d in declared)}" if declared else "no stream (no outputs)")
+    if stream == "default" and declared:
+        said += (f": an input in a list subscribes to the default stream; name the stream, as "
+                 f"inputs={{{source}[{declared[0]!r}]: Grouping.SHUFFLE}}")
+    return said
 
 
 def _src_hint(project: Project, error: BaseException) -> str:

@@ -62,6 +62,52 @@ def test_a_module_of_src_imported_as_src_dot_module_says_how_to_import_it(projec
     assert "import them without 'src.', e.g. 'from bolts import ...' for src/bolts.py)" in err
 
 
+_TWO_STREAMS = """from streamparse import Spout, Stream
+
+
+class TwoStreams(Spout):
+    outputs = [Stream(fields=["word"], name="words"), Stream(fields=["n"], name="lengths")]
+
+    def next_tuple(self):
+        pass
+"""
+
+
+def _subscribe(project: Path, spout_line: str, inputs: str) -> Path:
+    (project / "src" / "spouts" / "two_streams.py").write_text(_TWO_STREAMS)
+    path = project / "topologies" / "wordcount.py"
+    path.write_text(
+        "from streamparse import Grouping, Topology\n\n"
+        "from bolts.wordcount import WordCountBolt\n"
+        "from spouts.two_streams import TwoStreams\n"
+        f"{spout_line}\n\n"
+        "class WordCount(Topology):\n"
+        "    word_spout = TwoStreams.spec()\n"
+        f"    count_bolt = WordCountBolt.spec(inputs={inputs}, par=2)\n")
+    return path
+
+
+def test_a_list_input_of_a_component_without_a_default_stream_names_the_streams(project: Path, capsys) -> None:
+    """streamparse's own message was ``KeyError: 'default'`` (its Topology metaclass looks the
+    default stream up in the spout's declared Streams), at the class line."""
+    path = _subscribe(project, "", "[word_spout]")
+    err = _error(capsys, "--project", str(project))
+    assert err == (f"squall: error: error importing {path}, line 7: count_bolt subscribes to the 'default' "
+                   f"stream of word_spout, which declares only 'lengths', 'words': an input in a list "
+                   f"subscribes to the default stream; name the stream, as "
+                   f"inputs={{word_spout['lengths']: Grouping.SHUFFLE}}")
+
+
+def test_an_input_spec_outside_the_topology_class_says_so(project: Path, capsys) -> None:
+    """A spec made at module level, not a class attribute, has no name: streamparse said
+    ``KeyError: None``."""
+    path = _subscribe(project, "outside = TwoStreams.spec()", '{outside["words"]: Grouping.fields("word")}')
+    err = _error(capsys, "--project", str(project))
+    assert err == (f"squall: error: error importing {path}, line 7: count_bolt's inputs name a spec that is "
+                   f"not an attribute of this Topology class: make each spec it subscribes to one "
+                   f"(split_bolt = SplitBolt.spec(...) in the class)")
+
+
 def test_a_file_without_a_topology(project: Path, capsys) -> None:
     path = project / "topologies" / "wordcount.py"
     path.write_text("from streamparse import Topology\n")

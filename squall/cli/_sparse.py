@@ -100,9 +100,10 @@ def register(verbs: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
         p.add_argument("-e", "--environment", metavar="ENV", help="the env of config.json (needed when it has several)")
         p.add_argument("-o", "--option", dest="options", action="append", metavar="KEY=VALUE",
                        help="a topology option, VALUE read as YAML (repeatable), as sparse's -o")
-        p.add_argument("-d", "--debug", action="store_true",
+        # sparse's -d takes an optional value too (-d false): topology.debug as given, over the Topology's
+        p.add_argument("-d", "--debug", nargs="?", const=True, default=None, type=_debug_value, metavar="BOOL",
                        help=f"set {Config.TOPOLOGY_DEBUG} (and pystorm.log.level debug), as sparse's -d; and show "
-                            f"tracebacks on errors")
+                            f"tracebacks on errors; -d false sets it false")
         p.add_argument("-w", "--workers", type=positive_int, help=Config.TOPOLOGY_WORKERS)
         p.add_argument("-a", "--ackers", type=int, metavar="N", help=Config.TOPOLOGY_ACKER_EXECUTORS)
         p.add_argument("--project", metavar="DIR", default=".", help="the project's directory (default: .)")
@@ -128,6 +129,17 @@ def yaml_value(item: str, text: str) -> Any:
         raise UserError(f"-o {item!r}: VALUE is not YAML ({problem})", code=2) from e
 
 
+# YAML 1.2's booleans, as sparse's -d VALUE reaches topology.debug through its YAML reader
+_YAML_BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+
+
+def _debug_value(text: str) -> bool:
+    """The value of ``-d VALUE``: true or false, as sparse reads it."""
+    if text not in _YAML_BOOLS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false (sparse's -d sets topology.debug)")
+    return _YAML_BOOLS[text]
+
+
 def _check_config_is_squalls(args: argparse.Namespace) -> None:
     """sparse's ``--config`` names the project's ``config.json``; here, as on every squall verb,
     the cluster's ``squall.yaml``: a ``config.json`` given there (a JSON object with sparse's
@@ -147,8 +159,8 @@ def _check_config_is_squalls(args: argparse.Namespace) -> None:
 def _load(args: argparse.Namespace, topology_over: dict[str, Any]) -> LoadedTopology:
     topology_keys, other_keys = parse_overrides(args.options, "-o", yaml_value)
     options = {**topology_keys, **other_keys}  # sparse's -o: every key is the topology's
-    if args.debug:
-        options[Config.TOPOLOGY_DEBUG] = True
+    if args.debug is not None:  # -d, or -d true|false
+        options[Config.TOPOLOGY_DEBUG] = args.debug
     if args.workers is not None:
         options[Config.TOPOLOGY_WORKERS] = args.workers
     if args.ackers is not None:

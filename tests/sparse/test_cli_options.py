@@ -66,6 +66,22 @@ def test_dash_d_sets_topology_debug_as_sparse_does(project: Path, monkeypatch, v
     assert seen.get("topology.debug") is True
 
 
+@pytest.mark.parametrize("verb", ["run", "submit"])
+@pytest.mark.parametrize(("given", "debug"), [("false", False), ("true", True), ("False", False), ("TRUE", True)])
+def test_dash_d_takes_a_value_as_sparse_does(project: Path, monkeypatch, verb: str, given: str, debug: bool) -> None:
+    # sparse's -d is -d [OPTIONS] (topology.debug=VALUE): `sparse run -d false` turns off a Topology
+    # config's topology.debug; squall said "unrecognized arguments: false"
+    seen = _options_given_to_load(monkeypatch, verb, "--project", str(project), "-d", given)
+    assert seen.get("topology.debug") is debug
+
+
+def test_dash_d_with_a_value_not_true_or_false_says_so(project: Path, capsys) -> None:
+    assert main(["sparse", "run", "--project", str(project), "-d", "maybe"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == ("squall sparse run: error: argument -d/--debug: 'maybe' is not true or false (sparse's -d "
+                   "sets topology.debug)")
+
+
 def test_dash_d_still_shows_tracebacks(tmp_path: Path, capsys) -> None:
     assert main(["sparse", "run", "--project", str(tmp_path), "-d"]) == 1
     err = capsys.readouterr().err

@@ -409,7 +409,8 @@ class CompletionRateLimit:
         rate's, or, when none completed over the window while the spout is held at the limit, or
         tuples timed out over it while none completed, the limit doubled, which becomes the
         floor (see the module docstring). ``in_flight``: the spout's tuples pending now, which
-        may be more than the limit (a limit lowered while none completed)."""
+        may be more than the limit (a limit lowered while none completed); read before a
+        stateful bolt only (``commits``)."""
         # any change is a move: the counts only grow, but a stateful task that restarted (its
         # worker's) counts again from 0, and took tuples meanwhile
         if progress is None or self._progress is None or progress != self._progress:
@@ -441,8 +442,13 @@ class CompletionRateLimit:
             # raised after a commit's burst, then lowered while none of those tuples completed,
             # left more in flight than any limit tuples completed under, waiting for more in
             # front of a stateful bolt: 959 for a batch of 200 while its spout was held at 512,
-            # the limit tuples completed under, and it never doubled again: 64 of 30,000 ids acked)
-            level = max(self.limit, in_flight)
+            # the limit tuples completed under, and it never doubled again: 64 of 30,000 ids acked).
+            # Only there: without commits, in flight above every limit tuples completed under,
+            # none completing, is a bolt that paused just after the rate raised the limit, and
+            # doubled from it every period of the pause, the limit filled its queue up to the
+            # receive buffer (a bolt completing 1,000 tuples a second, its rate rising, paused
+            # 10 s: 15,183 timed out, where the limit alone kept none from timing out)
+            level = max(self.limit, in_flight) if self.commits else self.limit
             stuck = (held and (len(samples) >= RATE_WINDOW or self._climbing) and level > self._worked
                      and (not self.commits or self._commits_not_the_cause(now)))
             # timeouts double it on the same condition: under a limit tuples completed under,

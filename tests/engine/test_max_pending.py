@@ -128,17 +128,17 @@ def test_the_rate_limit_doubles_while_the_spout_is_held_at_it_and_nothing_comple
 
 
 def _paused_bolt(update, limit_of, *, rate: int, pause: tuple[float, float], timeout: float = 30.0,
-                 until: float = 300.0) -> tuple[int, int]:
+                 until: float = 300.0, ramp_secs: float = 0.0) -> tuple[int, int]:
     """A spout held at its limit over one bolt completing ``rate`` tuples a second in arrival
-    order, which pauses from ``pause[0]`` to ``pause[1]`` (a lock in its database, say); every
-    0.1 s the spout fills up to the limit, tuples older than ``timeout`` time out, the bolt
-    works; every second ``update(now, completed, expired, held)`` gives the limit. Returns
-    (completed, timed out)."""
+    order (rising from 0 over the first ``ramp_secs``), which pauses from ``pause[0]`` to
+    ``pause[1]`` (a lock in its database, say); every 0.1 s the spout fills up to the limit,
+    tuples older than ``timeout`` time out, the bolt works; every second ``update(now,
+    completed, expired, held, in_flight)`` gives the limit. Returns (completed, timed out)."""
     from collections import deque
     waiting: deque[float] = deque()  # emit times, oldest first
     completed = expired = 0
     step, tick, now = 0.1, 0, 0.0
-    update(0.0, 0, 0, False)
+    update(0.0, 0, 0, False, 0)
     while now < until:
         while len(waiting) < limit_of():
             waiting.append(now)
@@ -147,13 +147,14 @@ def _paused_bolt(update, limit_of, *, rate: int, pause: tuple[float, float], tim
             waiting.popleft()
             expired += 1
         if not pause[0] <= now < pause[1]:
-            for _ in range(min(len(waiting), int(rate * step))):
+            now_rate = rate * min(1.0, now / ramp_secs) if ramp_secs else rate
+            for _ in range(min(len(waiting), int(now_rate * step))):
                 waiting.popleft()
                 completed += 1
         tick += 1
         now = tick * step
         if tick % 10 == 0:
-            update(now, completed, expired, held)
+            update(now, completed, expired, held, len(waiting))
     return completed, expired
 
 
@@ -168,15 +169,32 @@ def test_a_bolt_that_pauses_makes_no_tuple_time_out_after_it():
     under is not what holds the topology back: it does not climb there."""
     for rate in (1000, 100):
         r = CompletionRateLimit(1, 30.0, ceiling=32768)
-        done, expired = _paused_bolt(lambda now, c, e, held: r.update(now, c, e, held), lambda: r.limit,
-                                     rate=rate, pause=(100.0, 110.0))
+        done, expired = _paused_bolt(lambda now, c, e, held, in_flight: r.update(now, c, e, held, in_flight=in_flight),
+                                     lambda: r.limit, rate=rate, pause=(100.0, 110.0))
         assert expired == 0, (rate, expired, r.limit)
         assert done >= rate * 280 * 0.95, (rate, done)
     # the tuner (max spout pending auto), whose limit the same rule doubles
     tuner = PendingTuner(16, 10_000, stall_intervals=5)
-    done, expired = _paused_bolt(lambda now, c, e, held: tuner.update(now, c, 0.0, 0, e, held), lambda: tuner.limit,
-                                 rate=100, pause=(100.0, 110.0))
+    done, expired = _paused_bolt(lambda now, c, e, held, _in_flight: tuner.update(now, c, 0.0, 0, e, held),
+                                 lambda: tuner.limit, rate=100, pause=(100.0, 110.0))
     assert expired == 0, (expired, tuner.limit)
+
+
+def test_a_bolt_that_pauses_while_its_rate_rises_makes_no_tuple_time_out_after_it():
+    """The same pause while the bolt's completion rate still rises (from 0 to its rate over a
+    minute), the spout's tuples in flight given to the limit as the spout gives them: the rate
+    had just raised the limit, none completed under it, and what was in flight, above every
+    limit tuples completed under, doubled it every second of the pause up to the receive buffer
+    (1,000 tuples a second: 15,183 timed out; 100 a second: 9,100). In flight counts only
+    before a stateful bolt, whose tuples complete at its commits."""
+    for rate in (1000, 100):
+        for start in (20.0, 30.0, 40.0):
+            r = CompletionRateLimit(1, 30.0, ceiling=32768)
+            done, expired = _paused_bolt(
+                lambda now, c, e, held, in_flight, r=r: r.update(now, c, e, held, in_flight=in_flight),
+                lambda r=r: r.limit, rate=rate, pause=(start, start + 10.0), ramp_secs=60.0)
+            assert expired == 0, (rate, start, expired, r.limit)
+            assert done >= rate * 250 * 0.95, (rate, start, done)
 
 
 def _replaying_slow_bolt(r: Any, *, service: float, timeout: float, until: float,

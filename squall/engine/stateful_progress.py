@@ -100,13 +100,18 @@ class StatefulProgress:
         self._tasks_of = tasks_of
         self.clock = clock or Clock()
         self._remote: dict[int, tuple[dict[str, int], float]] = {}  # task -> (counts by source, when heard)
+        # the topology's tasks: a figure for another (a peer of another plan, or one that lies)
+        # is not kept, else every new task id a peer names stays in `_remote` for good
+        self._tasks = frozenset(t for tasks in tasks_of.values() for t in tasks)
 
     def heard(self, figures: Iterable[tuple[int, str, int]]) -> None:
-        """A peer's figures arrived."""
+        """A peer's figures arrived (those of tasks not in the topology are left out)."""
         now = self.clock.now()
         by_task: dict[int, dict[str, int]] = {}
+        known = self._tasks
         for task, source, count in figures:
-            by_task.setdefault(task, {})[source] = count
+            if task in known:
+                by_task.setdefault(task, {})[source] = count
         for task, counts in by_task.items():
             self._remote[task] = (counts, now)
 

@@ -184,6 +184,9 @@ def _run(cluster, tmp_path: Path, name: str, builder: TopologyBuilder, sides: li
     out.mkdir()
     conf = Config()
     conf[OUT_KEY] = str(out)
+    # commits every 250 ms (Storm's default is 1 s): the limit doubles after three intervals
+    # without a completion or a stateful input, so each doubling waits 0.75 s, not 3 s
+    conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 250
     if apart is not None:
         conf.set_num_workers(2)
     assert conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING) is None  # the default: automatic
@@ -209,12 +212,12 @@ def _run(cluster, tmp_path: Path, name: str, builder: TopologyBuilder, sides: li
 
 @pytest.mark.hosts("process")
 def test_a_join_in_front_of_a_stateful_bolt_completes_under_the_default_max_spout_pending(cluster, tmp_path):
-    """Two spouts of ids 0..499, one in the reverse order of the other, joined on the id before
+    """Two spouts of ids 0..299, one in the reverse order of the other, joined on the id before
     a stateful bolt. The join completes nothing until each side has more than half the ids in
     flight, and the automatic limit, which never doubled before a stateful bolt (its commits
     come on a timer), held each spout at 64: nothing acked, then every tuple timed out, and the
     limit dropped to 1 a task (1,000 ids a side: 0 of 2,000 acked in 100 s, 128 failed)."""
-    n = 500
+    n = 300  # each side needs more than 150 in flight: the limit doubles twice from 64
     builder = TopologyBuilder()
     builder.set_spout("left", IdSpout("left", n))
     builder.set_spout("right", IdSpout("right", n, reverse=True))
@@ -226,7 +229,7 @@ def test_a_join_in_front_of_a_stateful_bolt_completes_under_the_default_max_spou
 def test_a_batching_bolt_in_front_of_a_stateful_bolt_completes_under_the_default_max_spout_pending(cluster, tmp_path):
     """A bolt that acks every 200 inputs before a stateful bolt: held at 64 tuples, it never
     had a batch (1,000 ids: 0 acked in 100 s, 64 failed)."""
-    n = 600
+    n = 400  # two batches: 256 in flight needed, two doublings from 64
     builder = TopologyBuilder()
     builder.set_spout("ids", IdSpout("ids", n))
     builder.set_bolt("batches", Batches(200)).shuffle_grouping("ids")
@@ -236,11 +239,11 @@ def test_a_batching_bolt_in_front_of_a_stateful_bolt_completes_under_the_default
 
 @pytest.mark.hosts("process")
 def test_a_stateful_join_fed_by_the_spouts_completes_under_the_default_max_spout_pending(cluster, tmp_path):
-    """The join is the stateful bolt itself, its inputs straight from two spouts of ids 0..499 in
+    """The join is the stateful bolt itself, its inputs straight from two spouts of ids 0..299 in
     opposite orders. Checkpoints reach it every interval from the checkpoint spout, whatever
     the join waits for: counted among its inputs executed, they said that the stateful bolt was
     taking tuples, and the limit never doubled (500 ids a side: 0 of 1,000 acked in 25 s)."""
-    n = 500
+    n = 300
     builder = TopologyBuilder()
     builder.set_spout("left", IdSpout("left", n))
     builder.set_spout("right", IdSpout("right", n, reverse=True))
@@ -255,7 +258,7 @@ def test_a_batching_bolt_in_front_of_a_stateful_bolt_in_another_worker_completes
     automatic limit did not know what the stateful bolt executed (`Worker.executed_by` saw only
     its own worker's tasks), never doubled, and held it at 64 tuples for good (30,000 ids on the
     process host: 0 acked in 90 s, 64 failed). The stateful bolts' workers now tell the others."""
-    n = 600
+    n = 400
     builder = TopologyBuilder()
     builder.set_spout("ids", IdSpout("ids", n))  # (the scheduler deals ids to one worker, batches and sum to the other)
     builder.set_bolt("batches", Batches(200)).shuffle_grouping("ids")
@@ -298,7 +301,7 @@ def test_a_spout_behind_a_batching_bolt_completes_while_another_spout_feeds_the_
     ``ids`` was held at 64 for good (1,000 ids: 0 acked in 60 s, 64 failed, on LocalCluster and
     on the process host). Only the inputs that carry a spout's tuples count now (``batches``'s
     for ``ids``)."""
-    n = 600
+    n = 400
     builder = TopologyBuilder()
     builder.set_spout("chatter", Chatter())
     builder.set_spout("ids", IdSpout("ids", n))

@@ -5,24 +5,26 @@ FILE defines ``build()`` returning a `TridentTopology`, or a module-level ``topo
 one; a module-level ``conf`` (a dict), if present, is what the operations and spouts are
 prepared with, and ``-c key=value`` overrides it; ``-c spark.KEY=VALUE`` configures the
 SparkSession instead (``-c spark.sql.shuffle.partitions=4``). The driver runs until Ctrl-C or SIGTERM (the
-query stops; a start on the same ``--checkpoint`` resumes it) or until the query fails (exit 1,
-with Spark's error).
+query stops; a start on the same ``--checkpoint`` resumes it; exit 0, whether the signal came to
+the driver alone or to its whole process group, JVM included: `squall.trident.spark.stopping`) or
+until the query fails (exit 1, with Spark's error).
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-import signal
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._options import UserError, parse_overrides
 from ._topology_file import _a, check_file, import_file, on_sys_path, topology_name
+
+if TYPE_CHECKING:
+    from ..trident.spark.stopping import StopRequest
 
 
 def add_verb(verb: Callable[..., argparse.ArgumentParser]) -> None:
@@ -82,6 +84,7 @@ def cmd_trident(args: argparse.Namespace) -> int:
     from ..trident.spark import compile_topology, start
     from ..trident.spark.checkpoint import CheckpointDamaged, check_checkpoint
     from ..trident.spark.launcher import use_installed_pyspark
+    from ..trident.spark.stopping import StopRequest
 
     topology_over, daemon_over = parse_overrides(args.overrides)
     overrides = {**daemon_over, **topology_over}
@@ -111,6 +114,8 @@ def cmd_trident(args: argparse.Namespace) -> int:
         for key, value in spark_conf.items():
             builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
         spark = builder.getOrCreate()
+        stop = StopRequest()
+        stop.install()  # after the SparkContext, which installs pyspark's own SIGINT handler
         shipped = tempfile.TemporaryDirectory(prefix="squall-ship-")
         try:
             ship_user_modules(spark, topology, shipped.name)
@@ -125,10 +130,28 @@ def cmd_trident(args: argparse.Namespace) -> int:
                       f"checkpoint {args.checkpoint}", file=sys.stderr, flush=True)
                 return query
 
-            return _run_until_stopped(start_query, name=name, checkpoint=args.checkpoint)
+            return _run_until_stopped(start_query, name=name, checkpoint=args.checkpoint, stop=stop,
+                                      end_spark=lambda: _stop_spark(spark, stop))
         finally:
-            spark.stop()
+            _stop_spark(spark, stop)
             shipped.cleanup()
+
+
+def _stop_spark(spark: Any, stop: StopRequest) -> None:
+    """``spark.stop()`` (harmless when done before), unless the JVM is gone (a signal to the
+    driver's process group ended it too or is ending it, or it died and the query's failure
+    says so): pyspark's stop then fails with ``ConnectionRefusedError``, and there is nothing
+    left to stop. While stopping, a JVM that refused the call is given the time its shutdown
+    hooks take to end, or to show it is running them."""
+    from ..trident.spark.stopping import JVM_EXIT_WAIT_SECS, gateway_jvm
+
+    try:
+        spark.stop()
+    except Exception:
+        jvm = gateway_jvm(JVM_EXIT_WAIT_SECS if stop.is_set() else 0.0, stop.signum)
+        if jvm is not None and (jvm.status is not None or jvm.handling is not None):
+            return
+        raise
 
 
 def ship_user_modules(spark: Any, topology: Any, directory: str) -> list[str]:
@@ -149,8 +172,8 @@ class _Failed(Exception):
     `run_restarting` can tell a missed connect-back from the rest; its message is the failure's."""
 
 
-def _wait(query: Any, stop: threading.Event) -> BaseException | None:
-    """Wait for ``query`` until it ends or ``stop`` is set (SIGTERM) or Ctrl-C. Raises `_Failed`
+def _wait(query: Any, stop: StopRequest) -> BaseException | None:
+    """Wait for ``query`` until it ends or ``stop`` is set (SIGTERM, Ctrl-C). Raises `_Failed`
     when it failed while running; returns its failure, if any, when it was stopped."""
     from pyspark.errors import StreamingQueryException
 
@@ -169,26 +192,58 @@ def _wait(query: Any, stop: threading.Event) -> BaseException | None:
 
 
 def _run_until_stopped(start_query: Callable[[], Any], retries: int | None = None, name: str = "trident",
-                       checkpoint: str | None = None) -> int:
-    """Start the query (``start_query``) and wait for it; SIGTERM or Ctrl-C stops it. A query that
+                       checkpoint: str | None = None, stop: StopRequest | None = None,
+                       end_spark: Callable[[], None] = lambda: None) -> int:
+    """Start the query (``start_query``) and wait for it; SIGTERM or Ctrl-C (``stop``, installed
+    here when not given) stops it, with a line saying so, printed after ``end_spark()`` (the
+    JVM logs its query's end a moment after the stop: those lines came after the driver's
+    last). A query that
     failed because Spark's Python source process did not connect back in time is started again,
     up to ``retries`` times, and one whose state's store did not answer on the driver after a
     wait, while it does not (default START_RETRIES, STORE_RESTARTS: `squall.trident.spark.restart`, imported here
     and not with the CLI, which would import squall.trident for every verb). 0 when stopped, 1
-    when it failed; then, when ``checkpoint`` (local) cannot be written, why and what to do."""
+    when it failed; then, when ``checkpoint`` (local) cannot be written, why and what to do.
+    A failure that follows a signal and is that signal's work (`signalled_too`: the signal came
+    to the driver's process group and ended Spark's JVM or its Python processes as well) is the
+    stop, not a failure: 0, and the line says what ended with it."""
     from ..trident.spark.checkpoint import checkpoint_unwritable
     from ..trident.spark.restart import START_RETRIES, ConnectBackMissed, run_restarting
+    from ..trident.spark.stopping import JVM_EXIT_WAIT_SECS, StopRequest, gateway_jvm, signalled_too
 
-    stop = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    restore = None
+    if stop is None:
+        stop = StopRequest()
+        restore = stop.install()
     try:
-        failed = run_restarting(start_query, lambda query: _wait(query, stop), name=name,
-                                retries=START_RETRIES if retries is None else retries,
-                                on_restart=lambda line: print(f"squall trident: {line}", file=sys.stderr, flush=True),
-                                wait=stop.wait)  # SIGTERM while waiting for a store stops the driver
-    except (_Failed, ConnectBackMissed) as e:
-        failed = e
+        try:
+            failed: BaseException | None = run_restarting(
+                start_query, lambda query: _wait(query, stop), name=name,
+                retries=START_RETRIES if retries is None else retries,
+                on_restart=lambda line: print(f"squall trident: {line}", file=sys.stderr, flush=True),
+                wait=stop.wait)  # SIGTERM while waiting for a store stops the driver
+        except (_Failed, ConnectBackMissed) as e:
+            failed = e
+        except Exception as e:  # a call into the JVM (py4j) failed: was the JVM gone?
+            if not stop.is_set():
+                jvm = gateway_jvm(JVM_EXIT_WAIT_SECS) if _unreachable(e) else None
+                if jvm is None or jvm.status is None:
+                    raise
+                failed = _Failed(f"Spark's JVM (pid {jvm.pid}) ended with status {jvm.status} while the query "
+                                 f"ran ({type(e).__name__}: {e})")
+                failed.__cause__ = e
+            else:
+                failed = e
+    finally:
+        if restore is not None:
+            restore()
+    end_spark()
+    if stop.is_set():
+        how = "" if stop.signal_name is None else f" on {stop.signal_name}"
+        why = None if failed is None else signalled_too(stop)
+        if failed is None or why is not None:
+            print(f"squall trident: query {name} stopped{how}{'' if why is None else f' ({why})'}; "
+                  f"a start on the same checkpoint resumes it", file=sys.stderr, flush=True)
+            return 0
     if failed is not None:
         text = str(failed)
         cause = _cause_of(text)
@@ -204,6 +259,13 @@ def _run_until_stopped(start_query: Callable[[], Any], retries: int | None = Non
                   file=sys.stderr)
         return 1
     return 0
+
+
+def _unreachable(error: BaseException) -> bool:
+    """Whether ``error`` is py4j's or the socket's for a JVM that does not answer."""
+    from py4j.protocol import Py4JNetworkError
+
+    return isinstance(error, (ConnectionError, Py4JNetworkError))
 
 
 # A Python (or Java) exception's last line, ``module.Name: message``, at the start of a line

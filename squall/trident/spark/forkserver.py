@@ -118,11 +118,17 @@ def run(path: str, argv: list[str], timeout: float = 60.0) -> int | None:
     process's stdio, environment and directory; return its exit code (a signal ``N`` as
     ``128 + N`` after this process re-raised it on itself), or None when the server is not
     there or refused (then nothing ran)."""
+    # pyspark starts its JVM with SIGINT ignored, and so every process the JVM starts, this
+    # launcher included: the fork keeps it ignored as a process started by the JVM would, and
+    # Ctrl-C at the driver's terminal (SIGINT to its whole process group) stops the driver alone
+    # instead of failing the query's Python processes under it with KeyboardInterrupt
+    sigint_ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.settimeout(timeout)
         conn.connect(path)
-        body = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+        body = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(),
+                           "sigint_ignored": sigint_ignored}).encode()
         conn.sendmsg([_HEADER.pack(len(body)) + body],
                      [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
         (pid,) = _REPLY.unpack(_recv_exact(conn, _REPLY.size))
@@ -146,7 +152,8 @@ def run(path: str, argv: list[str], timeout: float = 60.0) -> int | None:
             pass
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(sig, forward)
+        if not (sig == signal.SIGINT and sigint_ignored):
+            signal.signal(sig, forward)
     try:
         (status,) = _REPLY.unpack(_recv_exact(conn, _REPLY.size))
     except (OSError, EOFError):
@@ -172,9 +179,10 @@ def _child(conn: socket.socket, listener: socket.socket, fds: list[int], request
     for fd, target in zip(fds, (0, 1, 2)):
         os.dup2(fd, target)
         os.close(fd)
+    sigint = signal.SIG_IGN if request.get("sigint_ignored") else signal.default_int_handler
     for sig in range(1, signal.NSIG):
         try:
-            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+            signal.signal(sig, sigint if sig == signal.SIGINT else signal.SIG_DFL)
         except (OSError, ValueError):
             pass  # SIGKILL, SIGSTOP and the like
     os.chdir(request["cwd"])
@@ -312,10 +320,16 @@ def _loaded() -> dict[str, object]:
 def serve(path: str) -> None:
     """Listen at ``path`` (bound before the imports: a launcher that comes early waits in the
     backlog), preload, then fork a child per request until stdin (the driver's pipe) closes,
-    then wait for the children to end."""
+    then wait for the children to end. Ctrl-C is ignored: it signals the driver's whole process
+    group, this server included, whose KeyboardInterrupt printed a traceback and then a fatal
+    error (its stdin thread holding the lock at shutdown) after the driver's own last line; the
+    driver's stop closes stdin, which ends the server. Its children take SIGINT as their
+    launcher did (ignored when Spark's JVM started it: `run`)."""
     import subprocess
 
     from .daemon import installed_first
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     sys.path[:] = installed_first(sys.path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

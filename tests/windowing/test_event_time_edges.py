@@ -28,6 +28,18 @@ class Rec(BaseWindowedBolt):
         self.log.append((window.get_end_timestamp(), [t.values[0] for t in window.get()]))
 
 
+def _window_topology(bolt, late=None, fields=("v", "ts")):
+    """A feeder into ``bolt`` (component "window", global grouping), and ``late`` (a capture, if
+    given) on the window's late stream: the feeder and the topology."""
+    feeder = FeederSpout(Fields(*fields))
+    b = TopologyBuilder()
+    b.set_spout("feeder", feeder)
+    b.set_bolt("window", bolt).global_grouping("feeder")
+    if late is not None:
+        b.set_bolt("late", late).global_grouping("window", "late")
+    return feeder, b.create_topology()
+
+
 def _executed(cluster, name):
     return cluster.get_topology_info(name)["components"]["window"]["executed"]
 
@@ -36,16 +48,12 @@ def test_a_tuple_at_a_watermark_between_window_ends_is_in_its_window_not_late():
     """Whole-second timestamps and lag 0: every event of the newest second that came after a
     watermark tick went to the late stream, though its window (ending later) had not fired."""
     bolt = Rec().with_tumbling_window(Duration.seconds(5)).with_timestamp_field("ts").with_late_tuple_stream("late")
-    feeder = FeederSpout(Fields("v", "ts"))
     capture = TupleCaptureBolt()
-    b = TopologyBuilder()
-    b.set_spout("feeder", feeder)
-    b.set_bolt("window", bolt).global_grouping("feeder")
-    b.set_bolt("late", capture).global_grouping("window", "late")
+    feeder, topology = _window_topology(bolt, late=capture)
     conf = Config()
     conf["topology.stats.sample.rate"] = 1.0
     with LocalCluster(clock=SimulatedClock(1_000_000)) as cluster:
-        cluster.submit_topology("sec", conf, b.create_topology())
+        cluster.submit_topology("sec", conf, topology)
         t = 1_700_000_012_000  # whole seconds, not a window end (5 s)
         feeder.feed(["a", t - 1000], "a")
         feeder.feed(["b", t], "b")
@@ -116,12 +124,8 @@ def test_every_negative_timestamp_is_late_whether_it_comes_before_or_after_a_wat
     in the window (-5000, 0] (sent 7: 3 windowed of 4 negative, 1 late)."""
     bolt = (Rec().with_tumbling_window(Duration.seconds(5)).with_timestamp_field("ts")
             .with_lag(Duration.seconds(30)).with_late_tuple_stream("late"))
-    feeder = FeederSpout(Fields("v", "ts"))
     capture = TupleCaptureBolt()
-    b = TopologyBuilder()
-    b.set_spout("feeder", feeder)
-    b.set_bolt("window", bolt).global_grouping("feeder")
-    b.set_bolt("late", capture).global_grouping("window", "late")
+    feeder, topology = _window_topology(bolt, late=capture)
     conf = Config()
     conf["topology.stats.sample.rate"] = 1.0
     before_tick = [("a", -800), ("b", 200)]
@@ -134,7 +138,7 @@ def test_every_negative_timestamp_is_late_whether_it_comes_before_or_after_a_wat
     def late():
         return [values[0].values[0] for _stream, values in capture.results().get("window", [])]
     with LocalCluster(clock=SimulatedClock(1_000_000)) as cluster:
-        cluster.submit_topology("neg", conf, b.create_topology())
+        cluster.submit_topology("neg", conf, topology)
         for v, ts in before_tick:
             feeder.feed([v, ts], v)
         assert wait_until(lambda: _executed(cluster, "neg") == 2)
@@ -161,14 +165,11 @@ class RecCount(BaseWindowedBolt):
 @pytest.mark.parametrize("bad", [math.inf, -math.inf])
 def test_an_infinite_timestamp_is_reported_and_failed_not_a_crash(bad):
     bolt = RecCount().with_tumbling_window(Count(1)).with_timestamp_field("ts")
-    feeder = FeederSpout(Fields("v", "ts"))
+    feeder, topology = _window_topology(bolt)
     tracker = AckFailMapTracker()
     feeder.set_ack_fail_delegate(tracker)
-    b = TopologyBuilder()
-    b.set_spout("feeder", feeder)
-    b.set_bolt("window", bolt).global_grouping("feeder")
     with LocalCluster() as cluster:
-        cluster.submit_topology("infts", Config(), b.create_topology())
+        cluster.submit_topology("infts", Config(), topology)
         feeder.feed(["x", bad], "x")
         assert wait_until(lambda: tracker.is_failed("x"))
         errors = cluster.get_topology_info("infts")["errors"]
@@ -201,14 +202,11 @@ def test_a_count_window_whose_bolt_raised_keeps_its_windows_aligned():
     """With fail-fast off, the raise skipped the trigger's reset: every later tumbling window
     fired a tuple early ([1,2,3], [4,5,6] instead of [3,4,5], [6,7,8])."""
     bolt = RaisesOnce().with_tumbling_window(Count(3))
-    feeder = FeederSpout(Fields("v"))
-    b = TopologyBuilder()
-    b.set_spout("feeder", feeder)
-    b.set_bolt("window", bolt).global_grouping("feeder")
+    feeder, topology = _window_topology(bolt, fields=("v",))
     conf = Config()
     conf["topology.bolt.fail.fast"] = False
     with LocalCluster() as cluster:
-        cluster.submit_topology("ff", conf, b.create_topology())
+        cluster.submit_topology("ff", conf, topology)
         for i in range(9):
             feeder.feed([i], i)
         assert wait_until(lambda: len(bolt.log.items()) == 2)
@@ -223,14 +221,11 @@ def test_no_stalled_warning_while_no_timestamp_has_passed_the_lag(caplog):
     caplog.set_level(logging.WARNING, logger="squall.windowing")
     bolt = (Rec().with_tumbling_window(Duration.seconds(5)).with_timestamp_field("ts")
             .with_lag(Duration.seconds(30)).with_late_tuple_stream("late"))
-    feeder = FeederSpout(Fields("v", "ts"))
-    b = TopologyBuilder()
-    b.set_spout("feeder", feeder)
-    b.set_bolt("window", bolt).global_grouping("feeder")
+    feeder, topology = _window_topology(bolt)
     conf = Config()
     conf.set_message_timeout_secs(10)
     with LocalCluster(clock=SimulatedClock(1_000_000)) as cluster:
-        cluster.submit_topology("lag", conf, b.create_topology())
+        cluster.submit_topology("lag", conf, topology)
         for i in range(8):  # 1 s of event time per 5 s of the cluster's: ts 0 .. 7 s
             feeder.feed([f"r{i}", 1000 * i], f"r{i}")
             assert wait_until(lambda i=i: _executed(cluster, "lag") == i + 1)

@@ -87,8 +87,10 @@ class DRPCSpout(Spout):
         super().open(conf, context, collector)
         self._servers: list[_Server] = []
         if self.local_drpc_id is not None:
-            # who took a request, for its timeout's message
-            self._holder = f"DRPC spout [{context.get_this_component_id()}] task {context.get_this_task_id()}"
+            # who took a request, for its timeout's message (a Trident emitter driven without a
+            # task context, as a test drives one, has no component or task to name)
+            self._holder = (f"DRPC spout [{context.get_this_component_id()}] task {context.get_this_task_id()}"
+                            if context is not None else f"DRPC spout of function {self.function!r}")
             return
         from .client import worker_cluster
         who = f"DRPC spout [{context.get_this_component_id()}] of function {self.function!r}"

@@ -56,16 +56,23 @@ def the_jvm_of(pid: int) -> int:
     raise AssertionError(f"driver {pid} has no SparkSubmit child")
 
 
+def _status_after(driver, send) -> int:
+    """``send()`` (a signal), then the driver's exit status; its group SIGKILLed if it outlives
+    the wait."""
+    try:
+        send()
+        return driver.wait(timeout=120)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_to_the_drivers_process_group_stops_it_as_a_signal_to_the_driver_does(tmp_path, sig):
     run, first = started(tmp_path)
-    try:
-        os.killpg(first.pid, sig)  # the driver, its JVM, Spark's Python processes, squall's fork server
-        status = first.wait(timeout=120)
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-            first.wait()
+    # the driver, its JVM, Spark's Python processes, squall's fork server
+    status = _status_after(first, lambda: os.killpg(first.pid, sig))
     log = run.tail()
     last = log.rstrip("\n").rsplit("\n", 1)[-1]
     assert status == 0, log
@@ -79,13 +86,8 @@ def test_a_signal_to_the_drivers_process_group_stops_it_as_a_signal_to_the_drive
 
 def test_the_jvm_ended_by_sigterm_while_the_query_runs_is_still_a_failure(tmp_path):
     run, first = started(tmp_path)
-    try:
-        os.kill(the_jvm_of(first.pid), signal.SIGTERM)  # the JVM alone: the driver was not asked to stop
-        status = first.wait(timeout=120)
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-            first.wait()
+    # the JVM alone: the driver was not asked to stop
+    status = _status_after(first, lambda: os.kill(the_jvm_of(first.pid), signal.SIGTERM))
     log = run.tail()
     run.log.close()
     assert status == 1, log

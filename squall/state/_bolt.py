@@ -5,7 +5,7 @@
 Both wrappers are plain bolts. A checkpoint tuple counts only once it has come from every task
 that sends this bolt checkpoints (`CheckpointBarrier`); the ones before are acked. Then the
 stateful one acts on it (below); the forwarder passes it on once its bolt has acked or failed
-every input it got before it (`InputsInFlight`). Either emits it on its own
+every input in no spout's tree it got before it (`InputsInFlight`). Either emits it on its own
 ``$checkpoint`` stream anchored to it, then acks it, so the spout's step completes only once it
 has gone through the whole topology.
 
@@ -19,20 +19,19 @@ is never lost, and it may apply twice only when its commit went through and its 
 from __future__ import annotations
 
 import logging
-import threading
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt, Bolt, _Component
-from .._config import Config
+from .._config import Config, conf_value
 from .._errors import EmitError, FailedException, InvalidTopologyException, ReportedFailedException
 from .._failure import EXCEPTION, EXPLICIT, ROLLED_BACK, FailureCause, fail_all_because, fail_because, fail_for
 from .._system import CONTROL_STREAMS, DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.plan import SUBMIT_CHECK
 from ._api import StateError
+from ._in_flight import InputsInFlight
 from ._names import get_state, provider_config, provider_problem, provider_settings_problem, state_namespace
 from .checkpoint import CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, COMMIT, INITSTATE, PREPARE, ROLLBACK
 
@@ -553,72 +552,24 @@ class StatefulBoltExecutor(_CheckpointAware):
         fail_all_because(self.collector, done, *self._task, why, ROLLED_BACK)
 
 
-class InputsInFlight:
-    """The inputs a forwarded bolt was given and has not acked or failed yet, and the checkpoints
-    held behind them (`CheckpointTupleForwarder`). Thread-safe: a bolt may ack from a thread of
-    its own (a sink that writes in the background acks each tuple once written)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._arrived = 0  # inputs given to the bolt so far; an input's number is its place
-        self._open: dict[int, tuple[int, Tuple]] = {}  # id(input) -> (its number, it)
-        self._failed_since_checkpoint = False
-        self._held: deque[tuple[int, Callable[[bool], None], bool]] = deque()
-
-    def given(self, tup: Tuple) -> None:
-        """``tup`` is handed to the bolt."""
-        with self._lock:
-            self._open[id(tup)] = (self._arrived, tup)
-            self._arrived += 1
-
-    def settled(self, tup: Tuple, failed: bool) -> None:
-        """The bolt acked (or failed) ``tup``: pass on the checkpoints no longer behind an input."""
-        with self._lock:
-            if self._open.pop(id(tup), None) is None:
-                return  # acked twice, or not an input of the bolt's
-            # only an input in no spout's tree (a persistent window's result) is lost when it
-            # fails; an anchored one replays from its spout, as in Storm, and must not roll
-            # back every stateful bolt after it
-            self._failed_since_checkpoint |= failed and not tup._root
-            self._release()
-
-    def hold(self, release: Callable[[bool], None], *, keeps_failure: bool = False) -> None:
-        """A checkpoint arrived: call ``release(failed)`` once every input given before it is
-        settled (at once if none is open); ``failed`` says whether an input in no spout's tree
-        was failed since the last PREPARE or ROLLBACK was released (one given after this
-        checkpoint may count too: a PREPARE failed for it only costs a rollback, never a
-        result). A COMMIT or an INITSTATE (``keeps_failure``) leaves the failure for the PREPARE
-        that follows: a window's result failed after the last PREPARE passed belongs to the
-        next transaction, and the INITSTATE that recovers a restarted task after a worker died
-        changes nothing in the live tasks, whose windows fired meanwhile. (Cleared by that
-        INITSTATE, the failure of the results a live window fired as the worker died let the
-        next PREPARE through: the commit recorded the windows as fired, their results lost.)"""
-        with self._lock:
-            self._held.append((self._arrived, release, keeps_failure))
-            self._release()
-
-    def _release(self) -> None:
-        oldest = min((n for n, _t in self._open.values()), default=self._arrived)
-        while self._held and self._held[0][0] <= oldest:
-            _upto, release, keeps_failure = self._held.popleft()
-            failed = self._failed_since_checkpoint
-            if not keeps_failure:
-                self._failed_since_checkpoint = False
-            release(failed)
-
-
 class CheckpointTupleForwarder(_CheckpointAware):
     """Wraps a plain `Bolt` or `BasicBolt` of a stateful topology: passes checkpoints on, and
     raises on unanchored emits (a `BasicBolt`'s are anchored anyway).
 
-    Beyond Storm, a checkpoint is passed on only once the bolt has acked or failed every input
-    it was given before it (`InputsInFlight`; ticks excepted), and a PREPARE is failed if one
-    of those inputs that is in no spout's tree was failed. A persistent window's emits are unanchored (its inputs are
-    acked at the commit): if a sink that writes in the background let the PREPARE through
-    before writing them, the commit would record the window as fired while its results could
-    still die with the sink's worker, never to be emitted again. Held here, the PREPARE fails with the worker, and
-    the window rolls back and fires again. A bolt must therefore ack or fail every input, or
-    no checkpoint passes it.
+    As Storm's, a checkpoint is passed on once it has come from every input task, whatever
+    inputs in a spout's tree the bolt still holds: lost, those time out or fail and replay from
+    their spouts. Waiting for them too stalled a bolt that batches its inputs behind a spout that
+    paces itself on its acks: the checkpoint waited for the batch, the batch for the spout, the
+    spout for the commit's acks (60 of 1,000 records emitted, no commit, in 20 s).
+
+    Beyond Storm, a checkpoint waits for the inputs given before it that are in no spout's tree
+    (`InputsInFlight`), and a PREPARE is failed if one of them was failed. A persistent window's
+    emits are unanchored (its inputs are acked at the commit): if a sink that writes in the
+    background let the PREPARE through before writing them, the commit would record the window
+    as fired while its results could still die with the sink's worker, never to be emitted
+    again. Held here, the PREPARE fails with the worker, and the window rolls back and fires
+    again. A bolt must therefore ack or fail each such input, or no checkpoint passes it; one
+    held a message timeout (``topology.message.timeout.secs``) is reported, naming the bolt.
 
     A bolt that holds its inputs past a checkpoint (``squall_holds_inputs``: a plain windowed
     bolt acks an input when it leaves its last window, which may be never once the stream
@@ -637,6 +588,7 @@ class CheckpointTupleForwarder(_CheckpointAware):
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         self._start(context, collector)
         self.in_flight = InputsInFlight()
+        self.timeout_secs = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
         self.hold_checkpoints = not getattr(self.bolt, "squall_holds_inputs", False) \
             and conf.get(Config.TOPOLOGY_ACKER_EXECUTORS) != 0
         out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=False,
@@ -652,9 +604,10 @@ class CheckpointTupleForwarder(_CheckpointAware):
         if tup.source_stream == CHECKPOINT_STREAM_ID:
             self._checkpoint(tup)
             return
-        # a tick needs no ack: none would ever settle it; and only held checkpoints need the
+        # only an input in no spout's tree holds checkpoints (one in a tree replays if lost); a
+        # tick needs no ack: none would ever settle it; and only held checkpoints need the
         # inputs (with acking off a bolt need not ack: kept, they were never let go)
-        tracked = self.hold_checkpoints and not is_tick_tuple(tup)
+        tracked = self.hold_checkpoints and not tup._root and not is_tick_tuple(tup)
         if tracked:
             self.in_flight.given(tup)
         try:
@@ -679,10 +632,27 @@ class CheckpointTupleForwarder(_CheckpointAware):
             self.collector.emit([txid, action], tup, CHECKPOINT_STREAM_ID)
             self.collector.ack(tup)
         if self.hold_checkpoints:
-            self.in_flight.hold(release, keeps_failure=action in (COMMIT, INITSTATE))
+            self._report_overdue()
+            self.in_flight.hold(release, action=action, txid=txid, keeps_failure=action in (COMMIT, INITSTATE))
         else:
             release(False)
         return False  # passed on (or failed) by release
+
+    def _report_overdue(self) -> None:
+        """Say so if a checkpoint has waited here a message timeout: the spout has given up on
+        it (a new one just came), and while the bolt keeps the inputs before it, no checkpoint
+        passes and the stateful bolts after it commit nothing."""
+        held = self.in_flight.overdue(self.timeout_secs)
+        if held is None:
+            return
+        component, task = self._task
+        message = (f"component [{component}] task {task}: checkpoint {held.action} at txid {held.txid} has waited "
+                   f"here {held.held_secs:.0f} s (over {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS} "
+                   f"{self.timeout_secs:g}) behind {held.inputs_before} input(s) in no spout's tree (a persistent "
+                   f"window's results) that [{component}] has neither acked nor failed; no checkpoint passes it "
+                   f"until it does, so the stateful bolts after it commit nothing: ack or fail each input")
+        log.warning("%s", message)
+        self.collector.report_error(message)
 
 
 class _Basic(BasicOutputCollector):

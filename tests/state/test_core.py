@@ -12,6 +12,7 @@ from squall._fields import GlobalStreamId
 from squall._tuple import Source, Tuple
 from squall.state import State, StateError, StateHome, StateProvider, get_state
 from squall.state._bolt import CheckpointBarrier, CheckpointTupleForwarder, StatefulBoltExecutor
+from squall.state._in_flight import HeldCheckpoint, InputsInFlight
 from squall.state._kv import MemoryStore, StateCodec, TransactionalKeyValueState
 from squall.state.checkpoint import (
     COMMIT, COMMITTED, COMMITTING, INITIAL, INITSTATE, PREPARE, PREPARING, ROLLBACK, CheckPointState,
@@ -665,6 +666,58 @@ def test_an_anchored_input_that_fails_replays_from_its_spout_and_fails_no_checkp
     ex.execute(prepare)
     sink.write(fail=True)
     assert passed_on(rec) == [[0, PREPARE]] and prepare in rec.acked
+
+
+def test_a_checkpoint_passes_a_bolt_that_still_holds_inputs_in_a_spouts_tree():
+    """Storm's forwarder passes a checkpoint once it came from every input task. A bolt that
+    batches its inputs (keeps them un-acked until it has N) behind a spout that paces itself on
+    its acks, before a stateful bolt: held until the batch was acked, the PREPARE waited for
+    the batch, the batch for the spout, the spout for the commit's acks, and nothing ever
+    committed (tests/state/test_batching_stall.py). Lost, such an input replays from its spout."""
+    ex, sink, rec = forwarder()
+    held = [Tuple([f"r{i}"], DATA, 0x5EED + i, 0x1) for i in range(3)]  # in spouts' trees
+    for t in held:
+        ex.execute(t)
+    steps = [cp(0, PREPARE), cp(0, COMMIT), cp(1, PREPARE)]
+    for c in steps:
+        ex.execute(c)
+    assert passed_on(rec) == [[0, PREPARE], [0, COMMIT], [1, PREPARE]] and rec.acked == steps
+    sink.write()  # the batch, acked after the checkpoints
+    assert rec.acked == steps + held
+
+
+def test_a_checkpoint_held_a_message_timeout_behind_a_kept_result_is_reported_once():
+    """A bolt that keeps a persistent window's result (no spout's tree) for good holds every
+    checkpoint behind it: the stateful bolts after it commit nothing. Once one has waited a
+    message timeout (here 0 s) the next checkpoint to come says so, once, naming the bolt and the key."""
+    sink = WritesLater()
+    ex, rec = CheckpointTupleForwarder(sink), Recorder()
+    ex.prepare({"topology.message.timeout.secs": 0}, BoltCtx(HostMemory(), {"$checkpointspout": [9]}), rec)
+    ex.execute(Tuple(["a window's result"], DATA))
+    ex.execute(cp(0, PREPARE))
+    assert rec.errors == []
+    ex.execute(cp(0, ROLLBACK))  # the spout gave up on the PREPARE
+    ex.execute(cp(0, ROLLBACK))  # and on its ROLLBACK, held behind the same: not reported again
+    assert len(rec.errors) == 1 and passed_on(rec) == []
+    assert rec.errors[0] == (
+        "component [count] task 3: checkpoint PREPARE at txid 0 has waited here 0 s (over "
+        "topology.message.timeout.secs 0) behind 1 input(s) in no spout's tree (a persistent window's results) "
+        "that [count] has neither acked nor failed; no checkpoint passes it until it does, so the stateful "
+        "bolts after it commit nothing: ack or fail each input")
+    sink.write()
+    assert passed_on(rec) == [[0, PREPARE], [0, ROLLBACK], [0, ROLLBACK]]
+
+
+def test_a_held_checkpoint_is_overdue_only_once_it_has_waited_the_time_given():
+    now = [100.0]
+    in_flight = InputsInFlight(now=lambda: now[0])
+    in_flight.given(Tuple(["result"], DATA))
+    in_flight.hold(lambda failed: None, action=PREPARE, txid=4)
+    now[0] += 29.9
+    assert in_flight.overdue(30) is None
+    now[0] += 0.1
+    assert in_flight.overdue(30) == HeldCheckpoint(PREPARE, 4, 30.0, 1)
+    assert in_flight.overdue(30) is None  # once
 
 
 def test_a_result_failed_while_a_commit_is_held_fails_the_next_prepare():

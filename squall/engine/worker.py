@@ -333,10 +333,19 @@ class Worker:
 
     # --- control ------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Start every loop (user code runs once the topology is active)."""
+        """Start every loop (user code runs once the topology is active).
+
+        Raises:
+            InvalidTopologyException: ``topology.worker.gc.thresholds`` holds a count
+                ``gc.set_threshold`` refuses (named, with the value); no loop started then.
+        """
         thresholds = self.plan.conf.get(Config.TOPOLOGY_WORKER_GC_THRESHOLDS)
         if thresholds:
-            gc.set_threshold(*thresholds)
+            try:
+                gc.set_threshold(*thresholds)
+            except (OverflowError, TypeError, ValueError) as e:  # a count past a C int passes submit's check
+                raise InvalidTopologyException(f"{Config.TOPOLOGY_WORKER_GC_THRESHOLDS} = {thresholds!r}: {e} "
+                                               f"(gc.set_threshold takes counts up to {2**31 - 1})") from e
         for lp in self.loops:
             lp.start()
 

@@ -436,40 +436,50 @@ class WorkerAgent:
         # items dropped on their way to a moved peer, told to and by the peers (their spouts'
         # tuples may be among them)
         self._dropped = dropped = DroppedItemsLink(worker.tasks_lost, transport)
-        # the bolt tasks' loads, told to and by the peers, for the load-aware shuffles
-        loads = (LoadLink(worker.load_mapping, worker.bolt_loads, transport, name=f"squall-load-{self.port}")
-                 if worker.load_aware else None)
-
-        # the stateful tasks' data inputs, told to and by the peers, for the spouts' automatic
-        # max pending (a stateful task in another worker than its spouts was not known at all)
-        progress = (ProgressLink(worker.stateful_counts, transport, name=f"squall-progress-{self.port}")
-                    if plan.num_workers > 1 and worker.hosts_stateful_tasks() else None)
-
-        def others(sender: Any, message: Any) -> None:  # control messages other than backpressure
-            if loads is not None and is_load_message(message):
-                loads.heard(sender, message)
-            elif is_progress_message(message):
-                worker.stateful_progress.heard(progress_of(message))
-            else:
-                dropped.heard(sender, message)
-        link = BackpressureLink(bp, transport, name=f"squall-backpressure-{self.port}", others=others)
-        # a peer that does not take what is sent to it holds this worker's spouts, and through
-        # the link every worker's, before the transport's bounded backlog for it gives any up
-        transport.on_held = bp.hold
-        self.worker = worker
-        view = self._launch_view
-        worker.resources.get_or_make(LAUNCH, lambda: view)
-        worker.start()
-        if a.log_config is not None:  # from here on the loop's finally gives the loggers back
-            self.log_levels.apply(a.log_config, self.clock.wall())
-        self._log_config_digest = a.log_config_digest
-        freq = float(conf_value(self.conf, Config.WORKER_HEARTBEAT_FREQUENCY_SECS))
-        stall_after = float(conf_value(plan.conf, Config.TOPOLOGY_EXECUTOR_BLOCKING_WARN_MILLIS)) / 1000.0
-        stall_tick = max(MIN_STALL_TICK_SECS, min(STALL_TICK_SECS, stall_after / 2))
-        stuck_after = float(conf_value(plan.conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
+        # the links below each start a thread: made inside the try whose finally stops them, so
+        # that a start that fails after them (worker.start refusing a gc threshold, the log
+        # config) does not leave them running in this process (before, every failed start on
+        # LocalCluster left its backpressure link's thread behind, one more per relaunch)
+        loads: LoadLink | None = None
+        progress: ProgressLink | None = None
+        link: BackpressureLink | None = None
         status = 0
-        next_beat = 0.0  # the first beat at once: the master activates the topology once all have beaten
         try:
+            try:
+                # the bolt tasks' loads, told to and by the peers, for the load-aware shuffles
+                if worker.load_aware:
+                    loads = LoadLink(worker.load_mapping, worker.bolt_loads, transport, name=f"squall-load-{self.port}")
+                # the stateful tasks' data inputs, told to and by the peers, for the spouts' automatic
+                # max pending (a stateful task in another worker than its spouts was not known at all)
+                if plan.num_workers > 1 and worker.hosts_stateful_tasks():
+                    progress = ProgressLink(worker.stateful_counts, transport, name=f"squall-progress-{self.port}")
+
+                def others(sender: Any, message: Any) -> None:  # control messages other than backpressure
+                    if loads is not None and is_load_message(message):
+                        loads.heard(sender, message)
+                    elif is_progress_message(message):
+                        worker.stateful_progress.heard(progress_of(message))
+                    else:
+                        dropped.heard(sender, message)
+                link = BackpressureLink(bp, transport, name=f"squall-backpressure-{self.port}", others=others)
+                # a peer that does not take what is sent to it holds this worker's spouts, and through
+                # the link every worker's, before the transport's bounded backlog for it gives any up
+                transport.on_held = bp.hold
+                self.worker = worker
+                view = self._launch_view
+                worker.resources.get_or_make(LAUNCH, lambda: view)
+                worker.start()
+                if a.log_config is not None:  # from here on the finally gives the loggers back
+                    self.log_levels.apply(a.log_config, self.clock.wall())
+                self._log_config_digest = a.log_config_digest
+                freq = float(conf_value(self.conf, Config.WORKER_HEARTBEAT_FREQUENCY_SECS))
+                stall_after = float(conf_value(plan.conf, Config.TOPOLOGY_EXECUTOR_BLOCKING_WARN_MILLIS)) / 1000.0
+                stall_tick = max(MIN_STALL_TICK_SECS, min(STALL_TICK_SECS, stall_after / 2))
+                stuck_after = float(conf_value(plan.conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
+            except Exception as e:  # noqa: BLE001 (reported by _cannot_start) a setting the loops or links refused
+                status = EXIT_CANNOT_START  # no close/cleanup for loops that never ran the topology
+                return self._cannot_start(e)
+            next_beat = 0.0  # the first beat at once: the master activates the topology once all have beaten
             while True:
                 now = time.monotonic()
                 self._wake.wait(max(0.0, min(next_beat - now, stall_tick)))
@@ -506,7 +516,8 @@ class WorkerAgent:
             worker.stop(clean=status == 0, timeout=self.stop_loop_secs)
             with self._beat_lock:  # a host's own beat (advance_cluster_time) may be applying meanwhile
                 self.log_levels.close()
-            link.stop()  # after the worker: the "under" it forgot on stopping reaches the peers first
+            if link is not None:  # after the worker: the "under" it forgot on stopping reaches the peers first
+                link.stop()
             if loads is not None:
                 loads.stop()
             if progress is not None:

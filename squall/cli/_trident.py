@@ -130,10 +130,19 @@ def cmd_trident(args: argparse.Namespace) -> int:
                       f"checkpoint {args.checkpoint}", file=sys.stderr, flush=True)
                 return query
 
+            ended: list[bool] = []
+
+            def end_spark() -> None:
+                ended.append(True)
+                _stop_spark(spark, stop)
+
             return _run_until_stopped(start_query, name=name, checkpoint=args.checkpoint, stop=stop,
-                                      end_spark=lambda: _stop_spark(spark, stop))
+                                      end_spark=end_spark)
         finally:
-            _stop_spark(spark, stop)
+            # once only: a second spark.stop() after the driver's last line, into a JVM ending on
+            # the signal, logged py4j's broken connection below that line
+            if not ended:
+                _stop_spark(spark, stop)
             shipped.cleanup()
 
 
@@ -208,7 +217,7 @@ def _run_until_stopped(start_query: Callable[[], Any], retries: int | None = Non
     stop, not a failure: 0, and the line says what ended with it."""
     from ..trident.spark.checkpoint import checkpoint_unwritable
     from ..trident.spark.restart import START_RETRIES, ConnectBackMissed, run_restarting
-    from ..trident.spark.stopping import JVM_EXIT_WAIT_SECS, StopRequest, gateway_jvm, signalled_too
+    from ..trident.spark.stopping import JVM_EXIT_WAIT_SECS, StopRequest, gateway_jvm, let_jvm_end, signalled_too
 
     restore = None
     if stop is None:
@@ -241,6 +250,7 @@ def _run_until_stopped(start_query: Callable[[], Any], retries: int | None = Non
         how = "" if stop.signal_name is None else f" on {stop.signal_name}"
         why = None if failed is None else signalled_too(stop)
         if failed is None or why is not None:
+            let_jvm_end(stop)  # a JVM ending on the same signal says its last words first
             print(f"squall trident: query {name} stopped{how}{'' if why is None else f' ({why})'}; "
                   f"a start on the same checkpoint resumes it", file=sys.stderr, flush=True)
             return 0

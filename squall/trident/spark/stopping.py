@@ -20,6 +20,13 @@ not shield its helpers; instead, once a signal asked it to stop, what ends the q
 judged by what the signal did: `StopRequest` remembers the signal, `signalled_too` says whether the
 query's end is that signal's work (the JVM ended, or ending, by the same signal), and anything
 else stays a failure.
+
+A JVM seen running the signal's handler is still alive: its shutdown hooks stop the SparkContext,
+the query's thread logs its error, py4j connections break. The driver's last line ("stopped on
+SIGTERM") is said only once that JVM has ended (`let_jvm_end`), so that none of this comes after
+it. Before, a JVM that was slow to end (a loaded machine) wrote its query's error, or the
+driver's own second ``spark.stop()`` logged py4j's broken connection, below the driver's last
+line.
 """
 
 from __future__ import annotations
@@ -38,6 +45,13 @@ JVM_EXIT_WAIT_SECS = 15.0
 running the signal's handler, to learn whether the signal reached it too (its shutdown hooks stop
 the SparkContext first: under a second on 2 cores mostly; a wait for its exit alone, 15 s,
 failed 3 of 7 runs under load, which is why the handler's thread counts as well)."""
+
+
+JVM_END_WAIT_SECS = 30.0
+"""How long a driver whose JVM is running the signal's handler waits for it to exit before its
+last line (`let_jvm_end`): the JVM had exited 1.1-3.8 s after the group's SIGTERM on 2 cores
+with two CPU hogs beside it, and took more than 15 s in 3 of 7 runs of an earlier, busier
+machine (`JVM_EXIT_WAIT_SECS`); past this wait the line is said anyway."""
 
 
 class StopRequest:
@@ -117,6 +131,21 @@ def gateway_jvm(wait_secs: float = 0.0, signum: int | None = None) -> GatewayJvm
         if status is not None or handling is not None or time.monotonic() >= deadline:
             return GatewayJvm(proc.pid, status, handling)
         time.sleep(0.05)
+
+
+def let_jvm_end(stop: StopRequest, wait_secs: float = JVM_END_WAIT_SECS) -> GatewayJvm | None:
+    """When the signal that asked for ``stop`` reached the gateway JVM too and it is still
+    running that signal's handler (its shutdown hooks), wait up to ``wait_secs`` for it to exit:
+    what it writes as it ends (its query's error) and what its end breaks (py4j's connections)
+    then comes before the driver's last line. A JVM that did not get the signal (a stop to the
+    driver's PID alone) is not waited for: the driver's own ``spark.stop()`` ended its query.
+    Returns the JVM as last seen (None without one)."""
+    if stop.signum is None:
+        return gateway_jvm()
+    jvm = gateway_jvm(0.0, stop.signum)
+    if jvm is None or jvm.status is not None or jvm.handling is None:
+        return jvm
+    return gateway_jvm(wait_secs)
 
 
 def _handling(pid: int, signum: int) -> int | None:

@@ -802,8 +802,14 @@ def _ports(v: Any) -> bool:
     return isinstance(v, list) and all(type(p) is int and 1 <= p <= 65535 for p in v)
 
 
+GC_THRESHOLD_MAX = 2**31 - 1
+"""The largest count ``gc.set_threshold`` takes (a C int): a larger one passed submit's check before
+2026-12-07 and was refused only as each worker started."""
+
+
 def _gc_thresholds(v: Any) -> bool:
-    return isinstance(v, list) and 1 <= len(v) <= 3 and all(_non_negative_int(x) for x in v)
+    return isinstance(v, list) and 1 <= len(v) <= 3 and all(_non_negative_int(x) and x <= GC_THRESHOLD_MAX
+                                                            for x in v)
 
 
 MULTILANG_SERIALIZERS = {
@@ -914,7 +920,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.TOPOLOGY_BACKPRESSURE_WAIT_PROGRESSIVE_LEVEL2_COUNT: (_non_negative_int, "a non-negative integer", False),
     Config.TOPOLOGY_BACKPRESSURE_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS: (_positive_number, "a positive number", False),
     Config.TOPOLOGY_EXECUTOR_BLOCKING_WARN_MILLIS: _MILLIS,
-    Config.TOPOLOGY_WORKER_GC_THRESHOLDS: (_gc_thresholds, ("a list of 1 to 3 non-negative integers or null "
+    Config.TOPOLOGY_WORKER_GC_THRESHOLDS: (_gc_thresholds, ("a list of 1 to 3 integers from 0 to 2147483647, or null "
                                            "(Python's gc.set_threshold)"), True),
     Config.TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB: _MEGABYTES_CAP,
     Config.TOPOLOGY_NAME: (_string, "a non-empty string", True),

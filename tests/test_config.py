@@ -175,8 +175,9 @@ def test_component_conf_keeps_only_whitelisted_topology_keys_of_the_component():
     ("topology.max.task.parallelism", 1.5, "a positive integer"),
     # the values that crash-looped workers before they were checked at submit
     ("topology.spout.wait.progressive.max.sleep.millis", "z", "a non-negative number of milliseconds"),
-    ("topology.worker.gc.thresholds", "abc", "a list of 1 to 3 non-negative integers"),
-    ("topology.worker.gc.thresholds", [1, 2, 3, 4], "a list of 1 to 3 non-negative integers"),
+    ("topology.worker.gc.thresholds", "abc", "a list of 1 to 3 integers from 0 to 2147483647"),
+    ("topology.worker.gc.thresholds", [1, 2, 3, 4], "a list of 1 to 3 integers from 0 to 2147483647"),
+    ("topology.worker.gc.thresholds", [100000, 2**31], "a list of 1 to 3 integers from 0 to 2147483647"),
     ("topology.stats.sample.rate", 2, "a number above 0 and at most 1"),
     ("topology.executor.blocking.warn.millis", float("nan"), "a positive number of milliseconds"),
     # infinite (YAML's .inf, -c key=Infinity) or past a float's range: an infinite message

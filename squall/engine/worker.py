@@ -25,7 +25,7 @@ from typing import Any
 
 import cloudpickle
 
-from .._config import Config, conf_value
+from .._config import GC_THRESHOLD_MAX, Config, conf_value
 from .._context import TopologyContext
 from .._error_lines import cannot_serialize, exception_text
 from .._errors import InvalidTopologyException, WorkerStoppingError
@@ -343,9 +343,9 @@ class Worker:
         if thresholds:
             try:
                 gc.set_threshold(*thresholds)
-            except (OverflowError, TypeError, ValueError) as e:  # a count past a C int passes submit's check
+            except (OverflowError, TypeError, ValueError) as e:  # a plan stored before submit checked the range
                 raise InvalidTopologyException(f"{Config.TOPOLOGY_WORKER_GC_THRESHOLDS} = {thresholds!r}: {e} "
-                                               f"(gc.set_threshold takes counts up to {2**31 - 1})") from e
+                                               f"(gc.set_threshold takes counts up to {GC_THRESHOLD_MAX})") from e
         for lp in self.loops:
             lp.start()
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 import threading
 
+import pytest
+
+from squall import InvalidTopologyException
 from squall.cluster.master import Master
 from squall.engine.transport import InMemoryNetwork, InMemoryTransport
 from squall.worker.agent import EXIT_CANNOT_START, WorkerAgent
@@ -39,19 +42,22 @@ def test_a_worker_that_cannot_bind_its_port_says_why_in_its_own_log(conf, caplog
 
 
 def test_a_worker_whose_start_fails_after_its_links_leaves_no_thread_and_names_the_setting(conf):  # noqa: F811
-    """``topology.worker.gc.thresholds`` [2**31] passes submit's check (non-negative integers)
-    and ``gc.set_threshold`` refuses it as the worker starts its loops, after its links to the
-    peers started their threads. Before, the refusal (a bare ``OverflowError``) escaped the
-    worker past the ``finally`` that stops those threads: every failed launch left its
-    backpressure link running in the process (on LocalCluster, the user's), one more per
-    relaunch. Now the start is a failed one (reported, naming the setting and the slot) and
-    every thread it started has ended."""
+    """``topology.worker.gc.thresholds`` [2**31] in a topology stored before submit checked the
+    range (submit refuses it now) is refused by ``gc.set_threshold`` as the worker starts its
+    loops, after its links to the peers started their threads. Before, the refusal (a bare
+    ``OverflowError``) escaped the worker past the ``finally`` that stops those threads: every
+    failed launch left its backpressure link running in the process (on LocalCluster, the
+    user's), one more per relaunch. Now the start is a failed one (reported, naming the setting
+    and the slot) and every thread it started has ended."""
     master = Master(conf)
     _register(Served(master))
     bad = [2**31]
-    storm_id = master.op_submit(name="t", conf={"topology.workers": 1, "topology.worker.gc.thresholds": bad},
-                                topology=_topology())
+    with pytest.raises(InvalidTopologyException, match="topology.worker.gc.thresholds"):
+        master.op_submit(name="refused", conf={"topology.workers": 1, "topology.worker.gc.thresholds": bad},
+                         topology=_topology())
+    storm_id = master.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
     topo = master.topologies["t"]
+    topo.plan.conf["topology.worker.gc.thresholds"] = bad  # as stored by a squall without the check
     slot = min(topo.assignment)
 
     def make_transport(plan, origin, receive):

@@ -65,6 +65,7 @@ import json
 import logging
 import re
 import secrets
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -103,9 +104,12 @@ def call_or_fail_batch(who: str, what: str, fn: Any, *args: Any, **kwargs: Any) 
 
 
 MARKER = "$squall-redis-map-state"
-"""The key (a string, ``1``) a `RedisMapState` writes with its first values and checks with each
-later read and write, in the same round trip: a server that lost it (restarted empty, flushed)
-lost the values too, which the state must not take for keys never written. Each task of a
+"""The key (a string, the number of the partition's writes: ``1`` at its first, one more at each)
+a `RedisMapState` writes with its first values and checks with each later read and write, in the
+same round trip: a server that lost it (restarted empty, flushed) lost the values too, which the
+state must not take for keys never written; one whose count went down since the task last read
+or wrote it went back to an older copy (restarted from a snapshot older than its last writes),
+whose values the state must not count on from either (`RedisMapState._went_back`). Each task of a
 factory's state has its own, `marker_key` (this name, then the hash's name for a hash, and the
 partition): one shared by every task was written afresh by the first write after the loss of a
 task that had written nothing before, and the others took their lost keys for keys never
@@ -241,13 +245,17 @@ def _renumbered(value: Any, numbering: Numbering, written: bool | None = None) -
 
 
 _WRITE = """
+-- the marker counts the partition's writes (`MARKER`): fewer than this task saw means the server
+-- went back to an older copy of them
+local held = redis.call('GET', KEYS[1])
 if ARGV[1] == '1' then
-  if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+  if not held then return 0 end
+  if (tonumber(held) or 0) < tonumber(ARGV[8]) then return {'behind', held} end
 end
 local hash, expire, txid, epoch = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[7]
 local renumbered, mine, begun = false, nil, false
 -- the keys: name, value, the number of its old names, the old names (`KeyFactory.old_names`)
-local entries, i = {}, 8
+local entries, i = {}, 9
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 2])
   local olds = {}
@@ -319,7 +327,8 @@ if txid then
     end
   end
 end
-if ARGV[1] ~= '1' then redis.call('SET', KEYS[1], '1') end
+local count = (held and tonumber(held) or 0) + 1
+redis.call('SET', KEYS[1], count)
 for _, e in ipairs(entries) do
   -- the key under its own name from now on: its old names go in the same write
   if hash ~= '' then
@@ -344,13 +353,14 @@ if txid then
     for _, e in ipairs(entries) do redis.call('SADD', KEYS[3], e[1]) end
   end
 end
-return 1
+return count
 """
 """A map state's write, atomic as a script is, in one round trip: the marker checked; for a
 transactional or opaque state's write in a batch, the batch's txid checked against what the
 partition last wrote (`txids_key`), and for an opaque one each value's ``prev`` against what
 Redis holds before that txid (a stale copy of the task refused, `RedisMapState._refused`); then
-the marker (the first time), the values and the partition's txid written, and in a renumbered
+the marker's count of writes (`MARKER`) checked against the most this task saw and counted up, the
+values and the partition's txid written, and in a renumbered
 partition the keys written at that txid (`written_key`). ``KEYS``: the marker, the txids hash,
 the written set. ``ARGV``: marker written already (``1``/``0``), hash key or "", expiry seconds,
 the batch's txid ("": none, nothing checked: a non-transactional state, a write outside any
@@ -362,9 +372,12 @@ value's txid above what the epoch wrote is checked as none, as `RedisMapState.mu
 it, and one equal to it where the key is not in the written set and the set was begun at that
 txid, `written_begun`), then per key: its name, its value, the number of its old names
 (`KeyFactory.old_names`: names an earlier squall gave it, read where its name holds nothing, as
-`RedisMapState.multi_get` reads them, and removed by this write), those names.
+`RedisMapState.multi_get` reads them, and removed by this write), those names. ``ARGV[8]``, before
+the keys: the marker's count of writes this task saw last (`RedisMapState.seen_writes`).
 
-Returns 1 (written), 0 (the marker is gone: nothing written), or a refusal, nothing written:
+Returns the marker's new count of writes (written; 1 or more), 0 (the marker is gone: nothing
+written), ``[behind, <count>]`` (the marker counts fewer writes than this task saw: the server went
+back to an older copy, `RedisMapState._went_back`; nothing written), or a refusal, nothing written:
 ``[txid, <last>]`` (the partition wrote a later txid), ``[ahead, name, stored, at]`` (the key holds
 a later txid), ``[prev, name(, stored, at)]`` (the value's prev is not what Redis holds before the
 txid; no ``stored``: the key is absent), ``[bad, name, stored, at]`` (a stored value the check cannot
@@ -550,6 +563,36 @@ class Options:
             raise ValueError("RedisMapState Options.local_cache_size and expire_interval_secs must be >= 0")
 
 
+class _SeenWrites:
+    """The most writes of each partition its marker counted (`MARKER`) that a state of this
+    process saw, by server and marker: a state made again in the same process starts from what its
+    earlier copies saw. On Spark's engine the states live in the driver, and `squall trident`
+    starts the query again, with new states, when a store did not answer (`run_restarting`): a
+    redis-server that crashed and came back from an older snapshot is seen that way, and the new
+    states counted on from the older values, where the states before them would have refused.
+    Forgotten where a state finds the marker gone (an emptied server, or a new one on the same
+    port), whose count starts again from 1. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, str], int] = {}
+
+    def get(self, key: tuple[str, str]) -> int:
+        with self._lock:
+            return self._seen.get(key, 0)
+
+    def saw(self, key: tuple[str, str], count: int) -> None:
+        with self._lock:
+            self._seen[key] = max(count, self._seen.get(key, 0))
+
+    def forget(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._seen.pop(key, None)
+
+
+_SEEN_WRITES = _SeenWrites()
+
+
 class RedisMapState(IBackingMap):
     """The backing map in Redis; see the module docstring. Built by its factories."""
 
@@ -573,6 +616,9 @@ class RedisMapState(IBackingMap):
         self.key_factory = key_factory
         self.where = where
         self._marked = False  # the marker is in Redis: found there by `_look_for_marker`, or written
+        # the most writes of this partition the marker counted when this task read or wrote it: a
+        # server that counts fewer went back to an older copy of them (`_went_back`)
+        self.seen_writes = 0
         self._looked = False  # `_look_for_marker` asked Redis whether the marker is there
         self._write = client.register_script(_WRITE)
         # the key factory's `KeyFactory.old_names`, if it has one: keys an earlier squall named
@@ -618,8 +664,24 @@ class RedisMapState(IBackingMap):
         the batch, where the write would have taken the marker as never written, put a new one,
         and counted the lost keys from zero."""
         if not self._looked:
-            self._marked = self._marked or bool(self._call("read its marker", self.client.exists, self.marker))
+            held = self._call("read its marker", self.client.get, self.marker)
+            if held is not None:
+                self._marked = True
+                self.seen_writes = max(self.seen_writes, _SEEN_WRITES.get((self.where, self.marker)))
+                self._saw(held)
+            else:
+                _SEEN_WRITES.forget((self.where, self.marker))
             self._looked = True
+
+    def _saw(self, held: bytes) -> None:
+        """The marker read, ``held``: the partition's writes as the server counts them now (a
+        marker an older squall wrote holds ``1``). Fewer than this task saw before fails the batch
+        (`_went_back`)."""
+        count = int(held) if held.isdigit() else 0
+        if count < self.seen_writes:
+            raise self._went_back(count)
+        self.seen_writes = count
+        _SEEN_WRITES.saw((self.where, self.marker), count)
 
     def multi_get(self, keys: Sequence[Sequence[Any]]) -> list:
         """The stored values of ``keys`` (None where absent), each checked by the serializer; in
@@ -648,8 +710,10 @@ class RedisMapState(IBackingMap):
                 p.hget(self.txids, self.txids_field)
             return p.execute()
         replies = self._call("read", read)
-        if self._marked and replies[1] is None:
-            raise self._lost()
+        if self._marked:
+            if replies[1] is None:
+                raise self._lost()
+            self._saw(replies[1])
         if len(asked) > len(names):
             names, datas = self._pick(names, olds, replies[0])
         else:
@@ -745,6 +809,22 @@ class RedisMapState(IBackingMap):
             f"holds them again (restored); to start the state afresh on purpose, kill the topology and "
             f"submit it again")
 
+    def _went_back(self, held: int) -> ReportedFailedException:
+        # Redis acknowledges a write before it is on disk: a server restarted from its last RDB
+        # save point, from an append-only file not yet fsynced when the machine crashed, or failed
+        # over to a replica behind it, holds an older copy of the values with the marker still
+        # there. Each later batch would count on from the older values, the batches written since
+        # lost without a word, and a query would read counts that went down.
+        return ReportedFailedException(
+            f"Redis map state at {self.where}: the server went back to an older copy of what this state wrote "
+            f"to it (the key {self.marker!r} counts {held} writes of this partition, where this process saw "
+            f"{self.seen_writes}): it restarted from a snapshot or append-only file older than its last writes, "
+            f"or failed over to a replica behind it, and the values of the batches written since are lost. Its "
+            f"batches fail until the server holds them again (restored from a copy newer than that), replayed "
+            f"meanwhile on squall's engine; on Spark's engine the query stops. A state started again over the "
+            f"older copy (the topology submitted again, the query started again) cannot tell, and counts on from "
+            f"the older values without the lost batches: do that only on purpose")
+
     def _decoded(self, name: str, data: bytes) -> Any:
         try:
             return self.serializer.deserialize(data)
@@ -771,16 +851,20 @@ class RedisMapState(IBackingMap):
         txid = self.txid if self.checks_txids else None
         args: list[Any] = ["1" if self._marked else "0", hash_key or "", self.options.expire_interval_secs,
                            "" if txid is None else str(txid), self.txids_field, "1" if self.checks_prevs else "0",
-                           self.txids_epoch]
+                           self.txids_epoch, self.seen_writes]
         for name, value in mapping.items():
             args += [name, value, len(olds[name]), *olds[name]]
         done = self._call("write", self._write, [self.marker, self.txids, self.written], args)
+        if isinstance(done, list) and done[0] == b"behind":
+            raise self._went_back(int(done[1]) if done[1].isdigit() else 0)
         if isinstance(done, list):
             assert txid is not None  # the script refuses only a batch's write
             raise self._refused(done, txid, wrote)
         if not done:
             raise self._lost()
         self._marked = True
+        self.seen_writes = max(self.seen_writes, done)
+        _SEEN_WRITES.saw((self.where, self.marker), done)
 
     def _refused(self, reply: list, txid: int, wrote: dict[str, Any]) -> Exception:
         """The error of a write the script refused (`_WRITE`'s replies): it comes from a stale

@@ -395,6 +395,22 @@ def _logging_lock() -> Iterator[None]:
         yield
 
 
+def stderr_format(slot: str) -> str:
+    """The format of the lines a worker on ``slot`` logs to stderr (its errors), which its host
+    keeps and gives with its exit: ``2026-12-07 17:12:17,125 worker 127.0.0.1:6700 ERROR ...``."""
+    return f"%(asctime)s worker {slot} %(levelname)s %(message)s"
+
+
+# The first line of a record logged in `stderr_format`: logging's default asctime, the slot, a level
+_STDERR_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} worker \S+ [A-Z]+ ")
+
+
+def is_logged_record(line: str) -> bool:
+    """Whether ``line`` (of a worker's stderr) is the first line of a record the worker logged
+    (`stderr_format`), not something printed or a native crash's report."""
+    return _STDERR_RECORD.match(line) is not None
+
+
 def install_worker_logging(conf: dict[str, Any], topology_id: str, slot: str) -> Path:
     """Send this process's `logging` to the worker's ``worker.log`` (INFO and up), and its
     errors also to stderr, which the supervisor (or Spark) keeps: the last lines of a worker
@@ -415,7 +431,7 @@ def install_worker_logging(conf: dict[str, Any], topology_id: str, slot: str) ->
     except OSError as e:  # an unwritable storm.log.dir must not stop the worker: all goes to stderr
         print(f"worker {slot}: cannot write its log {path} ({e.strerror or e}); check storm.log.dir; "
               f"logging to stderr", file=sys.stderr, flush=True)
-    err.setFormatter(logging.Formatter(f"%(asctime)s worker {slot} %(levelname)s %(message)s"))
+    err.setFormatter(logging.Formatter(stderr_format(slot)))
     err.addFilter(RedactingFilter())
     setattr(err, _HANDLER_MARK, True)
     root.addHandler(err)

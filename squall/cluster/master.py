@@ -114,6 +114,7 @@ from ..worker.log_levels import config_digest, merge_log_config
 from .backoff import crash_backoff, launch_backoff
 from .ha import ALIVE, LEADER, NOT_A_LEADER, OFFLINE, check_assignment, check_saved_topology
 from .liveness import HeldByZooKeeper, PresenceReads, PresenceWatch, read_presences
+from .logs import is_logged_record
 from .master_records import (
     MAX_ENDED_LAUNCHES,
     REBALANCE_ACTION,
@@ -2164,6 +2165,8 @@ def _ends_a_traceback(lines: list[str]) -> bool:
 
 # What a worker's error says when the last line of its output is an exception it lived through
 _LIVED_THROUGH = "no word of why; the last it wrote was an exception it went on from (its output is in the details)"
+# ... and when it is an error the worker logged (and so went on from: logging returns)
+_LOGGED_THROUGH = "no word of why; the last it wrote was an error it logged and went on from (its output is in the details)"
 
 
 def _exit_error(slot: str, ex: WorkerExit, now: float, started: bool = False, doing: str = "",
@@ -2174,7 +2177,7 @@ def _exit_error(slot: str, ex: WorkerExit, now: float, started: bool = False, do
     `_executing_text`), and the last line of its output (the whole tail goes in the
     traceback), unless that line ends an exception the worker lived through: an error the
     topology reported already (``reported``, `_reported_ends`), or any traceback when a signal
-    killed it."""
+    killed it; nor, when a signal killed it, an error it logged (`is_logged_record`)."""
     output = ex.output.rstrip()
     lines = output.splitlines()
     last = lines[-1].strip() if output else "no output"
@@ -2186,6 +2189,14 @@ def _exit_error(slot: str, ex: WorkerExit, now: float, started: bool = False, do
     signalled = ex.status < 0 and ex.status != EXIT_LOST
     if started and output and (last in reported or signalled and _ends_a_traceback(lines)):
         last = _LIVED_THROUGH
+    elif started and signalled and is_logged_record(last):
+        # Nor is an error it logged: a worker's stderr has only its logged errors (a spout's
+        # record given up to the dead letters, a store that is down), each one it went on
+        # from. Quoted, a SIGKILLed spout's worker read "...without being asked to stop: ...
+        # ERROR events-0: entry ... to dead-letter stream 'events:dead': ... FailedException:
+        # amount '12,5x' is not a number", as if a bad record had killed it. An exit status is
+        # the worker's own doing, so after one its last logged error is still quoted.
+        last = _LOGGED_THROUGH
     when = "without being asked to stop" if started else "before it started"
     rec = _error("__worker", -1, f"worker on {slot} {_ended(ex.status)} {when}{doing}: {last}", now, output)
     rec.host, rec.worker = _slot_address(slot)

@@ -229,8 +229,8 @@ def worker_task(master: str, storm_id: str, slot: str, launch_id: int,
                                                  f"(its JVM or its Spark worker died); it ends at once, and the "
                                                  f"master starts a new launch"}
             return
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                            format=f"%(asctime)s worker {slot} %(levelname)s %(message)s")
+        from .logs import stderr_format
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=stderr_format(slot))
         try:
             end = run_watched(_run_worker, storm_id, launch_id)
             record: dict[str, Any] = {"status": end.status}

@@ -42,7 +42,7 @@ from ..worker.batching import BatchingTransport
 from ..worker.envelope import Origin
 from ..worker.process import open_transport
 from .local_assignment import AssignmentCopy, resume_first_seq
-from .logs import install_worker_logging
+from .logs import install_worker_logging, stderr_format
 from .seeds import NimbusAddress, master_link
 from .stall_watch import ProgressBeat, stall_limit_secs
 
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="above 0: this local restart of the launch, started from --kept-assignment "
                         "while no master answers")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker {args.slot} %(levelname)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format=stderr_format(args.slot))
     from .._config import cluster_conf  # the cluster's settings: defaults, squall.yaml, --conf
     conf = anchored(cluster_conf(None, args.conf))
     install_worker_logging(conf, args.storm_id, args.slot)  # <storm.log.dir>/workers-artifacts/ID/PORT/worker.log

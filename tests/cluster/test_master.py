@@ -808,6 +808,42 @@ def test_a_worker_whose_output_ends_with_an_exception_it_lived_through_is_not_sa
     assert error_of(1, logged, [report]).endswith(f"exited with status 1 without being asked to stop: {lived}")
 
 
+def test_a_signalled_worker_whose_output_ends_with_an_error_it_logged_is_not_said_to_die_of_it(conf):
+    """A new user's pipeline on the process host (a Redis stream, a parse bolt failing 36 bad
+    records of 3,000, a persistent window): the spout's worker SIGKILLed mid-run, its output ended
+    with the spout's log of a bad record it had just given up to the dead letters, and `squall
+    list`, `squall monitor` and the UI read "worker on ... was killed by SIGKILL (...) without
+    being asked to stop: 2026-12-07 17:12:17,125 worker 127.0.0.1:29239 ERROR events-0: entry ...
+    to dead-letter stream 'events:dead': failed 4 times (max_retries 3); last: failed in [parse]
+    task 9: FailedException: amount '12,5x' is not a number", as if the bad amount had killed
+    it. An error the worker logged (the only lines its log sends to stderr) is one it went on
+    from: no signal comes of it."""
+    m = served(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = next(iter(topo.assignment))
+    logged = (f"2026-12-07 17:12:17,125 worker {slot} ERROR events-0: entry 1796663537067-45 of stream 'events' "
+              f"to dead-letter stream 'events:dead': failed 4 times (max_retries 3); last: failed in [parse] "
+              f"task 9: FailedException: amount '12,5x' is not a number\n")
+
+    def error_of(status, output):
+        topo.slot(slot).retry_at = time.monotonic() - 1
+        m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
+        _exit(m, storm_id, slot, status, output)
+        return m.op_info(name="t")["errors"][-1]
+
+    sigkill = f"worker on {slot} was killed by SIGKILL (the kernel's OOM killer, or a kill -9) without being asked to stop"
+    went_on = "no word of why; the last it wrote was an error it logged and went on from (its output is in the details)"
+    error = error_of(-9, f"starting\n{logged}")
+    assert error["error"] == f"{sigkill}: {went_on}"
+    assert logged.strip() in error["traceback"]  # the output is still there, in the details
+    # a line of its own after it is still its last word
+    assert error_of(-9, f"{logged}loading the model (12 GB)\n")["error"] == f"{sigkill}: loading the model (12 GB)"
+    # an exit status is the worker's own doing: its last logged error may say why it ended
+    assert error_of(3, logged)["error"].endswith(f"exited with status 3 without being asked to stop: {logged.strip()}")
+
+
 def test_a_dead_worker_is_told_to_the_others_in_their_heartbeat_replies(conf):
     """Beyond Storm: a reported exit, or a worker whose heartbeats stopped, makes a notice of
     its slot and tasks that every other worker gets once, in its next heartbeat reply."""

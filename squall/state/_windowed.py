@@ -26,8 +26,9 @@ timeout need not cover the window (only the checkpoint interval). On ROLLBACK, a
 after a restart, the windows are reloaded as last committed: tuples committed are not replayed
 and windows resume with them, while tuples that arrived since (not acked yet) are failed and
 replayed. At-least-once again: a window evaluated after the last commit may be evaluated again.
-Emits without anchors are left unanchored, as Storm's (anchoring them to tuples acked at the
-commit would make a downstream failure replay tuples the window still holds).
+Emits are left unanchored, as Storm's, ``anchors=`` or not (`UnanchoredEmits`: anchoring them to
+tuples acked at the commit would make a downstream failure replay tuples the window still holds,
+or put them in a tree already complete, which nothing replays).
 ``with_max_events_in_memory(n)`` bounds the tuples held in memory (`WindowStore`).
 """
 
@@ -35,7 +36,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._failure import ROLLED_BACK, fail_all_because, fail_because
+from .._collectors import OutputCollector
+from .._failure import ROLLED_BACK, FailureCause, fail_all_because, fail_because, fail_for
+from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
 from ..windowing._api import BaseWindowedBolt
 from ..windowing.executor import WindowedBoltExecutor
@@ -127,6 +130,43 @@ class StatefulWindowedBoltExecutor(WindowedBoltExecutor):
             self._watermark_moved = None  # a watermark afresh: its wait starts with the next tuples
 
 
+class UnanchoredEmits(OutputCollector):
+    """A persistent window's collector underneath its windowed one: every emit unanchored, the
+    ``anchors`` given or not (Storm leaves a persistent window's emits unanchored).
+
+    Its inputs are acked at the commit after they came, so a result anchored to them joins a
+    tuple tree already complete, which nothing replays, or one its spout replays into the
+    window again. Looking in a spout's tree, such a result let the checkpoint forwarder pass a
+    PREPARE over a sink that had not written it (it waits only for inputs in no spout's tree):
+    the commit recorded the window as fired, and the sink's worker died with the result (a
+    window of 20 ids, its one result never written, `tests/state/test_anchored_window_results.py`).
+    Unanchored, it holds the checkpoint at the sink like any window result."""
+
+    def __init__(self, out: OutputCollector) -> None:
+        self._out = out
+
+    def emit(self, values: list, anchors: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
+        return self._out.emit(values, None, stream)
+
+    def emit_direct(self, task_id: int, values: list, anchors: Any = None, stream: str = DEFAULT_STREAM) -> None:
+        self._out.emit_direct(task_id, values, None, stream)
+
+    def ack(self, tup: Tuple) -> None:
+        self._out.ack(tup)
+
+    def fail(self, tup: Tuple) -> None:
+        self._out.fail(tup)
+
+    def fail_with(self, tup: Tuple, cause: FailureCause) -> None:
+        fail_for(self._out, tup, cause)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        self._out.reset_timeout(tup)
+
+    def report_error(self, error: BaseException | str) -> None:
+        self._out.report_error(error)
+
+
 class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
     """Runs a `BaseStatefulWindowedBolt` made `with_persistence` (inside a `StatefulBoltExecutor`);
     see the module docstring. The manager queues the tuples' numbers in the `WindowStore`."""
@@ -136,7 +176,8 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
 
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:
         super().prepare(conf, context, collector)
-        self.out.delegate = collector.unchecked() if hasattr(collector, "unchecked") else collector
+        unchecked = collector.unchecked() if hasattr(collector, "unchecked") else collector
+        self.out.delegate = UnanchoredEmits(unchecked)
         # beside the bolt's state (`StatefulBoltExecutor` names it; Storm's <component>-<task id>)
         base = getattr(self, "squall_state_namespace", None) or f"{self.component}-{context.get_this_task_id()}"
         namespace = f"{base}-window"

@@ -649,7 +649,7 @@ class CheckpointTupleForwarder(_CheckpointAware):
         message = (f"component [{component}] task {task}: checkpoint {held.action} at txid {held.txid} has waited "
                    f"here {held.held_secs:.0f} s (over {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS} "
                    f"{self.timeout_secs:g}) behind {held.inputs_before} input(s) in no spout's tree (a persistent "
-                   f"window's results) that [{component}] has neither acked nor failed; no checkpoint passes it "
+                   f"window's results, or a spout's emits without a message id) that [{component}] has neither acked nor failed; no checkpoint passes it "
                    f"until it does, so the stateful bolts after it commit nothing: ack or fail each input")
         log.warning("%s", message)
         self.collector.report_error(message)

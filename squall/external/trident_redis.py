@@ -664,10 +664,16 @@ class RedisMapState(IBackingMap):
         the batch, where the write would have taken the marker as never written, put a new one,
         and counted the lost keys from zero."""
         if not self._looked:
+            # what the process saw, taken before the marker is read: each count in it was written
+            # before this read reached the server, so the read holds at least that. Taken after, it
+            # may hold the write of another copy of this partition in the process (a zombie and
+            # its replacement, two topologies sharing the keys) done after the read, refused as a
+            # server gone back (17 of 5,368 copies made beside a writer in 10 s)
+            saw_before = _SEEN_WRITES.get((self.where, self.marker))
             held = self._call("read its marker", self.client.get, self.marker)
             if held is not None:
                 self._marked = True
-                self.seen_writes = max(self.seen_writes, _SEEN_WRITES.get((self.where, self.marker)))
+                self.seen_writes = max(self.seen_writes, saw_before)
                 self._saw(held)
             else:
                 _SEEN_WRITES.forget((self.where, self.marker))

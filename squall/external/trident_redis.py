@@ -66,6 +66,7 @@ import logging
 import re
 import secrets
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -565,29 +566,46 @@ class Options:
 
 class _SeenWrites:
     """The most writes of each partition its marker counted (`MARKER`) that a state of this
-    process saw, by server and marker: a state made again in the same process starts from what its
-    earlier copies saw. On Spark's engine the states live in the driver, and `squall trident`
-    starts the query again, with new states, when a store did not answer (`run_restarting`): a
-    redis-server that crashed and came back from an older snapshot is seen that way, and the new
-    states counted on from the older values, where the states before them would have refused.
+    process saw, by server, marker and run of the topology (`run_of`): a state made again in the
+    same process for the same run starts from what its earlier copies saw. On Spark's engine the
+    states live in the driver, and `squall trident` starts the query again, with new states, when a
+    store did not answer (`run_restarting`): a redis-server that crashed and came back from an older
+    snapshot is seen that way, and the new states counted on from the older values, where the
+    states before them would have refused. A topology submitted again is another run: it goes on
+    from the values it finds, as the error says (`RedisMapState._went_back`); kept by marker alone,
+    its states on the same `LocalCluster` were refused for good, by what the killed run had seen.
     Forgotten where a state finds the marker gone (an emptied server, or a new one on the same
-    port), whose count starts again from 1. Thread-safe."""
+    port), whose count starts again from 1. The `LIMIT` most recently seen are kept (each run's
+    entries, in a process that submits topologies on and on). Thread-safe."""
+
+    LIMIT = 4096
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._seen: dict[tuple[str, str], int] = {}
+        self._seen: OrderedDict[tuple[str, str, str], int] = OrderedDict()
 
-    def get(self, key: tuple[str, str]) -> int:
+    def get(self, key: tuple[str, str, str]) -> int:
         with self._lock:
             return self._seen.get(key, 0)
 
-    def saw(self, key: tuple[str, str], count: int) -> None:
+    def saw(self, key: tuple[str, str, str], count: int) -> None:
         with self._lock:
-            self._seen[key] = max(count, self._seen.get(key, 0))
+            self._seen[key] = max(count, self._seen.pop(key, 0))  # the most recently seen last
+            if len(self._seen) > self.LIMIT:
+                self._seen.popitem(last=False)
 
-    def forget(self, key: tuple[str, str]) -> None:
+    def forget(self, key: tuple[str, str, str]) -> None:
         with self._lock:
             self._seen.pop(key, None)
+
+
+def run_of(context: Any) -> str:
+    """Which run of its topology a state is of, for `_SeenWrites`: the task's Storm id on
+    squall's engine (one per submission: a task restarted, a partition moved, keep it), the
+    topology's name on Spark's (a query `squall trident` starts again in its driver keeps it);
+    "" for a state made outside a topology."""
+    storm_id = getattr(context, "get_storm_id", None)
+    return str(storm_id()) if callable(storm_id) else ""
 
 
 _SEEN_WRITES = _SeenWrites()
@@ -598,9 +616,12 @@ class RedisMapState(IBackingMap):
 
     def __init__(self, client: redis.Redis, options: Options, serializer: Serializer,
                  key_factory: KeyFactory, where: str, marker: str = MARKER,
-                 state_type: StateType | None = None, txids_field: str = "", txids_epoch: str = "") -> None:
+                 state_type: StateType | None = None, txids_field: str = "", txids_epoch: str = "",
+                 run: str = "") -> None:
         self.client = client
         self.marker = marker  # this state's marker key (`MARKER`)
+        # what this process saw of the marker's count, for this server, marker and run (`run_of`)
+        self._seen_key = (where, marker, run)
         self.txids = txids_key(marker)
         # the writes of a batch are checked as a stale copy's might be (`_WRITE`) for a
         # transactional or opaque state; None (a state made by hand): not at all, as before
@@ -669,14 +690,14 @@ class RedisMapState(IBackingMap):
             # may hold the write of another copy of this partition in the process (a zombie and
             # its replacement, two topologies sharing the keys) done after the read, refused as a
             # server gone back (17 of 5,368 copies made beside a writer in 10 s)
-            saw_before = _SEEN_WRITES.get((self.where, self.marker))
+            saw_before = _SEEN_WRITES.get(self._seen_key)
             held = self._call("read its marker", self.client.get, self.marker)
             if held is not None:
                 self._marked = True
                 self.seen_writes = max(self.seen_writes, saw_before)
                 self._saw(held)
             else:
-                _SEEN_WRITES.forget((self.where, self.marker))
+                _SEEN_WRITES.forget(self._seen_key)
             self._looked = True
 
     def _saw(self, held: bytes) -> None:
@@ -687,7 +708,7 @@ class RedisMapState(IBackingMap):
         if count < self.seen_writes:
             raise self._went_back(count)
         self.seen_writes = count
-        _SEEN_WRITES.saw((self.where, self.marker), count)
+        _SEEN_WRITES.saw(self._seen_key, count)
 
     def multi_get(self, keys: Sequence[Sequence[Any]]) -> list:
         """The stored values of ``keys`` (None where absent), each checked by the serializer; in
@@ -870,7 +891,7 @@ class RedisMapState(IBackingMap):
             raise self._lost()
         self._marked = True
         self.seen_writes = max(self.seen_writes, done)
-        _SEEN_WRITES.saw((self.where, self.marker), done)
+        _SEEN_WRITES.saw(self._seen_key, done)
 
     def _refused(self, reply: list, txid: int, wrote: dict[str, Any]) -> Exception:
         """The error of a write the script refused (`_WRITE`'s replies): it comes from a stale
@@ -972,7 +993,8 @@ class RedisMapStateFactory(StateFactory):
         claim = RedisEpochClaim(client, f"{txids_key(marker)}/{field}/epoch", where)
         backing = RedisMapState(client, self.options, self.serializer, self.key_factory, where, marker,
                                 self.state_type, field, txids_epoch(metrics, self.state_type, partition_index,
-                                                                    num_partitions, self.options, claim))
+                                                                    num_partitions, self.options, claim),
+                                run_of(metrics))
         try:
             # at the task's start, while the server still holds what an earlier life of this
             # partition wrote; a server away now is asked again before the first read or write

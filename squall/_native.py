@@ -422,20 +422,18 @@ def _execute(execute: Any, tup: Any, on_error: Any, executing: Any = None) -> No
 
 
 def execute_run(execute: Any, pop: Any, n: int, stats: Any, on_error: Any = None, executing: Any = None) -> int:
-    """``execute(pop())`` ``n`` times, adding the inputs executed to ``stats.executed`` (on an
-    exception, those before the one that raised); returns ``n``. A bolt executor's plain inputs
-    between two sampled ones (`squall.engine.bolt_executor.BoltExecutor.drain`). With
+    """``execute(pop())`` ``n`` times, adding each input to ``stats.executed`` as it returns
+    (on an exception, those before the one that raised); returns ``n``. A bolt executor's plain
+    inputs between two sampled ones (`squall.engine.bolt_executor.BoltExecutor.drain`). With
     ``on_error``, an `Exception` that ``execute`` raises goes to ``on_error(input, exception)``
     and the run goes on (the input counts as executed); what ``on_error`` raises ends it. With
     ``executing`` (an `ExecutingEntry`), each input's root is on its line while it is executed
     (`squall.engine.executing`)."""
     done = 0
-    try:
-        while done < n:
-            _execute(execute, pop(), on_error, executing)
-            done += 1
-    finally:
-        stats.executed += done
+    while done < n:
+        _execute(execute, pop(), on_error, executing)
+        done += 1
+        stats.executed += 1
     return done
 
 

@@ -5510,8 +5510,8 @@ executing_root(PyObject *item)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * execute_run(execute, pop, n, stats, on_error=None, executing=None): execute(pop()) n times, adding the inputs
- * executed (those before one that raised, on an exception) to stats.executed: a bolt executor's
+ * execute_run(execute, pop, n, stats, on_error=None, executing=None): execute(pop()) n times, adding each input
+ * executed to stats.executed as it returns (those before one that raised, on an exception): a bolt executor's
  * plain inputs between two sampled ones (squall.engine.bolt_executor.BoltExecutor.drain). With
  * on_error, an Exception that execute raises is handed to on_error(input, exception) and the run
  * goes on (the input counts as executed); what on_error raises ends the run. With executing (an
@@ -5578,19 +5578,10 @@ execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_XDECREF(r);
         done++;
-    }
-    if (done) {  /* counted on an exception too; the exception stays the one raised */
-        PyObject *type = NULL, *value = NULL, *tb = NULL;
-        if (failed)
-            PyErr_Fetch(&type, &value, &tb);
-        int rc = count(stats, &TaskStatsBase_Type, &seen_task_stats, offsetof(TaskStatsBase, executed), str_executed, done);
-        if (failed) {
-            if (rc < 0)
-                PyErr_Clear();
-            PyErr_Restore(type, value, tb);
-        } else if (rc < 0) {
+        /* counted as it returns, not at the run's end: a bolt slow on each input (0.5 s) showed
+         * acked 31 and executed 14 after 16 s, its runs being up to 19 inputs long */
+        if (count(stats, &TaskStatsBase_Type, &seen_task_stats, offsetof(TaskStatsBase, executed), str_executed, 1) < 0)
             return NULL;
-        }
     }
     return failed ? NULL : PyLong_FromSsize_t(done);
 }
@@ -6128,8 +6119,8 @@ static PyMethodDef speedups_functions[] = {
      "batch_items(out, targets, values, src, roots, vals, tuple_type): append a batch run's "
      "(target, Tuple) pairs to out."},
     {"execute_run", (PyCFunction)(void (*)(void))execute_run, METH_FASTCALL,
-     "execute_run(execute, pop, n, stats, on_error=None, executing=None): execute(pop()) n times, counting them in "
-     "stats.executed."},
+     "execute_run(execute, pop, n, stats, on_error=None, executing=None): execute(pop()) n times, counting each in "
+     "stats.executed as it returns."},
     {"spout_replies", (PyCFunction)(void (*)(void))spout_replies, METH_FASTCALL,
      "spout_replies(executor, pop, n, now, task_sampled=None): n replies from pop() as SpoutExecutor._reply would "
      "(with task_sampled, the task's TaskStatistics, one in a gap sampled)."},

@@ -15,6 +15,7 @@ from .components import (
     Counter,
     FailBranchOneOfElevenBolt,
     FailHoldOrBranchBolt,
+    SlowAckBolt,
     TickCountingBasicBolt,
     TickCountingBolt,
 )
@@ -149,3 +150,28 @@ def test_failures_and_timeouts_read_what_happened_at_storms_default_rate(cluster
         (FAILING_N, len(branched), len(failed_at_split))
     assert (info["sink"]["executed"], info["sink"]["acked"], info["sink"]["failed"]) == \
         (2 * len(branched), 2 * len(branched) - len(failed_at_sink), len(failed_at_sink))
+
+
+def test_a_slow_bolts_executed_count_keeps_up_with_its_acks(cluster):
+    """A bolt on its own thread takes 0.2 s per input and acks it; 30 are fed at once. Its
+    ``executed`` counts each input as its execute returns: halfway, it reads the acks less at
+    most the input being executed. Before, it was added once per run of unsampled inputs (up to
+    ``1 / topology.stats.sample.rate`` - 1 long: here 99, 20 s): after 16 s a 0.5 s bolt read
+    acked 31, executed 14, and a 2 s one acked 8, executed 0."""
+    feeder, tracker = tracked_feeder(tracker=AckFailMapTracker())
+    builder = TopologyBuilder()
+    builder.set_spout("1", feeder)
+    builder.set_bolt("2", SlowAckBolt(0.2)).shuffle_grouping("1").set_own_thread()
+    cluster.submit_topology("slow-executed", {"topology.stats.sample.rate": 0.01}, builder.create_topology())
+    for i in range(N):
+        feeder.feed([i], i)
+
+    def figures() -> tuple[int, int]:
+        c = cluster.get_topology_info("slow-executed")["components"]["2"]
+        return c["acked"], c["executed"]
+    for mark in (N // 3, 2 * N // 3):
+        assert wait_until(lambda: figures()[0] >= mark, 20)  # noqa: B023 (called at once)
+        acked, executed = figures()
+        assert acked - 1 <= executed <= acked + 1, (mark, acked, executed)
+    assert wait_until(lambda: all(tracker.is_acked(i) for i in range(N)), 20)
+    assert wait_until(lambda: figures() == (N, N))

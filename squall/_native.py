@@ -85,6 +85,7 @@ from types import FrameType
 from typing import Any
 
 _DEFAULT_STREAM = "default"  # squall._system.DEFAULT_STREAM (not imported: this module is imported first)
+_monotonic = time.monotonic  # the clock of a drain's budget (compiled: CLOCK_MONOTONIC_COARSE, the same clock)
 
 
 def IdSource(seed: int, bits: int = 64, times: int = 1, plus: int = 0) -> Any:
@@ -371,20 +372,27 @@ class KeyStatsBase:
 
 
 def drain_inbox(execute: Any, pop: Any, n: int, stats: Any, sampled: Any, now: Any, on_error: Any = None,
-                executing: Any = None) -> int:
+                executing: Any = None, budget: float | None = None) -> int:
     """A bolt task's ``n`` inputs from ``pop()``, with Storm's sampled statistics: runs of
     ``sampled.left - 1`` plain inputs (`execute_run`), then a sampled one, timed with ``now()``
     and opened as a sample for its ack to close (`squall.engine.stats.TaskStatistics`); its
-    figures are added also when it raises. Returns ``n``; ``sampled.left`` is kept, on an
-    exception too (`squall.engine.bolt_executor.BoltExecutor.drain`). ``on_error``, ``executing``:
-    as `execute_run`'s."""
+    figures are added also when it raises. With ``budget`` (seconds), the drain ends after the
+    first input that returns once it has run that long (by `time.monotonic`; at least one input
+    runs). Returns the inputs executed; ``sampled.left`` is kept, on an exception too
+    (`squall.engine.bolt_executor.BoltExecutor.drain`). ``on_error``, ``executing``: as
+    `execute_run`'s."""
+    # (the clock is read only for a drain of more than one input: one always runs)
+    deadline = _monotonic() + max(budget, 0.0) if budget is not None and n > 1 else None
     left = sampled.left
     ran = 0
     try:
         while ran < n:
             run = left - 1 if left - 1 < n - ran else n - ran  # noqa: FURB136 (a compare, not a min() call, on the drain path)
-            ran += execute_run(execute, pop, run, stats, on_error, executing)  # counted, on a crash too
-            left -= run
+            done = _run_inputs(execute, pop, run, stats, on_error, executing, deadline)  # counted, on a crash too
+            ran += done
+            left -= done
+            if done < run or (ran < n and run and _past(deadline)):
+                break
             if ran < n:
                 tup = pop()
                 ks = sampled.key_of(tup)
@@ -399,9 +407,16 @@ def drain_inbox(execute: Any, pop: Any, n: int, stats: Any, sampled: Any, now: A
                 stats.executed += 1
                 ran += 1
                 left = sampled.gaps()
+                if _past(deadline):
+                    break
     finally:
         sampled.left = left
     return ran
+
+
+def _past(deadline: float | None) -> bool:
+    """Whether `time.monotonic` is at or past ``deadline`` (None: never)."""
+    return deadline is not None and _monotonic() >= deadline
 
 
 def _execute(execute: Any, tup: Any, on_error: Any, executing: Any = None) -> None:
@@ -424,16 +439,25 @@ def _execute(execute: Any, tup: Any, on_error: Any, executing: Any = None) -> No
 def execute_run(execute: Any, pop: Any, n: int, stats: Any, on_error: Any = None, executing: Any = None) -> int:
     """``execute(pop())`` ``n`` times, adding each input to ``stats.executed`` as it returns
     (on an exception, those before the one that raised); returns ``n``. A bolt executor's plain
-    inputs between two sampled ones (`squall.engine.bolt_executor.BoltExecutor.drain`). With
-    ``on_error``, an `Exception` that ``execute`` raises goes to ``on_error(input, exception)``
-    and the run goes on (the input counts as executed); what ``on_error`` raises ends it. With
-    ``executing`` (an `ExecutingEntry`), each input's root is on its line while it is executed
-    (`squall.engine.executing`)."""
+    inputs between two sampled ones (`squall.engine.bolt_executor.BoltExecutor.drain`, through
+    `drain_inbox`). With ``on_error``, an `Exception` that ``execute`` raises goes to
+    ``on_error(input, exception)`` and the run goes on (the input counts as executed); what
+    ``on_error`` raises ends it. With ``executing`` (an `ExecutingEntry`), each input's root is on
+    its line while it is executed (`squall.engine.executing`)."""
+    return _run_inputs(execute, pop, n, stats, on_error, executing, None)
+
+
+def _run_inputs(execute: Any, pop: Any, n: int, stats: Any, on_error: Any, executing: Any,
+                deadline: float | None) -> int:
+    """`execute_run`'s work, also `drain_inbox`'s: with ``deadline`` (a `time.monotonic` value),
+    the run ends after the first input that returns at or past it. Returns the inputs executed."""
     done = 0
     while done < n:
         _execute(execute, pop(), on_error, executing)
         done += 1
         stats.executed += 1
+        if deadline is not None and _monotonic() >= deadline:
+            break
     return done
 
 

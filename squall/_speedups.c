@@ -5510,13 +5510,34 @@ executing_root(PyObject *item)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * execute_run(execute, pop, n, stats, on_error=None, executing=None): execute(pop()) n times, adding each input
- * executed to stats.executed as it returns (those before one that raised, on an exception): a bolt executor's
- * plain inputs between two sampled ones (squall.engine.bolt_executor.BoltExecutor.drain). With
- * on_error, an Exception that execute raises is handed to on_error(input, exception) and the run
- * goes on (the input counts as executed); what on_error raises ends the run. With executing (an
+ * execute_run(execute, pop, n, stats, on_error=None, executing=None): execute(pop()) n times,
+ * adding each input executed to stats.executed as it returns (those before one that raised, on an
+ * exception): a bolt executor's plain inputs between two sampled ones
+ * (squall.engine.bolt_executor.BoltExecutor.drain, through drain_inbox). With on_error, an
+ * Exception that execute raises is handed to on_error(input, exception) and the run goes on (the
+ * input counts as executed); what on_error raises ends the run. With executing (an
  * ExecutingEntry), each input's root is on its line while it is executed.
  */
+
+/* no deadline (a monotonic clock's time is never negative) */
+#define NO_DEADLINE (-1.0)
+
+/* CLOCK_MONOTONIC_COARSE in seconds: time.monotonic()'s clock as of the last timer tick (a few
+ * ms behind at most: nothing next to a drain's budget, DRAIN_BUDGET_SECS, 0.1 s), a load of the
+ * vDSO's page instead of a counter read and its scaling, once per input of a drain */
+static inline double
+coarse_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline int
+past_deadline(double deadline)
+{
+    return deadline >= 0.0 && coarse_now() >= deadline;
+}
 
 /* execute raised (the error is set): hand an Exception to on_error(item, exception); 0 when it
  * returned (error cleared), -1 with the error to raise (execute's, or on_error's) */
@@ -5528,20 +5549,14 @@ on_execute_error(PyObject *on_error, PyObject *item)
     return hand_error_to(on_error, item);
 }
 
-static PyObject *
-execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* execute_run's work, also drain_inbox's: the inputs executed (>= 0), or -1 with the error set
+ * (the inputs before it counted). With a deadline (coarse_now()'s time; NO_DEADLINE: none), the
+ * run ends after the first input that returns at or past it. */
+static Py_ssize_t
+run_inputs(PyObject *execute, PyObject *pop, Py_ssize_t n, PyObject *stats, PyObject *on_error,
+           unsigned long long *line, double deadline)
 {
-    if (nargs < 4 || nargs > 6) {
-        PyErr_SetString(PyExc_TypeError, "execute_run(execute, pop, n, stats, on_error=None, executing=None)");
-        return NULL;
-    }
-    PyObject *execute = args[0], *pop = args[1], *stats = args[3];
-    PyObject *on_error = nargs >= 5 && args[4] != Py_None ? args[4] : NULL;
-    unsigned long long *line = executing_line(nargs == 6 ? args[5] : NULL);
-    Py_ssize_t n = PyLong_AsSsize_t(args[2]), done = 0;
-    if (n == -1 && PyErr_Occurred())
-        return NULL;
-    int failed = 0;
+    Py_ssize_t done = 0;
     /* a BasicBolt's task: its BasicExecute called at once, without the vectorcall's dispatch and
      * result check (it returns a result or sets an error, never both) */
     int basic = Py_IS_TYPE(execute, &BasicExecute_Type);
@@ -5558,10 +5573,8 @@ execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     while (done < n) {
         PyObject *item = call_quick(pop, NULL);
-        if (item == NULL) {
-            failed = 1;
-            break;
-        }
+        if (item == NULL)
+            return -1;
         PyObject *args[3] = {NULL, fself, item};  /* the slot before the arguments for a bound method's self */
         if (line != NULL)
             __atomic_store_n(line, executing_root(item), __ATOMIC_RELAXED);
@@ -5572,22 +5585,40 @@ execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             __atomic_store_n(line, 0ULL, __ATOMIC_RELAXED);
         int handled = r == NULL ? on_execute_error(on_error, item) : 0;
         Py_DECREF(item);
-        if (handled < 0) {
-            failed = 1;
-            break;
-        }
+        if (handled < 0)
+            return -1;
         Py_XDECREF(r);
         done++;
         /* counted as it returns, not at the run's end: a bolt slow on each input (0.5 s) showed
          * acked 31 and executed 14 after 16 s, its runs being up to 19 inputs long */
         if (count(stats, &TaskStatsBase_Type, &seen_task_stats, offsetof(TaskStatsBase, executed), str_executed, 1) < 0)
-            return NULL;
+            return -1;
+        if (past_deadline(deadline))
+            break;
     }
-    return failed ? NULL : PyLong_FromSsize_t(done);
+    return done;
+}
+
+static PyObject *
+execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 4 || nargs > 6) {
+        PyErr_SetString(PyExc_TypeError, "execute_run(execute, pop, n, stats, on_error=None, executing=None)");
+        return NULL;
+    }
+    PyObject *on_error = nargs >= 5 && args[4] != Py_None ? args[4] : NULL;
+    unsigned long long *line = executing_line(nargs == 6 ? args[5] : NULL);
+    Py_ssize_t n = PyLong_AsSsize_t(args[2]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t done = run_inputs(args[0], args[1], n, args[3], on_error, line, NO_DEADLINE);
+    return done < 0 ? NULL : PyLong_FromSsize_t(done);
 }
 
 /* ---------------------------------------------------------------------------------------------
- * drain_inbox(execute, pop, n, stats, sampled, now, on_error=None, executing=None): a bolt task's n inputs, as
+ * drain_inbox(execute, pop, n, stats, sampled, now, on_error=None, executing=None, budget=None): a bolt
+ * task's n inputs (ending early after the first input that returns once the drain has run for
+ * budget seconds), as
  * squall._native.drain_inbox (its Python twin says what is done; this is the same, step by step,
  * without a Python frame per sampled input).
  */
@@ -5760,17 +5791,26 @@ done:
 static PyObject *
 drain_inbox(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 6 || nargs > 8) {
-        PyErr_SetString(PyExc_TypeError, "drain_inbox(execute, pop, n, stats, sampled, now, on_error=None, executing=None)");
+    if (nargs < 6 || nargs > 9) {
+        PyErr_SetString(PyExc_TypeError,
+                        "drain_inbox(execute, pop, n, stats, sampled, now, on_error=None, executing=None, budget=None)");
         return NULL;
     }
     PyObject *execute = args[0], *pop = args[1], *stats = args[3], *sampled = args[4], *now = args[5];
     PyObject *on_error = nargs >= 7 && args[6] != Py_None ? args[6] : NULL;
-    PyObject *executing = nargs == 8 ? args[7] : Py_None;
+    PyObject *executing = nargs >= 8 ? args[7] : Py_None;
     unsigned long long *line = executing_line(executing);
     Py_ssize_t n = PyLong_AsSsize_t(args[2]);
     if (n == -1 && PyErr_Occurred())
         return NULL;
+    /* the clock is read only for a drain of more than one input: one always runs */
+    double deadline = NO_DEADLINE;
+    if (nargs == 9 && args[8] != Py_None && n > 1) {
+        double budget = PyFloat_AsDouble(args[8]);
+        if (budget == -1.0 && PyErr_Occurred())
+            return NULL;
+        deadline = coarse_now() + (budget > 0.0 ? budget : 0.0);
+    }
     PyObject *o = slot_get(sampled, str_left, &slot_left);
     long long left = o ? PyLong_AsLongLong(o) : -1;
     Py_XDECREF(o);
@@ -5782,20 +5822,19 @@ drain_inbox(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Py_ssize_t ran = 0;
     int failed = 0;
-    PyObject *executed = NULL;
     while (ran < n) {
         Py_ssize_t run = left - 1 < n - ran ? (Py_ssize_t)(left - 1) : n - ran;
-        PyObject *call[6] = {execute, pop, NULL, stats, on_error ? on_error : Py_None, executing};
-        call[2] = PyLong_FromSsize_t(run);
-        executed = call[2] ? execute_run(module, call, 6) : NULL;  /* counted, on a crash too */
-        Py_XDECREF(call[2]);
-        if (executed == NULL) {
+        Py_ssize_t done = run_inputs(execute, pop, run, stats, on_error, line, deadline);  /* counted, on a crash too */
+        if (done < 0) {
             failed = 1;
             break;
         }
-        Py_CLEAR(executed);
-        ran += run;
-        left -= run;
+        ran += done;
+        left -= done;
+        if (done < run)  /* the deadline passed */
+            break;
+        if (ran < n && run > 0 && past_deadline(deadline))
+            break;
         if (ran < n) {
             PyObject *tup = call_quick(pop, NULL);
             if (tup == NULL || sampled_execute(execute, tup, sampled, now, freq, on_error, line) < 0) {
@@ -5814,6 +5853,8 @@ drain_inbox(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 failed = 1;
                 break;
             }
+            if (past_deadline(deadline))
+                break;
         }
     }
     Py_DECREF(gaps);
@@ -6100,8 +6141,8 @@ static PyMethodDef speedups_functions[] = {
     {"send_acks", (PyCFunction)(void (*)(void))send_acks, METH_FASTCALL,
      "send_acks(acks, ackers, kind): send each held ack (root -> xor) to its acker, then clear acks."},
     {"drain_inbox", (PyCFunction)(void (*)(void))drain_inbox, METH_FASTCALL,
-     "drain_inbox(execute, pop, n, stats, sampled, now, on_error=None, executing=None): a bolt task's n inputs, "
-     "sampled ones timed."},
+     "drain_inbox(execute, pop, n, stats, sampled, now, on_error=None, executing=None, budget=None): a bolt "
+     "task's n inputs (fewer once it has run budget seconds), sampled ones timed; the inputs executed."},
     {"deliver_items", (PyCFunction)(void (*)(void))deliver_items, METH_FASTCALL,
      "deliver_items(inboxes, items): append each (task, item) to inboxes[task] if there; the count."},
     {"group_items", (PyCFunction)(void (*)(void))group_items, METH_FASTCALL,

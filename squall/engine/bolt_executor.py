@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import random
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,17 @@ from .routing import _NOWHERE, Router, bad_stream, build_routers, direct_task, n
 from .stats import component_figures
 
 _get_ident = threading.get_ident
+_monotonic = time.monotonic
+
+# How long one task's drain may hold its loop before it ends, after the input running then
+# returns (at least one input runs each round). Up to DRAIN_LIMIT (1024) inputs are drained a
+# round, and a bolt slow on each one (0.5 s: not one call long enough for the watchdog to move it)
+# held a shared loop for 64 of them, 32 s: the acker, the spouts' acks and fails and the pending
+# maps' rotation waited behind it, so that in 16 s with a 1 s message timeout none of 64 spout
+# tuples was acked or failed, nor the checkpoint spout's init. A bolt fast on each input (a few
+# microseconds) drains its 1024 well within this, and is not cut short.
+DRAIN_BUDGET_SECS = 0.1
+
 __all__ = ["BasicCollector", "BoltCollector", "BoltExecutor", "ErrorThrottle"]  # ErrorThrottle: executor's, once here
 
 
@@ -117,11 +129,11 @@ class BoltExecutor(Executor):
             self.current_task = t
             if self._executing_tasks is not None:
                 self._executing_tasks.task = t
-            # Storm's sampled statistics: runs of plain inputs, then a sampled one (timed)
-            drain_inbox(self.execute[t], q.popleft, n, self.stats[t], self.sampled[t], now, self.on_error[t],
-                        self.executing)
+            # Storm's sampled statistics: runs of plain inputs, then a sampled one (timed); fewer
+            # than n once the drain has held the loop for DRAIN_BUDGET_SECS
+            done += drain_inbox(self.execute[t], q.popleft, n, self.stats[t], self.sampled[t], now, self.on_error[t],
+                                self.executing, DRAIN_BUDGET_SECS)
             self.spill[t]()  # a BasicBolt's acks held in C, into self.acks: flushed below
-            done += n
         if self.acks:
             self.flush_acks()
         return done
@@ -143,6 +155,7 @@ class BoltExecutor(Executor):
             if self._executing_tasks is not None:
                 self._executing_tasks.task = t
             left = n
+            deadline = _monotonic() + DRAIN_BUDGET_SECS  # the task's, across its runs between ticks
             while left:
                 run = left
                 if queued[t]:
@@ -153,16 +166,21 @@ class BoltExecutor(Executor):
                     except RuntimeError:  # appended to meanwhile (a receiving thread): one at a time
                         run = 0 if q[0] is tick else 1
                 if run:
-                    drain_inbox(self.execute[t], q.popleft, run, self.stats[t], self.sampled[t], now, self.on_error[t],
-                                self.executing)
-                    left -= run
+                    ran = drain_inbox(self.execute[t], q.popleft, run, self.stats[t], self.sampled[t], now,
+                                      self.on_error[t], self.executing, deadline - _monotonic())
+                    left -= ran
+                    done += ran
+                    if ran < run:  # past the budget
+                        break
                 if left:  # the tick is next
                     queued[t] -= 1
                     drain_inbox(self.tick_execute[t], q.popleft, 1, self.tick_stats[t], self.sampled[t], now,
                                 self.on_error[t], self.executing)
                     left -= 1
+                    done += 1
+                    if _monotonic() >= deadline:
+                        break
             self.spill[t]()
-            done += n
         if self.acks:
             self.flush_acks()
         return done

@@ -12,7 +12,8 @@ moves whole, between two of its calls: its calls never run on two threads at onc
 later calls run on the new thread (an executor that must stay on its thread, say because its
 ``prepare`` opened an sqlite3 connection, opts out with ``topology.executor.blocking.move``).
 
-Each round drains inboxes downstream-first (acker, then bolts from the deepest, then the spouts'
+Each round drains inboxes downstream-first (acker, then bolts from the deepest, each bolt task for
+at most `DRAIN_LIMIT` inputs or `squall.engine.bolt_executor.DRAIN_BUDGET_SECS`, then the spouts'
 acker replies), sends what they emitted for other workers (the transport's ``flush``), then lets
 each spout emit a burst if it may (one call of ``next_tuple`` on a loop of its own, as Storm calls
 it once between two looks at the acks: such a spout's call may take long), then fires due timers (ticks, timeouts), and sends again. A

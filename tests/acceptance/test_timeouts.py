@@ -187,3 +187,32 @@ def test_a_slow_bolts_acks_reach_the_spout_while_it_works_through_its_queue(clus
 
     assert wait_until(lambda: all(tracker.is_acked(i) or tracker.is_failed(i) for i in range(5)), 20 * t)
     assert [i for i in range(5) if tracker.is_failed(i)] == []
+
+
+def test_a_bolt_slow_on_each_input_on_the_shared_loop_lets_the_tuples_past_their_timeout_fail(cluster):
+    """A bolt on the shared loop (no own thread) takes 0.25 s per input, below the watchdog's
+    1 s, so it is never moved; 24 tuples are fed at once, 6 s of work. Storm's spout executor
+    has a thread of its own: tuples the bolt acks past 2T fail, and the first ones are acked.
+    Before, one drain of the bolt's inbox held the loop for all 24 inputs: no rotation of the
+    pending map and no ack reached the spout for 6 s, then all 24 were acked, none failed (with
+    a 0.5 s bolt and 64 tuples, nothing acked nor failed for 32 s, the checkpoint spout's init too)."""
+    n = 24
+    feeder, tracker = feeder_with_tracker()
+    builder = TopologyBuilder()
+    builder.set_spout("1", feeder)
+    builder.set_bolt("2", SlowAckBolt(0.25)).shuffle_grouping("1")
+    conf = conf_with_timeout()
+    conf.set_num_workers(1)  # the spout, the acker and the bolt on one worker's loop
+    cluster.submit_topology("slow-shared-loop", conf, builder.create_topology())
+
+    for i in range(n):
+        feeder.feed([i], i)
+
+    assert wait_until(lambda: all(tracker.is_acked(i) or tracker.is_failed(i) for i in range(n)), 20)
+    acked = [i for i in range(n) if tracker.is_acked(i)]
+    failed = [i for i in range(n) if tracker.is_failed(i)]
+    assert sorted(acked + failed) == list(range(n))  # each once, acked or failed
+    # the bolt acks input i at 0.25 (i + 1) s at the earliest: from i = 8 on, past 2T
+    assert [i for i in acked if i >= 8] == []
+    assert len(failed) >= n - 8
+    assert wait_until(lambda: component_stat(cluster, "slow-shared-loop", "1", "failed") == len(failed))

@@ -263,3 +263,28 @@ def test_each_input_is_counted_executed_as_it_returns_not_at_the_end_of_its_run(
     assert seen == list(range(150))
     assert stats.executed == 150
 
+
+def test_a_drain_ends_after_the_input_that_returns_once_it_has_run_its_budget():
+    """With a budget (seconds), a drain stops after the first input that returns once it has run
+    that long, so that a bolt slow on each input does not hold its loop for its whole inbox; at
+    least one input runs; what stays is drained next time; the countdown is kept."""
+    import time
+
+    sampled = TaskStatistics(FREQ, random.Random(3))
+    stats = TaskStats()
+    inbox = inputs(40)
+    seen: list = []
+
+    def slow(tup):
+        seen.append(tup[0])
+        time.sleep(0.01)
+
+    assert drain_inbox(slow, inbox.popleft, 40, stats, sampled, ticking_clock(), None, None, 0.0) == 1
+    assert seen == ["w0"] and len(inbox) == 39 and stats.executed == 1
+
+    ran = drain_inbox(slow, inbox.popleft, 39, stats, sampled, ticking_clock(), None, None, 0.1)
+    assert 1 <= ran < 39 and len(inbox) == 39 - ran and stats.executed == 1 + ran
+    assert drain_inbox(slow, inbox.popleft, len(inbox), stats, sampled, ticking_clock(), None, None, None) == 39 - ran
+    assert seen == [f"w{i}" for i in range(40)] and stats.executed == 40
+    executed_by_key = sum(ks.executed for ks in sampled.keys.values())
+    assert executed_by_key == FREQ * (40 // FREQ)  # one sampled in every block of FREQ, across the three drains

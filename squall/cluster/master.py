@@ -61,7 +61,6 @@ import logging
 import math
 import os
 import re
-import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -81,9 +80,7 @@ from .._errors import (
     UnknownComponentError,
 )
 from .._nimbus import (
-    EXIT_LOST,
     MAX_WAIT_SECS,
-    SPARK_HOST,
     Assignment,
     Heartbeat,
     HeartbeatReply,
@@ -114,7 +111,6 @@ from ..worker.log_levels import config_digest, merge_log_config
 from .backoff import crash_backoff, launch_backoff
 from .ha import ALIVE, LEADER, NOT_A_LEADER, OFFLINE, check_assignment, check_saved_topology
 from .liveness import HeldByZooKeeper, PresenceReads, PresenceWatch, read_presences
-from .logs import is_logged_record
 from .master_records import (
     MAX_ENDED_LAUNCHES,
     REBALANCE_ACTION,
@@ -149,6 +145,8 @@ from .store import (
     store_for,
 )
 from .view import NoPagesError, StatisticsPages, TopologyView, WorkerView, parse_windows
+from .worker_ends import executing_text, exit_text, lost_error, master_error, reported_ends, silent_error, slot_address
+from .worker_ends import exit_error as _exit_error  # its name here: tests/spark/test_spark_driver_errors.py imports it
 
 if TYPE_CHECKING:
     from .ha import Coordinator
@@ -340,6 +338,15 @@ class _Topo:
                 for t in self.plan.executors[i].tasks:
                     out[t] = addr
         return out
+
+    def components_on(self, slot: str) -> list[str]:
+        """The components of the executors ``slot`` runs, sorted (none: not assigned)."""
+        return sorted({self.plan.executors[i].component for i in self.assignment.get(slot, ())})
+
+    def bolt_tasks(self, slot: str) -> dict[int, str]:
+        """Task -> its bolt, for the bolt tasks ``slot`` runs (none: not assigned)."""
+        return {t: e.component for i in self.assignment.get(slot, ()) for e in [self.plan.executors[i]]
+                if e.component in self.plan.topology.bolts for t in e.tasks}
 
     def add_error(self, record: ErrorRecord) -> None:
         """Keep ``record`` (`squall.engine.executor.add_error`) and count the errors it tells of."""
@@ -1566,8 +1573,8 @@ class Master:
             silent = state.reported_launch != launch if unasked else state.fatal_launch != launch
             if (unasked or (current and ex.status != 0)) and silent:
                 topo.add_error(_exit_error(slot, ex, wall, started=True,
-                                                   doing=_executing_text(topo, slot, ex.executing),
-                                                   reported=_reported_ends(topo.errors)))
+                                           doing=executing_text(topo.bolt_tasks(slot), ex.executing),
+                                           reported=reported_ends(topo.errors)))
             if current and (ex.status != 0 or unasked or state.fatal_launch == launch):
                 self._hold_after_crash(topo, slot, now)
         elif ex.status != 0 or unasked:
@@ -1579,8 +1586,8 @@ class Master:
             limit = conf_value(self.conf, Config.SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS)
             if limit is not None and failures >= limit:
                 state.given_up = True
-                topo.add_error(_error("__master", -1, f"worker on {slot} failed to start {limit} times; "
-                                                              f"gave up (see the errors above)", wall))
+                topo.add_error(master_error("__master", -1, f"worker on {slot} failed to start {limit} times; "
+                                                            f"gave up (see the errors above)", wall))
             else:
                 state.retry_at = now + launch_backoff(failures)
         self._changed()
@@ -1690,7 +1697,7 @@ class Master:
         if errors:
             topo.slot(slot).reported_launch = launch_id
         topo.errors_happened += max(0, int(unrecorded))
-        host, port = _slot_address(slot)
+        host, port = slot_address(slot)
         for e in errors:
             new = ErrorRecord.from_dict(e)
             new.host, new.worker = host, port  # the slot that reported it, whatever the record says
@@ -1818,7 +1825,7 @@ class Master:
                 elif now - last > limit and self._synced_since(slot, last + limit):
                     log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
                                 slot, topo.plan.name, now - last)
-                    topo.add_error(_silent_error(topo, slot, hb.starting, limit, wall))
+                    topo.add_error(silent_error(slot, topo.components_on(slot), hb.starting, limit, wall))
                     topo.relaunch(slot, wall, now)
                     changed = True
         if dead_nodes:
@@ -1879,7 +1886,7 @@ class Master:
         slots = sup.slots()
         for topo in self.topologies.values():
             if slots & set(topo.assignment):
-                add_error(topo.errors, _error("__master", -1, f"the master {what}", wall))
+                add_error(topo.errors, master_error("__master", -1, f"the master {what}", wall))
         self._changed()
 
     def _reached_again(self, held: HeldByZooKeeper, host: str, ports: list[int], now: float) -> None:
@@ -1924,7 +1931,7 @@ class Master:
         log.warning("this master (%s) %s", self.me(), what)
         for topo in self.topologies.values():
             if topo.assignment:
-                topo.add_error(_error("__master", -1, f"the master {what}", wall))
+                topo.add_error(master_error("__master", -1, f"the master {what}", wall))
         self._changed()
 
     def _heard_again(self, now: float) -> None:
@@ -2003,7 +2010,7 @@ class Master:
         for topo in self.topologies.values():
             for slot in lost & set(topo.assignment):
                 if silent is not None:
-                    topo.add_error(_lost_error(topo, slot, silent, wall))
+                    topo.add_error(lost_error(slot, topo.components_on(slot), silent, wall))
                 topo.note_lost(slot, wall)
                 topo.retire(slot)
                 changed = True
@@ -2034,51 +2041,6 @@ def _wait(topo: _Topo, wait_secs: Any) -> float:
     return float(topo.plan.conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS]) if wait is None else wait
 
 
-def _error(component: str, task: int, text: str, now: float, traceback: str = "") -> ErrorRecord:
-    """An error the master itself records, at wall time ``now``."""
-    return ErrorRecord(component, task, now, text, traceback)
-
-
-def _silent_error(topo: _Topo, slot: str, starting: bool, limit: float, wall: float) -> ErrorRecord:
-    """The error of a worker restarted because it fell silent (``starting``: it never beat):
-    which components it ran, and where to look (Storm's Nimbus only logs it). A worker whose
-    user code holds the interpreter (a long call into C, a busy loop in an extension) stops
-    beating: the process host's worker then wrote every thread's stack to its output."""
-    components = sorted({topo.plan.executors[i].component for i in topo.assignment.get(slot, ())})
-    what = (f"did not report within nimbus.task.launch.secs ({limit:g} s)" if starting
-            else f"missed heartbeats for nimbus.task.timeout.secs ({limit:g} s)")
-    rec = _error("__master", -1, f"worker on {slot} (components {', '.join(components)}) {what}: restarted it "
-                                 f"({_silent_cause(slot)})", wall)
-    rec.host, rec.worker = _slot_address(slot)
-    return rec
-
-
-def _silent_cause(slot: str) -> str:
-    """What most likely silenced the worker of ``slot``, and where to look, by its host. Only a
-    process host's supervisor watches its workers run Python and dumps a stalled one's stacks
-    (`stall_watch`). On Spark nothing does, and the usual cause is not user code: an executor or
-    a Spark worker lost when no task slot was free for the task Spark runs again on its own,
-    which then waits unheard (docs/spark.md, Failures): after such kills in `scripts/chaos.py
-    --host spark` each error pointed at a supervisor's log that the Spark host has not."""
-    if _slot_address(slot)[0] == SPARK_HOST:
-        return ("its executor or Spark worker lost, with no free task slot for the task Spark runs again? or user "
-                "code holding the interpreter: no stacks are taken on Spark; see the worker's worker.log and its "
-                "executor's stderr")
-    return "user code holding the interpreter? its output, worker-<port>.log of its supervisor, has the threads' stacks"
-
-
-def _lost_error(topo: _Topo, slot: str, silent: str, wall: float) -> ErrorRecord:
-    """The error of a worker whose machine the master took for lost (``silent``: what was
-    unheard, for how long): its executors move, nothing is restarted there."""
-    components = sorted({topo.plan.executors[i].component for i in topo.assignment.get(slot, ())})
-    rec = _error("__master", -1, f"worker on {slot} (components {', '.join(components)}): {silent}; its machine is "
-                                 f"taken for lost (it died, hangs, or lost its link to the master): its executors go "
-                                 f"to the other machines' free slots (a worker still running there stops once it reaches "
-                                 f"the master again)", wall)
-    rec.host, rec.worker = _slot_address(slot)
-    return rec
-
-
 def _worker_info(slot: str, state: SlotState, executors: list[ExecutorSpec]) -> dict[str, Any]:
     """One worker of ``info``'s ``workers`` list."""
     hb = state.heartbeat
@@ -2086,124 +2048,3 @@ def _worker_info(slot: str, state: SlotState, executors: list[ExecutorSpec]) -> 
             "restarts": state.restarts, "launch_id": state.launch_id, "alive": hb is None or not hb.starting,
             "pid": hb.pid if hb else None, "address": state.address,
             "transport": hb.transport if hb else None, "given_up": state.given_up}
-
-
-def exit_text(status: int) -> str:
-    """How a process with exit status ``status`` ended: ``exit status 7``, or, for a negative
-    status (Popen's), ``killed by SIGKILL``; `EXIT_LOST`: ``lost by its host``."""
-    if status == EXIT_LOST:
-        return "lost by its host"
-    if status >= 0:
-        return f"exit status {status}"
-    try:
-        return f"killed by {signal.Signals(-status).name}"
-    except ValueError:
-        return f"killed by signal {-status}"
-
-
-# What a signal that killed a worker which left no traceback usually means: where to look
-_SIGNAL_HINTS: dict[int, str] = {
-    signal.SIGKILL: "the kernel's OOM killer, or a kill -9",
-    signal.SIGSEGV: "a crash in native code: an extension module or a library's C code",
-    signal.SIGBUS: "a crash in native code, or a memory-mapped file cut short",
-    signal.SIGILL: "a crash in native code, or a library built for another CPU",
-    signal.SIGFPE: "a crash in native code: an integer division by zero",
-    signal.SIGABRT: "abort() in native code: a failed assertion, a corrupted heap",
-}
-
-
-def killed_by(signum: int) -> str:
-    """``killed by SIGKILL (the kernel's OOM killer, or a kill -9)``: the signal, and what it
-    usually means when nothing else said why (`_SIGNAL_HINTS`)."""
-    hint = _SIGNAL_HINTS.get(signum)
-    return exit_text(-signum) + (f" ({hint})" if hint else "")
-
-
-def _ended(status: int) -> str:
-    """How a worker with exit status ``status`` ended, for its error: ``exited with status 3``,
-    ``was killed by SIGSEGV (a crash in native code: ...)``, ``was lost by its host`` (its host
-    knows no exit status of its own: what it knows of why, an executor's, is the error's text)."""
-    if status == EXIT_LOST:
-        return "was lost by its host"
-    if status >= 0:
-        return f"exited with status {status}"
-    return f"was {killed_by(-status)}"
-
-
-def _executing_text(topo: _Topo, slot: str, executing: tuple[tuple[int, int], ...]) -> str:
-    """`` while [check] task 4 executed a tuple``: the bolt tasks of ``slot`` that its dead
-    worker's board named (what it said is hostile: a task not a bolt of the slot is left out);
-    empty if none."""
-    tasks = {t: e.component for i in topo.assignment.get(slot, ()) for e in [topo.plan.executors[i]]
-             if e.component in topo.plan.topology.bolts for t in e.tasks}
-    named = sorted({t for t, _root in executing if type(t) is int and t in tasks})
-    return f" while {' and '.join(f'[{tasks[t]}] task {t}' for t in named)} executed a tuple" if named else ""
-
-
-# The components the master's own error records name (`_error`), not a worker's report
-_MASTERS_RECORDS = ("__worker", "__master")
-
-
-def _reported_ends(errors: list[ErrorRecord]) -> frozenset[str]:
-    """The last line of each traceback the workers reported in ``errors``: what a worker's output
-    ends with when the last thing it wrote was its log of an error it reported
-    (`Executor.report_error` logs each with its traceback). Not the master's own records, whose
-    traceback is a dead worker's output."""
-    return frozenset(lines[-1].strip() for e in errors
-                     if e.component not in _MASTERS_RECORDS and (lines := e.traceback.rstrip().splitlines()))
-
-
-def _ends_a_traceback(lines: list[str]) -> bool:
-    """Whether the last of ``lines`` is the exception line of a Python traceback: the one
-    unindented line after the last ``Traceback (most recent call last):``, every line between
-    indented (the frames)."""
-    for i in range(len(lines) - 2, -1, -1):
-        if lines[i].strip() == "Traceback (most recent call last):":
-            return all(line[:1] in (" ", "\t") for line in lines[i + 1:-1]) and lines[-1][:1] not in (" ", "\t")
-    return False
-
-
-# What a worker's error says when the last line of its output is an exception it lived through
-_LIVED_THROUGH = "no word of why; the last it wrote was an exception it went on from (its output is in the details)"
-# ... and when it is an error the worker logged (and so went on from: logging returns)
-_LOGGED_THROUGH = "no word of why; the last it wrote was an error it logged and went on from (its output is in the details)"
-
-
-def _exit_error(slot: str, ex: WorkerExit, now: float, started: bool = False, doing: str = "",
-                reported: frozenset[str] = frozenset()) -> ErrorRecord:
-    """The error of a worker that died before it reported anything (``started``: one that ran,
-    and exited though nobody asked it to): how it ended (its exit status, or the signal that
-    killed it and what that usually means), what it was executing (``doing``,
-    `_executing_text`), and the last line of its output (the whole tail goes in the
-    traceback), unless that line ends an exception the worker lived through: an error the
-    topology reported already (``reported``, `_reported_ends`), or any traceback when a signal
-    killed it; nor, when a signal killed it, an error it logged (`is_logged_record`)."""
-    output = ex.output.rstrip()
-    lines = output.splitlines()
-    last = lines[-1].strip() if output else "no output"
-    # A bolt's exception fails its input and the worker goes on, its log of it (a traceback)
-    # the last it wrote: quoted, a SIGKILLed worker read "...without being asked to stop:
-    # json.decoder.JSONDecodeError: Expecting property name ...", as if one malformed record had
-    # killed it. A signal is no Python exception, so no traceback says why one came; an exit
-    # status may be a traceback's, unless the worker reported that error and went on.
-    signalled = ex.status < 0 and ex.status != EXIT_LOST
-    if started and output and (last in reported or signalled and _ends_a_traceback(lines)):
-        last = _LIVED_THROUGH
-    elif started and signalled and is_logged_record(last):
-        # Nor is an error it logged: a worker's stderr has only its logged errors (a spout's
-        # record given up to the dead letters, a store that is down), each one it went on
-        # from. Quoted, a SIGKILLed spout's worker read "...without being asked to stop: ...
-        # ERROR events-0: entry ... to dead-letter stream 'events:dead': ... FailedException:
-        # amount '12,5x' is not a number", as if a bad record had killed it. An exit status is
-        # the worker's own doing, so after one its last logged error is still quoted.
-        last = _LOGGED_THROUGH
-    when = "without being asked to stop" if started else "before it started"
-    rec = _error("__worker", -1, f"worker on {slot} {_ended(ex.status)} {when}{doing}: {last}", now, output)
-    rec.host, rec.worker = _slot_address(slot)
-    return rec
-
-
-def _slot_address(slot: str) -> tuple[str, int]:
-    """``(host, port)`` of a slot's name ``host:port``."""
-    host, _, port = slot.rpartition(":")
-    return host, int(port) if port.isdigit() else 0

@@ -42,13 +42,14 @@ from .._wire import ReconnectingClient, rpc_settings
 from ..worker.agent import EXIT_CANNOT_START
 from .client import MasterClient, master_address
 from .launcher import Launch, Launcher, WorkerExit
-from .master import Master, exit_text, killed_by
+from .master import Master
 from .served_ui import statistics_pages
 from .server import MasterServer
 from .shipping import add_py_file, make_ship_dir, remove_orphaned_ship_dirs, topology_modules
 from .spark_task import worker_task
 from .store import hold_master_lock
 from .supervisor import Supervisor
+from .worker_ends import exit_text, killed_by
 
 log = logging.getLogger("squall.spark")
 

@@ -86,7 +86,6 @@ from .._nimbus import (
     HeartbeatReply,
     Launch,
     LogConfig,
-    LogLevel,
     MasterAddress,
     RunningWorker,
     SupervisorSync,
@@ -94,9 +93,7 @@ from .._nimbus import (
     TxWrite,
     WorkerExit,
     WorkerLost,
-    decode,
     decoded_request,
-    encode,
 )
 from .._ratelimit import RateLimitedLog
 from .._redact import redact
@@ -107,22 +104,19 @@ from ..engine.clock import Clock
 from ..engine.executor import ErrorRecord, add_error
 from ..engine.plan import ExecutorSpec, TopologyPlan, make_plan
 from ..engine.worker import component_blobs
-from ..worker.log_levels import config_digest, merge_log_config
+from ..worker.log_levels import merge_log_config
 from .backoff import crash_backoff, launch_backoff
 from .ha import ALIVE, LEADER, NOT_A_LEADER, OFFLINE, check_assignment, check_saved_topology
 from .liveness import HeldByZooKeeper, PresenceReads, PresenceWatch, read_presences
 from .master_records import (
-    MAX_ENDED_LAUNCHES,
     REBALANCE_ACTION,
     REMOVE_ACTION,
-    EndedLaunch,
     LastBeat,
     Outcome,
     PendingAction,
     Planned,
     SlotState,
     SupervisorInfo,
-    slots_from_json,
 )
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
 from .seeds import NimbusAddress, nimbus_seeds
@@ -144,6 +138,7 @@ from .store import (
     StoredState,
     store_for,
 )
+from .topology_record import TopologyRecord
 from .view import NoPagesError, StatisticsPages, TopologyView, WorkerView, parse_windows
 from .worker_ends import executing_text, exit_text, lost_error, master_error, reported_ends, silent_error, slot_address
 from .worker_ends import exit_error as _exit_error  # its name here: tests/spark/test_spark_driver_errors.py imports it
@@ -155,7 +150,6 @@ log = logging.getLogger("squall.master")
 
 _NAME_RE = re.compile(r"^[^/.:\\]+$")
 _PLAN = b"plan"  # the kind plans are sealed as (squall._sealed)
-MAX_LOST = 100  # deaths a topology remembers for workers that have not heard yet
 
 
 class News(NamedTuple):
@@ -183,197 +177,6 @@ class Leadership(Protocol):
 
     def hold_plan(self, digest: str, plan: TopologyPlan) -> None:
         """This master wrote ``plan`` (code ``digest``): it holds that code."""
-
-
-class _Topo:
-    """What the master keeps about one topology (persisted, except what `SlotState` says is not)."""
-
-    def __init__(self, plan: TopologyPlan, status: TopologyStatus, launched: float) -> None:
-        self.plan = plan
-        self.status = status
-        self.previous: TopologyStatus | None = None
-        self.launched = launched
-        # slot "host:port" -> executor indexes in plan: the scheduler's output, replaced whole
-        self.assignment: dict[str, list[int]] = {}
-        # the records of the slots it holds (and of a slot a worker exit or a relaunch is being
-        # told of): a slot that leaves the assignment loses its record (`trim_slots`), so that
-        # machines that come and go over days do not grow the master's state, its saved state
-        # and every worker's launch table without bound
-        self.slots: dict[str, SlotState] = {}
-        # at least every launch id of a record dropped (`trim_slots`): a new record's first
-        # launch is above it, and workers take it for the launch of every slot their table does
-        # not name, so a worker still running on a dropped slot (cut off from the master when
-        # its machine was taken for lost) stays a replaced launch for its peers
-        self.launch_floor = 0
-        self.errors: list[ErrorRecord] = []
-        # every error that happened, which ``errors`` (each component's newest records, a repeat
-        # folded into its record's count) undercounts: a bolt reporting 5,000 different errors
-        # keeps 10 records; and the reports its executor's throttle refused make none
-        self.errors_happened = 0
-        self.pending_action: PendingAction | None = None
-        # component id (the storm id for the whole topology) -> {"enable", "samplingpct"}: the
-        # UI's debug switch, as Storm's StormBase ``component->debug`` (see `Master.op_debug`)
-        self.debug: dict[str, dict[str, Any]] = {}
-        # logger -> its level in every worker (Storm's topology log config, `Master.op_set_log_config`)
-        self.log_config: dict[str, LogLevel] = {}
-        # counts changes of the slots' data addresses (on Spark one is known only once the task
-        # runs, and changes when the task restarts elsewhere): workers fetch the table only anew
-        self.addresses_version = 0
-        # the deaths workers are told of in their heartbeat replies (`WorkerLost`)
-        self.lost: list[WorkerLost] = []
-        self.lost_generation = 0
-        # the last word of the launches that ended, oldest first (`EndedLaunch`)
-        self.ended: list[EndedLaunch] = []
-        self.code: str | None = None  # the digest of its sealed plan file (Nimbus HA: `squall.cluster.ha`)
-
-    def slot(self, slot: str) -> SlotState:
-        """The record of ``slot``, a new one if the master knows nothing of it yet."""
-        state = self.slots.get(slot)
-        if state is None:
-            state = self.slots[slot] = SlotState()
-        return state
-
-    @property
-    def launch_ids(self) -> dict[str, int]:
-        """Slot -> the launch id its worker must carry, for every slot with a record: the table
-        workers drop replaced launches' messages by (with `launch_floor` for the others)."""
-        return {slot: s.launch_id for slot, s in self.slots.items() if s.launch_id is not None}
-
-    def trim_slots(self) -> None:
-        """Drop the records of the slots outside the assignment, raising `launch_floor` to their
-        launch ids: a slot that comes back gets a launch above every one it had (peers remember
-        each launch's last sequence numbers), and the peers drop what a dropped slot's old
-        launch still sends, as they did while its record was kept."""
-        for slot in [s for s in self.slots if s not in self.assignment]:
-            self.end_launch(slot)
-            launch = self.slots.pop(slot).launch_id
-            if launch is not None and launch > self.launch_floor:
-                self.launch_floor = launch
-
-    def end_launch(self, slot: str) -> None:
-        """``slot``'s current launch is over (dead, or replaced): keep its last heartbeat's
-        counters as an `EndedLaunch` (readers that add up launches take its rest from it), and
-        drop them from the slot, whose next launch counts from zero."""
-        state = self.slots.get(slot)
-        hb = state.heartbeat if state is not None else None
-        if state is None or hb is None or state.launch_id is None or not (hb.stats or hb.windows):
-            return
-        self.ended.append(EndedLaunch(slot, state.launch_id, hb.stats, hb.windows))
-        del self.ended[:-MAX_ENDED_LAUNCHES]
-        state.heartbeat = dataclasses.replace(hb, stats={}, windows={})
-
-    def note_lost(self, slot: str, now: float, executing: tuple[tuple[int, int], ...] = (), how: str = "") -> None:
-        """``slot``'s current launch died (the master learned it at wall time ``now``): tell the other workers (`WorkerLost`), if it may have
-        held tuples. One that died before it reported its data address was sent none (one that
-        failed in ``prepare`` had reported it): a slot that keeps dying that early must not make
-        the spouts fail their whole pending set each time. ``executing``: ``(task, root)`` of
-        the inputs its bolts were executing when it died (its host's word, from what the dead
-        worker wrote: only a root of 64 bits on a bolt task of the slot, one per bolt executor,
-        is passed on), ``how`` it ended."""
-        idx = self.assignment.get(slot)
-        if idx is None or self.slot(slot).held_launch != self.slot(slot).launch_id:
-            return
-        self.lost_generation += 1
-        tasks = [t for i in idx for t in self.plan.executors[i].tasks]
-        bolt_ids = self.plan.topology.bolts
-        bolts = [self.plan.executors[i] for i in idx if self.plan.executors[i].component in bolt_ids]
-        bolt_tasks = {t for e in bolts for t in e.tasks}
-        named = tuple((t, r) for t, r in executing
-                      if type(t) is int and type(r) is int and t in bolt_tasks and 0 < r < 1 << 64)[:len(bolts)]
-        self.lost.append(WorkerLost(self.lost_generation, slot, tasks, now, named, how if named else "",
-                                    self.slot(slot).launch_id or 0))
-        del self.lost[:-MAX_LOST]
-
-    def retire(self, slot: str) -> None:
-        """``slot``'s machine is lost to the master, its executors about to move: its launch is
-        replaced with none, so that a worker still running there, cut off from the master only,
-        has what it still sends dropped by its peers (``stale_launch``) rather than taken beside
-        its executors' new copies (two copies of a spout emitting at once)."""
-        self.end_launch(slot)  # its figures are the old launch's: never the new one's
-        state = self.slot(slot)
-        if state.launch_id is not None:
-            state.launch_id += 1
-        self.note_address(slot, None)
-        self.addresses_version += 1  # the peers fetch the launch table again
-
-    def relaunch(self, slot: str, wall: float, mono: float, died: bool = True,
-                 executing: tuple[tuple[int, int], ...] = (), how: str = "") -> None:
-        """Give ``slot`` a new launch id, which its supervisor obeys by (re)starting its worker;
-        peers tell the new launch's messages from the old one's by it. ``died``: the old launch
-        is dead (not replaced on purpose), so the spouts are told what it may have held (at
-        wall time ``wall``; ``executing`` and ``how``: `note_lost`'s); the new launch's start
-        timeout runs from ``mono`` (`Master.mono`)."""
-        if died:
-            self.note_lost(slot, wall, executing, how)
-        state = self.slot(slot)
-        if died:
-            state.restarts += 1
-        self.end_launch(slot)
-        state.launch_id = (state.launch_id or self.launch_floor) + 1
-        state.heartbeat = LastBeat.launched(mono)
-        self.note_address(slot, None)
-
-    def lost_since(self, generation: int) -> tuple[WorkerLost, ...]:
-        """The deaths a worker that knows up to ``generation`` has not heard of. A generation
-        ahead of ours is from before this master restarted: all we know is new to it."""
-        if generation > self.lost_generation:
-            generation = 0
-        return tuple(lost for lost in self.lost if lost.generation > generation)
-
-    def note_address(self, slot: str, address: str | None) -> None:
-        """``slot``'s current launch reported its data address (None: it is restarting)."""
-        state = self.slot(slot)
-        if address and state.launch_id is not None:
-            state.held_launch = state.launch_id  # from now on peers may send to it
-        if state.address != address:
-            state.address = address or None
-            self.addresses_version += 1
-
-    def peers(self) -> dict[int, str | None]:
-        """Task -> the data address of the worker running it (None: not reported yet)."""
-        out: dict[int, str | None] = {}
-        for slot, idx in self.assignment.items():
-            addr = self.slot(slot).address
-            for i in idx:
-                for t in self.plan.executors[i].tasks:
-                    out[t] = addr
-        return out
-
-    def components_on(self, slot: str) -> list[str]:
-        """The components of the executors ``slot`` runs, sorted (none: not assigned)."""
-        return sorted({self.plan.executors[i].component for i in self.assignment.get(slot, ())})
-
-    def bolt_tasks(self, slot: str) -> dict[int, str]:
-        """Task -> its bolt, for the bolt tasks ``slot`` runs (none: not assigned)."""
-        return {t: e.component for i in self.assignment.get(slot, ()) for e in [self.plan.executors[i]]
-                if e.component in self.plan.topology.bolts for t in e.tasks}
-
-    def add_error(self, record: ErrorRecord) -> None:
-        """Keep ``record`` (`squall.engine.executor.add_error`) and count the errors it tells of."""
-        add_error(self.errors, record)
-        self.errors_happened += record.count
-
-    def given_up(self) -> list[str]:
-        """The slots given up after too many failed starts."""
-        return sorted(slot for slot, s in self.slots.items() if s.given_up)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"status": self.status.value, "previous": self.previous.value if self.previous else None,
-                "launched": self.launched, "assignment": self.assignment,
-                "slots": {slot: s.to_json() for slot, s in self.slots.items()},
-                "launch_floor": self.launch_floor,
-                "errors": [e.as_dict() for e in self.errors], "errors_happened": self.errors_happened,
-                "pending_action": self.pending_action.to_json() if self.pending_action else None,
-                "debug": self.debug, "code": self.code,
-                # a rebalance changes these, never the code (Storm's StormBase holds them too): a
-                # follower that holds the submitted code can lead after a rebalance
-                "num_workers": self.plan.num_workers, "parallelism": dict(self.plan.parallelism),
-                "log_config": {name: encode(level) for name, level in self.log_config.items()}}
-
-    def log_levels(self) -> tuple[LogConfig, str]:
-        """Its `LogConfig` and that config's digest (what a worker's beat says it applied)."""
-        config = LogConfig(dict(self.log_config))
-        return config, config_digest(config)
 
 
 def _rebalanced(plan: TopologyPlan, t: Mapping[str, Any]) -> TopologyPlan | None:
@@ -483,7 +286,7 @@ class Master:
         self.store = store if store is not None else store_for(conf)
         self.secret = self.store.secret
         self.port: int | None = None  # the port its server listens on, once it does (`serve`)
-        self.topologies: dict[str, _Topo] = {}
+        self.topologies: dict[str, TopologyRecord] = {}
         self.supervisors: dict[str, SupervisorInfo] = {}  # by supervisor id
         self.counter = 0
         self.started = self.clock.wall()
@@ -596,7 +399,7 @@ class Master:
             if problem:
                 log.warning("the assignment of %s in ZooKeeper ignored: %s", storm_id, problem)
                 t.update(assignment={}, slots={})
-            topo = self.restore(plan, t)
+            topo = TopologyRecord.from_json(plan, t, self.mono())
             for slot, beat in state.beats.get(storm_id, {}).items():
                 if slot in topo.assignment:
                     # the leader's time of the beat is on its own monotonic clock: "heard now" here
@@ -709,7 +512,7 @@ class Master:
                           self.store.directory / "state.json" if self.store.directory else "memory", problem)
                 continue
             try:
-                self.topologies[name] = self.restore(plan, t)
+                self.topologies[name] = TopologyRecord.from_json(plan, t, self.mono())
             except (KeyError, TypeError, ValueError) as e:
                 log.error("the state's record of topology %s in %s is malformed (%s: %s); dropped",
                           name, self.store.directory or "memory", type(e).__name__, e)
@@ -720,35 +523,6 @@ class Master:
     def _stored_plan(self, stored: StoredPlan) -> TopologyPlan | None:
         """The plan a store kept (unsealed if sealed: see `unseal_plan`)."""
         return stored.plan if stored.plan is not None else self.unseal_plan(stored.sealed, stored.where)
-
-    def restore(self, plan: TopologyPlan, t: dict[str, Any]) -> _Topo:
-        """A topology as `_Topo.to_json` saved it, for a master that takes over its workers
-        (restarted, or the new leader): they get the launch timeout to beat again."""
-        topo = _Topo(plan, TopologyStatus(t["status"]), t["launched"])
-        topo.previous = TopologyStatus(t["previous"]) if t.get("previous") else None
-        topo.code = t.get("code") or None
-        topo.assignment = t["assignment"]
-        topo.slots = slots_from_json(t)
-        topo.launch_floor = int(t.get("launch_floor") or 0)
-        topo.trim_slots()  # a state an earlier squall saved kept every slot ever used
-        topo.errors = [ErrorRecord.from_dict(e) for e in t.get("errors", [])]
-        kept = sum(e.count for e in topo.errors)  # a state saved before the count was kept: its records'
-        happened = t.get("errors_happened")
-        topo.errors_happened = max(kept, happened) if isinstance(happened, int) else kept
-        topo.pending_action = PendingAction.from_json(t.get("pending_action"))
-        topo.debug = {c: {"enable": bool(d.get("enable")), "samplingpct": int(d.get("samplingpct", 10))}
-                      for c, d in (t.get("debug") or {}).items() if isinstance(d, dict)}
-        topo.log_config = decode(LogConfig, {"named_logger_level": t.get("log_config") or {}},
-                                 f"the log config of {plan.name}").named_logger_level
-        # heartbeats are not persisted: give running workers the launch timeout to report
-        now = self.mono()
-        for slot in topo.assignment:
-            state = topo.slot(slot)
-            state.heartbeat = LastBeat.launched(now)
-            state.ready = True  # they were running: do not pause their spouts
-        for state in topo.slots.values():
-            state.held_launch = state.launch_id  # and their peers may have sent them tuples
-        return topo
 
     def unseal_plan(self, blob: bytes, path: Any) -> TopologyPlan | None:
         """The plan sealed in ``blob`` (from ``path``: a file, or the master it was fetched
@@ -847,7 +621,7 @@ class Master:
             self.election.assert_leader()  # Storm's assertIsLeader
         return self._outcome(getattr(self, f"op_{op}")(**request))
 
-    def _get(self, name: str) -> _Topo:
+    def _get(self, name: str) -> TopologyRecord:
         topo = self.topologies.get(name)
         if topo is None:
             raise NotAliveException(f"Topology {name!r} is not alive")
@@ -929,7 +703,7 @@ class Master:
             message += f" ({self._waiting(topo)}; submit it again after that)"
         return AlreadyAliveException(message)
 
-    def _waiting(self, topo: _Topo) -> str:
+    def _waiting(self, topo: TopologyRecord) -> str:
         """What ``topo``'s pending kill or rebalance waits for, and how long yet ("" none)."""
         action = topo.pending_action
         if action is None:
@@ -940,7 +714,7 @@ class Master:
         return (f"it is being rebalanced: status REBALANCING for {left} s more, until its rebalance's wait "
                 f"ends, then {topo.previous or TopologyStatus.ACTIVE} again")
 
-    def _next_status(self, topo: _Topo, event: str) -> TopologyStatus:
+    def _next_status(self, topo: TopologyRecord, event: str) -> TopologyStatus:
         """`next_status` for a user's verb on ``topo``; its refusal keeps Storm's words and adds
         the wait that blocks the verb and how long it lasts: Storm's alone (`No transition for
         event: activate, status: REBALANCING`) left a script that ran `squall rebalance` then
@@ -1030,7 +804,7 @@ class Master:
         plan = planned.plan
         if plan.name in self.topologies:  # submitted under the same name meanwhile (Nimbus HA's wait)
             raise self._name_taken(plan.name)
-        topo = _Topo(plan, planned.status, self.clock.wall())
+        topo = TopologyRecord(plan, planned.status, self.clock.wall())
         topo.code = planned.code
         self.topologies[plan.name] = topo
         self._changed()
@@ -1536,7 +1310,7 @@ class Master:
         return WorkerDeaths(topo.plan.name, sum(s.restarts for s in states), newest,
                             bool(states) and all(s.retry_at > now for s in states))
 
-    def _find(self, storm_id: str) -> _Topo | None:
+    def _find(self, storm_id: str) -> TopologyRecord | None:
         for topo in self.topologies.values():
             if topo.plan.storm_id == storm_id:
                 return topo
@@ -1592,7 +1366,7 @@ class Master:
                 state.retry_at = now + launch_backoff(failures)
         self._changed()
 
-    def _hold_after_crash(self, topo: _Topo, slot: str, now: float) -> None:
+    def _hold_after_crash(self, topo: TopologyRecord, slot: str, now: float) -> None:
         """``slot``'s worker crashed after it had started: restart it at once, or after 1, 2, 4 ...
         30 s while it keeps crashing soon after each start (`crash_backoff`; the first wait is
         ``squall.worker.crash.backoff.secs``). A value that
@@ -1691,7 +1465,7 @@ class Master:
         state.errors_kept = (launch_id, seq)
         return False
 
-    def _add_errors(self, topo: _Topo, slot: str, launch_id: int, errors: list[Any], unrecorded: int = 0) -> None:
+    def _add_errors(self, topo: TopologyRecord, slot: str, launch_id: int, errors: list[Any], unrecorded: int = 0) -> None:
         """Record a worker's errors (an identical repeat counts on its record), count them with
         the ``unrecorded`` ones that came without a record, and save."""
         if errors:
@@ -1706,7 +1480,7 @@ class Master:
                 topo.slot(slot).fatal_launch = launch_id
         self._changed()
 
-    def _active(self, topo: _Topo) -> bool:
+    def _active(self, topo: TopologyRecord) -> bool:
         """Whether a topology's spouts may run: ACTIVE, and (as Storm activates a topology only
         once its workers are up) every slot of the assignment has reported in once. Without
         this, the first worker up would flood peers that are still starting. A worker that
@@ -2036,7 +1810,7 @@ def check_wait_secs(wait_secs: Any) -> float | None:
     return float(wait_secs)
 
 
-def _wait(topo: _Topo, wait_secs: Any) -> float:
+def _wait(topo: TopologyRecord, wait_secs: Any) -> float:
     wait = check_wait_secs(wait_secs)
     return float(topo.plan.conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS]) if wait is None else wait
 

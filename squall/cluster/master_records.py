@@ -73,7 +73,7 @@ class EndedLaunch:
 class SlotState:
     """What the master knows of one slot ("host:port") of one topology.
 
-    A record lives while its slot is in the topology's assignment (`_Topo.trim_slots` drops it
+    A record lives while its slot is in the topology's assignment (`TopologyRecord.trim_slots` drops it
     when the slot leaves): a slot rebalanced away and back must get a launch id above every
     earlier one, since peers remember each launch's last sequence numbers and would drop a
     reused launch's messages as replayed, and its topology's ``launch_floor``, at least every
@@ -84,7 +84,7 @@ class SlotState:
 
     # --- persisted
     launch_id: int | None = None     # the launch its worker must carry (None: never launched);
-                                     # a new one restarts the worker (`_Topo.relaunch`)
+                                     # a new one restarts the worker (`TopologyRecord.relaunch`)
     failed_starts: int = 0           # launches in a row that exited before they said they started
     given_up: bool = False           # ``squall.worker.max.launch.attempts`` failed starts: not started again
     restarts: int = 0                # new launches after its worker died (info's ``restarts``): kept, so

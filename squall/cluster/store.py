@@ -57,7 +57,7 @@ class SetCounter:
 
 @dataclass(frozen=True, slots=True)
 class PutTopology:
-    """A topology's persisted record, new or changed (``record``: `_Topo.to_json`, with ``code``)."""
+    """A topology's persisted record, new or changed (``record``: `TopologyRecord.to_json`, with ``code``)."""
 
     name: str
     storm_id: str

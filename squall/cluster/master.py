@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import math
 import os
@@ -118,6 +117,7 @@ from .master_records import (
     SlotState,
     SupervisorInfo,
 )
+from .persisted import Persisted
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
 from .seeds import NimbusAddress, nimbus_seeds
 from .shipping import pickle_topology
@@ -128,12 +128,8 @@ from .store import (
     DeleteTxState,
     MasterStore,
     PutPlan,
-    PutSupervisors,
-    PutTopology,
     PutTxState,
     RemovePlan,
-    RemoveTopology,
-    SetCounter,
     StoredPlan,
     StoredState,
     store_for,
@@ -222,25 +218,6 @@ def _running_plan(name: str, code: Any, kept: list[_KeptPlan]) -> TopologyPlan |
     return chosen
 
 
-class _Persisted(NamedTuple):
-    """What a master last handed its store (`Master._outcome`): the counter, each topology's
-    record as JSON (and storm id), the supervisors as JSON."""
-
-    counter: int | None = None
-    topologies: dict[str, str] = {}  # noqa: RUF012 (a NamedTuple's default, never changed: of() makes new ones)
-    storm_ids: dict[str, str] = {}  # noqa: RUF012 (as above)
-    supervisors: str | None = None
-
-    @classmethod
-    def of(cls, master: Master) -> _Persisted:
-        """What ``master`` holds now."""
-        return cls(master.counter,
-                   {name: json.dumps(t.to_json(), sort_keys=True) for name, t in master.topologies.items()},
-                   {name: t.plan.storm_id for name, t in master.topologies.items()},
-                   json.dumps({sid: {"host": s.host, "ports": list(s.ports), "since": s.since}
-                               for sid, s in master.supervisors.items()}, sort_keys=True))
-
-
 class WorkerDeaths(NamedTuple):
     """`Master.worker_deaths`: ``restarts``, the topology's workers' restarts after a death so
     far; ``newest``, its newest fatal error (a component's that ended its worker, or a worker's
@@ -301,7 +278,7 @@ class Master:
         self._presences = PresenceWatch()
         self._unasked_log = RateLimitedLog(log, limit=1, period=10.0)
         # what the store was last handed (`_outcome`): the next outcome carries what differs
-        self._persisted = _Persisted()
+        self._persisted = Persisted()
         self._dirty = False  # the persisted part may have changed since the last outcome
         self._noted: list[Change] = []  # changes that are not a diff of the state (plans, Trident's state)
         self._submitted: str | None = None  # the topology this stimulus started, if one
@@ -425,21 +402,10 @@ class Master:
                 for t in self.topologies.values() for slot in t.assignment
                 if (hb := t.slot(slot).heartbeat) is not None]
 
-    def _changes(self) -> tuple[list[Change], _Persisted]:
+    def _changes(self) -> tuple[list[Change], Persisted]:
         """What changed in the persisted part of the state since the last outcome, and that part now."""
-        was, now = self._persisted, _Persisted.of(self)
-        out: list[Change] = []
-        if now.counter != was.counter:
-            out.append(SetCounter(self.counter))
-        for name, record in now.topologies.items():
-            if was.topologies.get(name) != record:
-                out.append(PutTopology(name, now.storm_ids[name], json.loads(record)))
-        for name in was.topologies.keys() - now.topologies.keys():
-            out.append(RemoveTopology(name, was.storm_ids[name]))
-        if now.supervisors != was.supervisors:
-            assert now.supervisors is not None  # _Persisted.of always writes them
-            out.append(PutSupervisors(json.loads(now.supervisors)))
-        return out, now
+        now = Persisted.of(self.counter, self.topologies, self.supervisors)
+        return now.changes_since(self._persisted), now
 
     def lead(self) -> None:
         """This master leads from now (Nimbus HA): the workers get the launch timeout to find it,
@@ -452,7 +418,7 @@ class Master:
                 hb = state.heartbeat
                 state.heartbeat = LastBeat.launched(now) if hb is None else dataclasses.replace(
                     hb, time=now, starting=True)
-        self._persisted = _Persisted()
+        self._persisted = Persisted()
         self._silence.spell = None  # every machine has its timeout anew anyway (`adopt`)
         self._presences = PresenceWatch()
         self.leading = True
@@ -516,7 +482,7 @@ class Master:
             except (KeyError, TypeError, ValueError) as e:
                 log.error("the state's record of topology %s in %s is malformed (%s: %s); dropped",
                           name, self.store.directory or "memory", type(e).__name__, e)
-        self._persisted = _Persisted.of(self)
+        self._persisted = Persisted.of(self.counter, self.topologies, self.supervisors)
         if stored.topologies:
             log.info("recovered %d topologies from %s", len(self.topologies), self.store.directory or "memory")
 

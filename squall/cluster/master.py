@@ -100,7 +100,7 @@ from .._system import ACKER_COMPONENT
 from .._topology import StormTopology, not_a_topology
 from .._transactional import LaunchRefusedError, TransactionalStateError
 from ..engine.clock import Clock
-from ..engine.executor import ErrorRecord, add_error
+from ..engine.executor import ErrorRecord
 from ..engine.plan import ExecutorSpec, TopologyPlan, make_plan
 from ..engine.worker import component_blobs
 from ..worker.log_levels import merge_log_config
@@ -136,8 +136,16 @@ from .store import (
 )
 from .topology_record import TopologyRecord
 from .view import NoPagesError, StatisticsPages, TopologyView, WorkerView, parse_windows
-from .worker_ends import executing_text, exit_text, lost_error, master_error, reported_ends, silent_error, slot_address
-from .worker_ends import exit_error as _exit_error  # its name here: tests/spark/test_spark_driver_errors.py imports it
+from .worker_ends import (
+    executing_text,
+    exit_error,
+    exit_text,
+    lost_error,
+    master_error,
+    reported_ends,
+    silent_error,
+    slot_address,
+)
 
 if TYPE_CHECKING:
     from .ha import Coordinator
@@ -1312,7 +1320,7 @@ class Master:
             # exception, its memory cap)
             silent = state.reported_launch != launch if unasked else state.fatal_launch != launch
             if (unasked or (current and ex.status != 0)) and silent:
-                topo.add_error(_exit_error(slot, ex, wall, started=True,
+                topo.add_error(exit_error(slot, ex, wall, started=True,
                                            doing=executing_text(topo.bolt_tasks(slot), ex.executing),
                                            reported=reported_ends(topo.errors)))
             if current and (ex.status != 0 or unasked or state.fatal_launch == launch):
@@ -1320,7 +1328,7 @@ class Master:
         elif ex.status != 0 or unasked:
             failures = state.failed_starts = state.failed_starts + 1
             if state.reported_launch != launch:
-                topo.add_error(_exit_error(slot, ex, wall))  # it died before it could say why
+                topo.add_error(exit_error(slot, ex, wall))  # it died before it could say why
             # null (the default): never given up, as Storm's supervisor retries a launch for ever:
             # what fails a start may be outside the topology (a database down for a minute)
             limit = conf_value(self.conf, Config.SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS)
@@ -1626,7 +1634,7 @@ class Master:
         slots = sup.slots()
         for topo in self.topologies.values():
             if slots & set(topo.assignment):
-                add_error(topo.errors, master_error("__master", -1, f"the master {what}", wall))
+                topo.add_error(master_error("__master", -1, f"the master {what}", wall))  # counted too
         self._changed()
 
     def _reached_again(self, held: HeldByZooKeeper, host: str, ports: list[int], now: float) -> None:

@@ -105,6 +105,9 @@ def test_a_leader_cut_off_from_one_machine_that_zookeeper_hears_runs_no_executor
             assert run.launches() == launches
             [said] = [e for e in errors if victim_host in e]
             assert "ZooKeeper hears it" in said and "not taken for lost" in said, said
+            with cluster.client() as m:  # counted as well as kept: `squall list` shows it
+                [listed] = [t for t in m.list_topologies() if t["name"] == "cut"]
+            assert listed["errors"] >= listed["errors_kept"] >= 1, listed
         finally:
             cluster.stop()
     finally:

@@ -118,9 +118,9 @@ Driver stacktrace:
 def _worker_error(output: str, status: int | None = None) -> str:
     """The master's error for a Spark worker that ended so (started, not asked to stop)."""
     from squall._nimbus import EXIT_LOST, WorkerExit
-    from squall.cluster.master import _exit_error
+    from squall.cluster.worker_ends import exit_error
     ex = WorkerExit("t-1-1", "spark:0", 2, EXIT_LOST if status is None else status, True, output)
-    return _exit_error("spark:0", ex, 0.0, started=True).error
+    return exit_error("spark:0", ex, 0.0, started=True).error
 
 
 def test_a_worker_killed_with_its_executor_says_the_executor_was_killed_by_sigkill_and_what_that_means():

@@ -52,6 +52,10 @@ STDERR_READ_BYTES = 1 << 16  # the most of a stderr line read at once: a line is
 # is still seen in the log, and costs no more memory than a read
 STDERR_PIECE_CHARS = 16 << 20
 CLOSE_WAIT_SECS = 2.0  # how long close() waits for a read in progress (it ends at the killed subprocess's EOF)
+# how long a start whose handshake met a closed input waits for the subprocess's exit: the pipe's
+# reader is gone once it has closed its files, a moment before it has exited (longer on a busy
+# machine); one still there after this closed its input and lives on
+INPUT_CLOSED_EXIT_SECS = 2.0
 _READ_BYTES = 1 << 16
 
 
@@ -201,11 +205,22 @@ class ShellProcess:
             # component's start with it
             handshake = self.serializer.encode(setup_message(conf, context, pid_dir))
             try:
-                self.write_bytes(handshake, timeout)
+                self._put(handshake, timeout)
             except SubprocessTimeout:
                 self.kill("")
                 raise self.failure(f"it took nothing of the handshake ({len(handshake)} bytes: the configuration "
                                    f"and context) for {timeout:g} s (it must read its input)") from None
+            except (BrokenPipeError, ValueError, OSError):
+                # it exited before it took the whole handshake (a usage line printed, a crash at
+                # import). Whether this broken pipe or its stdout's end of file comes first is
+                # the OS's timing (a command that exits at once, a handshake larger than the pipe,
+                # a busy machine): the broken pipe said only "it stopped reading its input (it
+                # exited)", where the end of file says what it wrote to its stdout and its exit
+                # code. Once it has exited its answer is read as if the write had gone in: the
+                # same error whichever came first
+                if not self._exits_within(INPUT_CLOSED_EXIT_SECS):
+                    raise self.failure(f"it closed its input before it took the whole handshake ({len(handshake)} "
+                                       f"bytes) and did not exit within {INPUT_CLOSED_EXIT_SECS:g} s") from None
             answer = self.read_raw(timeout)
         except SubprocessTimeout:
             self.kill("")
@@ -261,19 +276,23 @@ class ShellProcess:
         `SubprocessTimeout` once the subprocess has taken nothing for that long: a caller that
         reads its output on the same thread (a ShellSpout) would otherwise wait for ever on a
         subprocess that writes without reading (its input pipe full, its output unread)."""
+        try:
+            self._put(data, timeout)
+        except (BrokenPipeError, ValueError, OSError):
+            self._eof = True  # it is exiting: the error waits a moment for its status
+            raise self.failure("it stopped reading its input (it exited)") from None
+
+    def _put(self, data: bytes, timeout: float | None) -> None:
+        """`write_bytes`, whose closed pipe is the OSError (or ValueError) the write raised."""
         proc = self._proc
         if proc is None or proc.stdin is None:
             raise self.failure("it is not running")
         with self._write_lock:
-            try:
-                proc.stdin.flush()
-                if timeout is None:
-                    _write_all(proc.stdin.fileno(), data, self._took)
-                else:
-                    _write_within(proc.stdin.fileno(), data, timeout, self._took)
-            except (BrokenPipeError, ValueError, OSError):
-                self._eof = True  # it is exiting: the error waits a moment for its status
-                raise self.failure("it stopped reading its input (it exited)") from None
+            proc.stdin.flush()
+            if timeout is None:
+                _write_all(proc.stdin.fileno(), data, self._took)
+            else:
+                _write_within(proc.stdin.fileno(), data, timeout, self._took)
 
     def _took(self, n: int) -> None:
         self.sent += n

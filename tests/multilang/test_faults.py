@@ -425,6 +425,39 @@ def test_a_subprocess_that_fails_before_its_handshake_is_named_by_its_pid_and_wh
     assert not p.running()
 
 
+@pytest.mark.parametrize("script, said", [
+    ("print('hello')", r"it exited before answering the handshake; it wrote to its stdout only 'hello'; exit code 0$"),
+    ("os.close(0); print('hello', flush=True); time.sleep(60)",
+     r"it closed its input before it took the whole handshake \(\d+ bytes\) and did not exit within 2 s$"),
+], ids=["exits", "closes-its-input"])
+def test_a_subprocess_gone_before_its_handshake_is_written_says_what_it_wrote_and_how_it_ended(monkeypatch, script,
+                                                                                               said):
+    """Which the OS reports first for a subprocess that exits at its start, the broken pipe of
+    the handshake's write or its stdout's end, is timing: the broken pipe made the error "it
+    stopped reading its input (it exited); exit code 0", without what it wrote (a start flaky in
+    a loaded run). A handshake larger than the pipe holds (1 MB) given to a command that reads
+    none of it makes the broken pipe come first every time: the error is the one its stdout's
+    end gives. One that closed its input and lives on is said to have done so, not to have exited."""
+    from squall.multilang import process as process_module
+    from squall.multilang.messages import MultilangError
+    from squall.multilang.process import ShellProcess
+    from squall.multilang.serializer import JsonSerializer
+
+    big = {"conf": {"lookup": "v" * (1 << 20)}, "pidDir": "", "context": {}}  # 1 MB: far past a pipe's 64 KB
+    monkeypatch.setattr(process_module, "setup_message", lambda conf, context, pid_dir: big)
+    command = [sys.executable, "-c", f"import os, time; {script}"]
+    p = ShellProcess(command, JsonSerializer(), "ShellBolt [t] task 1")
+    try:
+        with pytest.raises(MultilangError) as failed:
+            p.launch({}, None, 60)
+        message = str(failed.value)
+        assert message.startswith(f"ShellBolt [t] task 1: subprocess {command} (pid "), message
+        assert re.search(said, message), message
+        assert not p.running()
+    finally:
+        p.kill("")
+
+
 def test_a_command_that_never_reads_its_large_handshake_fails_its_start_instead_of_hanging(monkeypatch):
     """The handshake was written without the time limit its answer has: one larger than the pipe
     holds (a big configuration, the context of a topology of thousands of tasks) given to a

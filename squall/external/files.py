@@ -745,6 +745,22 @@ def translate_text(record: bytes) -> list:
     return [record.decode("utf-8").rstrip("\r\n")]
 
 
+class _Taking:
+    """The collector `FileSpout._take` reads lines through: keeps each line's values and message
+    id instead of emitting it; anything else (``report_error``) goes to the spout's collector."""
+
+    def __init__(self, collector: SpoutOutputCollector) -> None:
+        self.collector = collector
+        self.lines: list[tuple[list, LineAt]] = []
+
+    def emit(self, values: list, msg_id: LineAt, stream: str = DEFAULT_STREAM) -> list[int]:
+        self.lines.append((values, msg_id))
+        return []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.collector, name)
+
+
 class FileSpout(Spout, CountsDeadLetters):
     """Emits the records of the files in ``directory``, one tuple each, replayably.
 
@@ -963,8 +979,15 @@ class FileSpout(Spout, CountsDeadLetters):
                                  f"failures charged to its records", self.kept.progress.setting)
         self.charges: dict[str, FileCharges] = load_charges(self.charges_path, self.spout_id, self.directory)
         self.charges_dirty = False
+        # Acking off (topology.acker.executors 0): at most once, as the Kafka spout's AT_MOST_ONCE
+        # and HdfsSpout's no-ack mode. A line is committed before it goes out (`_take`), so a
+        # restart never emits it again; nothing is ever failed, so no retry budget is kept either
+        # (a line that kills the worker is past the committed offset already).
+        self.at_most_once = conf.get(Config.TOPOLOGY_ACKER_EXECUTORS) == 0
+        self.taken: deque[tuple[LineAt, list]] = deque()  # committed, not yet emitted
         # shared with every spout task of this worker that keeps charges: its death is theirs too
-        self.gate: AloneGate[int] = AloneGate(self.backoff.max_retries, worker_gate(context), gate_patience(conf))
+        self.gate: AloneGate[int] = AloneGate(None if self.at_most_once else self.backoff.max_retries,
+                                              worker_gate(context), gate_patience(conf))
         self._reset_charges()
         self.acks_since_commit = 0
         self.last_commit = self.last_list = self.clock.now()
@@ -1290,11 +1313,47 @@ class FileSpout(Spout, CountsDeadLetters):
         self.charges_dirty = False
 
     def next_tuple(self) -> None:
-        """Re-emits a failed line if any, else emits the next record of the current file."""
+        """Re-emits a failed line if any, else emits the next record of the current file; with
+        acking off, the next line taken and committed (`_take`)."""
+        if self.at_most_once:
+            if not self.taken:
+                self._take()
+            if self.taken:
+                msg_id, values = self.taken.popleft()
+                # acked already (`_take`): the ack emit makes is a late one, ignored
+                self.collector.emit(values, msg_id, self.stream)
+            return
+        self._turn()
+
+    def _turn(self) -> None:
         try:
             self._next_tuple()
         finally:
             self.gate.turn_ended()   # a line let go and not emitted after all, a claim not needed
+
+    def _take(self) -> None:
+        """At most once (acking off): reads up to ``commit_every`` lines of the current file as
+        `_next_tuple` would emit them, counts them as acked and commits the offset past them,
+        durably, before any of them goes out (`taken`). A crash loses the lines taken and not yet
+        emitted, never emits one twice: one durable write per ``commit_every`` lines. Before, the
+        lines were acked as they went out and committed every ``commit_every`` acks or
+        ``commit_secs``, so a restart emitted again up to that many lines its worker had emitted."""
+        real, capture = self.collector, _Taking(self.collector)
+        self.collector = capture  # type: ignore[assignment]
+        try:
+            for _ in range(self.commit_every):
+                before = len(capture.lines)
+                self._turn()
+                if len(capture.lines) == before:
+                    break   # at the file's end, waiting, or a line set aside: commit what was taken
+        finally:
+            self.collector = real
+        # taken first: the acks below may finish the file, which waits for `taken` (`_maybe_finish`)
+        self.taken.extend((msg_id, values) for values, msg_id in capture.lines)
+        for _, msg_id in capture.lines:
+            self.ack(msg_id)
+        if self.acks_since_commit:
+            self._commit()
 
     def _next_tuple(self) -> None:
         if self.locks is not None:
@@ -1598,6 +1657,8 @@ class FileSpout(Spout, CountsDeadLetters):
         """A file read to its end with every line done is renamed done and forgotten."""
         if self.handle is None or self.tracker is None or self.tracker.pending or self.inflight.retrying:
             return
+        if self.taken:
+            return   # at most once: renamed done once its lines are out (`close` goes back to them)
         offset = self.handle.tell()
         try:
             record = self._read()
@@ -1757,10 +1818,12 @@ class FileSpout(Spout, CountsDeadLetters):
         self.size_seen = max(self.size_seen, st.st_size)
         return FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, self.head[1])
 
-    def _commit(self) -> None:
+    def _commit(self, back_to: int | None = None) -> None:
+        """Writes the progress durably; ``back_to``: the current file's offset to write instead
+        of its committed one (`close`, with lines taken and not emitted)."""
         tracker = self.tracker if self.file is not None else None
         if tracker is not None:
-            committed = tracker.committable
+            committed = tracker.committable if back_to is None else back_to
             self.own[self.file] = FileMark(committed, self._identity(committed))  # type: ignore[index]
         present = set(os.listdir(self.directory))
         # a file renamed done after a crash before this commit leaves an entry: drop it. So does
@@ -1833,7 +1896,9 @@ class FileSpout(Spout, CountsDeadLetters):
                 # what it really read (not the read-ahead), or what a dead task may have
                 self.read_to = max(self.handle.tell(), self.read_before)
                 self.charges_dirty = True
-            self._commit()
+            # at most once: the lines taken and not emitted are read again by the next run (a
+            # kill or a rebalance is no failure, and loses nothing)
+            self._commit(self.taken[0][0].offset if self.taken else None)
         if getattr(self, "handle", None) is not None:
             self.handle.close()  # type: ignore[union-attr]
         if getattr(self, "locks", None) is not None:

@@ -75,6 +75,7 @@ from typing import Any, ClassVar, cast
 import redis
 
 from .._components import Bolt, Spout
+from .._config import Config
 from .._failure import (
     EXPLICIT,
     UNAVAILABLE,
@@ -445,8 +446,12 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         self._look_up_script = self.client.register_script(_LOOK_UP)
         self._create_group_script = self.client.register_script(_CREATE_GROUP)
         self._charges = charges_key(self.stream, self.group)
+        # Acking off (topology.acker.executors 0): at most once. Each entry is XACKed before it
+        # goes out, so a restart's replay of the consumer's pending entries never emits it again
+        # (the ack emit makes is a late one). Nothing is ever failed: no budget is kept.
+        self._at_most_once = conf.get(Config.TOPOLOGY_ACKER_EXECUTORS) == 0
         # a budget to keep: charges are counted across restarts, and suspects emitted alone
-        self._counting = self.backoff.max_retries is not None
+        self._counting = self.backoff.max_retries is not None and not self._at_most_once
         # the reading connection's socket timeout outlasts its BLOCK (redis-py's default, 5 s,
         # would end a longer one as if the server were down); a URL's socket_timeout is kept
         reader_client = _client(self.url, self.block_ms / 1000 + _READ_MARGIN_SECS)
@@ -461,7 +466,8 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         self._dead: dict[str, _DeadLetter] = {}    # given up, not yet in the dead-letter stream
         self.start_dead_letter_counts()
         # what goes out when; shared with every spout task of this worker that keeps charges
-        self._gate: AloneGate[str] = AloneGate(self.backoff.max_retries, worker_gate(context), gate_patience(conf))
+        self._gate: AloneGate[str] = AloneGate(self.backoff.max_retries if self._counting else None,
+                                               worker_gate(context), gate_patience(conf))
         self._to_write: dict[str, str] = {}        # charges the server did not take yet
         self._aside: list[str] = []                # suspects alone set aside, their marks not yet beside
         self._to_forget: list[str] = []            # charges to delete with the acks held back
@@ -546,6 +552,12 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
             # a suspect's mark beforehand (the death that would end this delivery leaves no one
             # to write it): alone, charged as dying; in a group, its level raised
             if alone and not self._safely(now, functools.partial(self._mark, entry_id, t, size)):
+                return
+            # at most once: acked before it goes out (the server down: it waits, nothing lost).
+            # Before, its XACK went with the round's others at the next next_tuple, and a worker
+            # that died between emitted it again from its pending entries.
+            if self._at_most_once and not self._safely(
+                    now, functools.partial(self.client.xack, self.stream, self.group, entry_id)):
                 return
             self._ready.popleft()
             self._gate.emitted(entry_id, alone, size)

@@ -1,0 +1,88 @@
+"""RedisStreamSpout with acking off (``topology.acker.executors`` 0): at most once. Each entry is
+XACKed before it goes out, so a restart, which replays the consumer's pending entries first,
+never emits again an entry its worker emitted.
+
+The spout task is driven directly, as the spout executor drives it with acking off: ``ack`` is
+called inside ``emit`` (docs/concepts.md, "Acking off"). A crash is the task dropped without
+``close`` (`drop`), as a SIGKILL would leave it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+from squall import Config
+from squall.external.redis_streams import RedisStreamSpout
+
+from .test_redis_stream_deaths import drop
+from .test_redis_streams import Context
+
+STREAM, GROUP = "events", "g"
+ACKING_OFF = {Config.TOPOLOGY_ACKER_EXECUTORS: 0}
+
+
+class AckingOff:
+    """The spout executor's collector with acking off: a message id is acked inside ``emit``."""
+
+    def __init__(self) -> None:
+        self.spout: RedisStreamSpout | None = None
+        self.emitted: list[str] = []
+        self.woken = threading.Event()
+
+    def wake(self) -> None:
+        self.woken.set()
+
+    def emit(self, values, stream="default", msg_id=None, anchors=None):
+        self.emitted.append(values[1])
+        if msg_id is not None:
+            assert self.spout is not None
+            self.spout.ack(msg_id)
+        return [1]
+
+    def report_error(self, error):
+        raise AssertionError(error)
+
+
+def started(url: str) -> tuple[RedisStreamSpout, AckingOff]:
+    spout = RedisStreamSpout(url, STREAM, GROUP, ["value"])
+    out = AckingOff()
+    out.spout = spout
+    spout.open(dict(ACKING_OFF), Context(0), out)
+    return spout, out
+
+
+def pump(spout: RedisStreamSpout, out: AckingOff, n: int, secs: float = 10) -> None:
+    """Calls next_tuple until ``out`` holds ``n`` emits or nothing comes for ``secs``."""
+    deadline = time.monotonic() + secs
+    while len(out.emitted) < n and time.monotonic() < deadline:
+        out.woken.clear()
+        before = len(out.emitted)
+        spout.next_tuple()
+        if len(out.emitted) == before:   # nothing buffered: wait for the reading thread
+            out.woken.wait(0.2)
+
+
+def test_with_acking_off_a_redis_stream_spout_restarted_after_a_crash_emits_no_entry_twice(redis_server):
+    """30 entries out, then the worker dies. On main the last one's XACK waited for the next
+    next_tuple, so the restart read it again from the consumer's pending entries and emitted it
+    a second time; now it was acked before it went out. The entries read and not emitted are
+    pending, and the restart emits them: with no entry twice, none is lost either."""
+    r = redis_server.client()
+    values = [str(i) for i in range(200)]
+    for v in values:
+        r.xadd(STREAM, {"value": v})
+    first, out1 = started(redis_server.url)
+    pump(first, out1, 30)
+    assert len(out1.emitted) == 30
+    drop(first)   # the crash
+    second, out2 = started(redis_server.url)
+    try:
+        pump(second, out2, 200 - 30, secs=5)
+    finally:
+        second.close()
+    seen = Counter(out1.emitted + out2.emitted)
+    twice = sorted((v for v, n in seen.items() if n > 1), key=int)
+    assert twice == [], f"emitted twice: {twice}"
+    assert sorted(seen, key=int) == values
+    assert r.xpending(STREAM, GROUP)["pending"] == 0

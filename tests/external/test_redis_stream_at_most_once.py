@@ -9,14 +9,13 @@ called inside ``emit`` (docs/concepts.md, "Acking off"). A crash is the task dro
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 
 from squall import Config
 from squall.external.redis_streams import RedisStreamSpout
 
 from .test_redis_stream_deaths import drop
-from .test_redis_streams import Context
+from .test_redis_streams import Context, pump
 
 STREAM, GROUP = "events", "g"
 ACKING_OFF = {Config.TOPOLOGY_ACKER_EXECUTORS: 0}
@@ -52,17 +51,6 @@ def started(url: str) -> tuple[RedisStreamSpout, AckingOff]:
     return spout, out
 
 
-def pump(spout: RedisStreamSpout, out: AckingOff, n: int, secs: float = 10) -> None:
-    """Calls next_tuple until ``out`` holds ``n`` emits or nothing comes for ``secs``."""
-    deadline = time.monotonic() + secs
-    while len(out.emitted) < n and time.monotonic() < deadline:
-        out.woken.clear()
-        before = len(out.emitted)
-        spout.next_tuple()
-        if len(out.emitted) == before:   # nothing buffered: wait for the reading thread
-            out.woken.wait(0.2)
-
-
 def test_with_acking_off_a_redis_stream_spout_restarted_after_a_crash_emits_no_entry_twice(redis_server):
     """30 entries out or more, then the worker dies. Before, the last one's XACK waited for the
     next next_tuple, so the restart read it again from the consumer's pending entries and
@@ -79,7 +67,7 @@ def test_with_acking_off_a_redis_stream_spout_restarted_after_a_crash_emits_no_e
     drop(first)   # the crash
     second, out2 = started(redis_server.url)
     try:
-        pump(second, out2, len(values) - len(out1.emitted), secs=5)
+        pump(second, out2, len(values) - len(out1.emitted))
     finally:
         second.close()
     seen = Counter(out1.emitted + out2.emitted)

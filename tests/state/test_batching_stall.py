@@ -9,34 +9,26 @@ no commit, in 20 s; the spout's own pacing and ``topology.max.spout.pending`` al
 
 import pytest
 
-from squall import Config, LocalCluster
+from squall import Config
 
 from ..conftest import wait_until
 from .batching import batching_topology, commits
 from .counting import acked, emitted
+from .test_topology import cluster  # noqa: F401 (a fixture: a LocalCluster, shut down after)
 
 N = 1000
 
 
-@pytest.fixture
-def cluster():
-    c = LocalCluster()
-    try:
-        yield c
-    finally:
-        c.shutdown()
-
-
-def _committed(cluster, name):
+def _committed(local, name):
     counts = {}
-    for ns in cluster._state_memory.namespaces(name):
+    for ns in local._state_memory.namespaces(name):
         if ns.startswith("count-"):
-            counts.update(dict(cluster.get_state(name, ns).committed()))
+            counts.update(dict(local.get_state(name, ns).committed()))
     return counts
 
 
 @pytest.mark.parametrize("pacing", ["its own", "max spout pending"])
-def test_a_paced_spout_behind_a_batching_bolt_commits_every_record_in_the_state(cluster, tmp_path, pacing):
+def test_a_paced_spout_behind_a_batching_bolt_commits_every_record_in_the_state(cluster, tmp_path, pacing):  # noqa: F811
     conf = Config()
     conf.set_num_workers(2)
     conf.set_message_timeout_secs(30)  # nothing times out: every record goes through once

@@ -214,6 +214,53 @@ def test_a_redis_back_from_an_older_snapshot_fails_the_partitions_that_lost_writ
     assert tasks[1].multi_get([["b"]]) == [3]
 
 
+class _WordCountGoneBack:
+    """A word count on LocalCluster into a transactional Redis map state (file lines in batches
+    of 7), run by `gone_back` until its server came back from a snapshot older than its writes."""
+
+    WENT_BACK = "the server went back to an older copy of what this state wrote"
+
+    def __init__(self, tmp_path, redis_server) -> None:
+        self.data = tmp_path / "in"
+        self.data.mkdir()
+        self.first, self.second, self.third = lines(0, 30), lines(100, 20), lines(200, 15)
+        self._append(self.first)
+        self.factory = RedisMapState.transactional(redis_server.url)
+        topo = TridentTopology()
+        word_count(topo, FileTridentSpout(self.data, max_batch_records=7), "line", self.factory)
+        self.built = topo.build()
+        self.server = redis_server
+        self.client = redis.Redis.from_url(redis_server.url)
+
+    def _append(self, some: list[str]) -> None:
+        with open(self.data / "a.txt", "a") as f:
+            f.write("".join(line + "\n" for line in some))
+
+    def stored(self) -> dict:
+        keys = sorted(k.decode() for k in self.client.keys("w*")) + ["common"]
+        return {k: self.factory.serializer.deserialize(v).val for k, v in zip(keys, self.client.mget(keys)) if v}
+
+    def errors(self, cluster) -> list[str]:
+        return [e["error"] for e in cluster.get_topology_info("tr")["errors"]]
+
+    def gone_back(self, cluster) -> dict:
+        """Submits "tr", counts the first lines, snapshots the server, counts the second lines,
+        restarts the server from that snapshot and adds the third lines; returns once the
+        topology reports the server gone back. Returns a dump of every key taken before the
+        restart (the first and second lines counted), to restore."""
+        cluster.submit_topology("tr", conf(), self.built)
+        assert wait_until(lambda: self.stored() == dict(counted(self.first)), timeout=120), self.stored()
+        self.client.save()  # the snapshot holds the first lines' counts
+        self._append(self.second)
+        assert wait_until(lambda: self.stored() == dict(counted(self.first + self.second)), timeout=120), \
+            self.stored()
+        backup = {k: self.client.dump(k) for k in self.client.keys("*")}  # nothing moves: all is counted
+        _restarted_from_its_last_snapshot(self.server)
+        self._append(self.third)
+        assert wait_until(lambda: any(self.WENT_BACK in e for e in self.errors(cluster)), 60), self.errors(cluster)
+        return backup
+
+
 def test_a_word_count_over_a_redis_back_from_an_older_snapshot_stops_until_it_is_restored(tmp_path, redis_server):
     """A word count on LocalCluster into a transactional Redis map state; the server saves a
     snapshot, counts on, then crashes and starts again from the snapshot. The topology counted the
@@ -222,37 +269,14 @@ def test_a_word_count_over_a_redis_back_from_an_older_snapshot_stops_until_it_is
     error, a DRPC answer down from 3,373 to 3,022). Now its batches fail, naming the cause, with
     the snapshot's counts left as they were; restored from a copy of the server taken before the
     crash, the counts go on from there, every word counted once."""
-    data = tmp_path / "in"
-    data.mkdir()
-    first, second, third = lines(0, 30), lines(100, 20), lines(200, 15)
-    (data / "a.txt").write_text("".join(line + "\n" for line in first))
-    factory = RedisMapState.transactional(redis_server.url)
-    topo = TridentTopology()
-    word_count(topo, FileTridentSpout(data, max_batch_records=7), "line", factory)
-    client = redis.Redis.from_url(redis_server.url)
-
-    def stored():
-        keys = sorted(k.decode() for k in client.keys("w*")) + ["common"]
-        return {k: factory.serializer.deserialize(v).val for k, v in zip(keys, client.mget(keys)) if v}
-
+    run = _WordCountGoneBack(tmp_path, redis_server)
     with LocalCluster() as cluster:
-        cluster.submit_topology("tr", conf(), topo.build())
-        assert wait_until(lambda: stored() == dict(counted(first)), timeout=120), stored()
-        client.save()  # the snapshot holds the first lines' counts
-        with open(data / "a.txt", "a") as f:
-            f.write("".join(line + "\n" for line in second))
-        assert wait_until(lambda: stored() == dict(counted(first + second)), timeout=120), stored()
-        backup = {k: client.dump(k) for k in client.keys("*")}  # nothing moves: all is counted
-        _restarted_from_its_last_snapshot(redis_server)
-        with open(data / "a.txt", "a") as f:
-            f.write("".join(line + "\n" for line in third))
-        went_back = "the server went back to an older copy of what this state wrote"
-        errors = lambda: [e["error"] for e in cluster.get_topology_info("tr")["errors"]]
-        assert wait_until(lambda: any(went_back in e for e in errors()), 60), errors()
-        assert stored() == dict(counted(first)), "counted on from the snapshot's counts"
+        backup = run.gone_back(cluster)
+        assert run.stored() == dict(counted(run.first)), "counted on from the snapshot's counts"
         for k, v in backup.items():  # restored: the counts go on from there
-            client.restore(k, 0, v, replace=True)
-        assert wait_until(lambda: stored() == dict(counted(first + second + third)), timeout=120), stored()
+            run.client.restore(k, 0, v, replace=True)
+        assert wait_until(lambda: run.stored() == dict(counted(run.first + run.second + run.third)), timeout=120), \
+            run.stored()
 
 
 def test_a_copy_of_a_partition_made_while_another_copy_writes_it_is_not_taken_for_a_server_gone_back(redis_server):
@@ -297,34 +321,10 @@ def test_a_word_count_submitted_again_over_a_redis_back_from_an_older_snapshot_g
     run's states had seen was kept in the process by marker alone, and the new run's states were
     refused for good (the snapshot's 90 words stored, 135 expected, still refused 40 s later). Now
     the new run goes on from the snapshot's counts, every line after it counted once."""
-    data = tmp_path / "in"
-    data.mkdir()
-    first, second, third = lines(0, 30), lines(100, 20), lines(200, 15)
-    (data / "a.txt").write_text("".join(line + "\n" for line in first))
-    factory = RedisMapState.transactional(redis_server.url)
-    topo = TridentTopology()
-    word_count(topo, FileTridentSpout(data, max_batch_records=7), "line", factory)
-    built = topo.build()
-    client = redis.Redis.from_url(redis_server.url)
-
-    def stored():
-        keys = sorted(k.decode() for k in client.keys("w*")) + ["common"]
-        return {k: factory.serializer.deserialize(v).val for k, v in zip(keys, client.mget(keys)) if v}
-
+    run = _WordCountGoneBack(tmp_path, redis_server)
     with LocalCluster() as cluster:
-        cluster.submit_topology("tr", conf(), built)
-        assert wait_until(lambda: stored() == dict(counted(first)), timeout=120), stored()
-        client.save()  # the snapshot holds the first lines' counts
-        with open(data / "a.txt", "a") as f:
-            f.write("".join(line + "\n" for line in second))
-        assert wait_until(lambda: stored() == dict(counted(first + second)), timeout=120), stored()
-        _restarted_from_its_last_snapshot(redis_server)
-        with open(data / "a.txt", "a") as f:
-            f.write("".join(line + "\n" for line in third))
-        went_back = "the server went back to an older copy of what this state wrote"
-        errors = lambda: [e["error"] for e in cluster.get_topology_info("tr")["errors"]]
-        assert wait_until(lambda: any(went_back in e for e in errors()), 60), errors()
+        run.gone_back(cluster)
         cluster.kill_topology("tr", wait_secs=0)
-        cluster.submit_topology("tr", conf(), built)  # on purpose: on from the snapshot's counts
-        assert wait_until(lambda: stored() == dict(counted(first + third)), timeout=60), stored()
-        assert not any(went_back in e for e in errors()), errors()
+        cluster.submit_topology("tr", conf(), run.built)  # on purpose: on from the snapshot's counts
+        assert wait_until(lambda: run.stored() == dict(counted(run.first + run.third)), timeout=60), run.stored()
+        assert not any(run.WENT_BACK in e for e in run.errors(cluster)), run.errors(cluster)

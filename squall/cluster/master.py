@@ -105,8 +105,22 @@ from ..engine.plan import ExecutorSpec, TopologyPlan, make_plan
 from ..engine.worker import component_blobs
 from ..worker.log_levels import merge_log_config
 from .backoff import crash_backoff, launch_backoff
-from .ha import ALIVE, LEADER, NOT_A_LEADER, OFFLINE, check_assignment, check_saved_topology
-from .liveness import HeldByZooKeeper, PresenceReads, PresenceWatch, read_presences
+from .ha import LEADER, NOT_A_LEADER, OFFLINE, check_assignment, check_saved_topology
+from .liveness import PresenceReads, read_presences
+from .machines import (
+    Forgotten,
+    Instruction,
+    MachineLost,
+    Machines,
+    NodeLost,
+    Renew,
+    RenewMachine,
+    Restart,
+    Say,
+    Timeouts,
+    WorkerAt,
+    WorkerWait,
+)
 from .master_records import (
     REBALANCE_ACTION,
     REMOVE_ACTION,
@@ -121,7 +135,6 @@ from .persisted import Persisted
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
 from .seeds import NimbusAddress, nimbus_seeds
 from .shipping import pickle_topology
-from .silence import HeardNone, SilenceWatch, silence_grace
 from .state import ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus, next_status, transition
 from .store import (
     Change,
@@ -280,10 +293,10 @@ class Master:
         self.scheduler = load_scheduler(conf)
         # one line a minute at most: two supervisors that claim one address sync every second
         self._clash_log = RateLimitedLog(log, limit=1, period=60.0)
-        # every machine silent at once: the master suspects its own link, not them (`silence`)
-        self._silence = SilenceWatch(silence_grace(conf))
-        # machines this master cannot hear but ZooKeeper can: not lost (`squall.cluster.liveness`)
-        self._presences = PresenceWatch()
+        # which machines it hears, held or lost, and what it does when it does not hear one: held
+        # while ZooKeeper hears it (`squall.cluster.liveness`) or every machine fell silent with
+        # it (`squall.cluster.silence`), else lost (`squall.cluster.machines`)
+        self.machines = Machines.of(conf)
         self._unasked_log = RateLimitedLog(log, limit=1, period=10.0)
         # what the store was last handed (`_outcome`): the next outcome carries what differs
         self._persisted = Persisted()
@@ -427,8 +440,7 @@ class Master:
                 state.heartbeat = LastBeat.launched(now) if hb is None else dataclasses.replace(
                     hb, time=now, starting=True)
         self._persisted = Persisted()
-        self._silence.spell = None  # every machine has its timeout anew anyway (`adopt`)
-        self._presences = PresenceWatch()
+        self.machines.lead()  # every machine has its timeout anew anyway (`adopt`)
         self.leading = True
         self.terms += 1
         self._changed()
@@ -1129,9 +1141,8 @@ class Master:
         supervisor_id, host, ports, unhealthy = sync.supervisor_id, sync.host, sync.ports, sync.unhealthy
         now, wall = self.mono(), self.clock.wall()
         before = self.supervisors.get(supervisor_id)
-        held = self._presences.heard(supervisor_id)
-        if held is not None:
-            self._reached_again(held, host, ports, now)
+        if self.machines.holds(supervisor_id):
+            self._carry_out(self.machines.reached(supervisor_id, host, ports, now, self._workers_at()), now, wall)
         for sid, sup in list(self.supervisors.items()):
             clash = sorted(set(sup.ports) & set(ports))
             if sid == supervisor_id or sup.host != host or not clash:
@@ -1535,219 +1546,108 @@ class Master:
         return self._outcome()
 
     def _check_timeouts(self) -> None:
+        """Ask `Machines` what to make of the machines and workers not heard (`squall.cluster.
+        machines`), feeding in what ZooKeeper says of the silent machines, and do it."""
         self._run_due_actions()
         now, wall = self.mono(), self.clock.wall()
-        self._heard_again(now)
-        sup_timeout = float(conf_value(self.conf, Config.NIMBUS_SUPERVISOR_TIMEOUT_SECS))
-        timeout = float(conf_value(self.conf, Config.NIMBUS_TASK_TIMEOUT_SECS))
-        # silent past either timeout, yet alive in ZooKeeper: only this master's link is down
-        alive = self._alive_in_zookeeper(min(sup_timeout, timeout), now, wall)
-        silent = [sid for sid, sup in self.supervisors.items() if now - sup.seen > sup_timeout and sid not in alive]
-        # decided before any is dropped: whether each fell silent with all the others
-        dead = [sid for sid in silent if not self._held(sid, now, wall)]
-        for sid in dead:  # its slots are gone: move what ran there
-            sup = self.supervisors.pop(sid)
-            log.warning("supervisor %s silent for %.0f s: rescheduling its slots", sid, now - sup.seen)
-            self._drop_slots(sup.slots(), wall, f"its supervisor was unheard for nimbus.supervisor.timeout.secs "
-                                                f"({sup_timeout:g} s)")
-        if dead:
-            self._schedule()
-        launch = float(conf_value(self.conf, Config.NIMBUS_TASK_LAUNCH_SECS))
-        changed = False
-        dead_nodes: set[str] = set()  # slots whose worker and supervisor both fell silent
+        t = Timeouts.of(self.conf)
+        machines = self.machines
+        self._carry_out(machines.heard_again(now, self.supervisors, self._workers_at(), t), now, wall, t)
+        reads = self._ask_zookeeper(machines.to_ask(now, self.supervisors, t))
+        self._carry_out(machines.silent_machines(now, self.supervisors, reads, t), now, wall, t)
+        waits = []
         for topo in self.topologies.values():
             for slot in topo.assignment:
                 state = topo.slot(slot)
-                if state.given_up:
-                    continue
-                if state.retry_at > now:
-                    continue  # held back after a failed start: nothing runs there yet
+                if state.given_up or state.retry_at > now:
+                    continue  # given up, or held back after a failed start: nothing runs there yet
                 hb = state.heartbeat
                 if hb is None:  # never heard of (a follower's adopted slot): waiting from now
                     hb = state.heartbeat = LastBeat.launched(now)
-                limit = launch if hb.starting else timeout
-                last = max(hb.time, state.retry_at)
-                if now - last > timeout and not self._supervised(slot, now, timeout):
-                    if not self._on_machines(slot, alive) and not self._held_slot(slot, now, wall):
-                        dead_nodes.add(slot)
-                elif now - last > limit and self._synced_since(slot, last + limit):
-                    log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
-                                slot, topo.plan.name, now - last)
-                    topo.add_error(silent_error(slot, topo.components_on(slot), hb.starting, limit, wall))
-                    topo.relaunch(slot, wall, now)
-                    changed = True
-        if dead_nodes:
-            self._node_lost(dead_nodes, wall, timeout)
-        if changed:
-            self._changed()
+                waits.append(WorkerWait(topo.plan.storm_id, slot, max(hb.time, state.retry_at), hb.starting))
+        self._carry_out(machines.silent_workers(now, self.supervisors, waits, t), now, wall, t)
 
-    def _alive_in_zookeeper(self, after: float, now: float, wall: float) -> set[str]:
-        """The supervisors unheard for over ``after`` seconds that ZooKeeper hears (their
-        ephemeral node lives: `squall.cluster.liveness`), held back from being taken for lost;
-        each newly held is said once. None without ZooKeeper. Those ZooKeeper could not be asked
-        about (its connection dropped as they were asked) are held too, unsaid, for this tick:
-        without its answer the master cannot tell a cut link from a dead machine, and a leader
-        whose connection is gone loses the lead anyway; its state is then the new leader's. All
-        are asked in one round trip (`read_presences`): this runs on the server's event loop."""
+    def _workers_at(self) -> list[WorkerAt]:
+        """Each assigned worker that has a last heartbeat, and its time."""
+        return [WorkerAt(topo.plan.storm_id, slot, hb.time) for topo in self.topologies.values()
+                for slot in topo.assignment if (hb := topo.slot(slot).heartbeat) is not None]
+
+    def _ask_zookeeper(self, quiet: list[str]) -> PresenceReads | None:
+        """What ZooKeeper says of the supervisors ``quiet`` (`squall.cluster.liveness`: whether
+        their ephemeral node lives); None without ZooKeeper, or with none to ask. All are asked
+        in one round trip (`read_presences`): this runs on the server's event loop. Those it could
+        not be asked about are said (at most every 10 s): none is taken for lost until it answers."""
         ha = self.ha
-        quiet = [sid for sid, sup in self.supervisors.items() if now - sup.seen > after]
         if ha is None or not quiet:
-            self._presences.keep_only(set())
-            return set()
+            return None
         try:
             reads = read_presences(ha, quiet)
         except Exception as e:  # noqa: BLE001 (whatever else kazoo raises: not heard, as without ZooKeeper)
             log.warning("cannot ask ZooKeeper whether supervisors %s live: %s", ",".join(sorted(quiet)), e)
-            reads = PresenceReads({}, {})
+            return PresenceReads({}, {})
         if reads.unanswered:
             sids = sorted(reads.unanswered)
             self._unasked_log.warning("cannot ask ZooKeeper whether supervisors %s live (%s): none is taken for "
                                       "lost until it answers", ",".join(sids), reads.unanswered[sids[0]])
-        alive = set()
-        for sid, presence in reads.alive.items():
-            sup = self.supervisors[sid]
-            if presence.host != sup.host:
-                continue
-            alive.add(sid)
-            held = self._presences.hold(sid, sup.host, now, now - sup.seen)
-            if held is not None:
-                self._cut_off(held, sup, wall)
-        for gone in self._presences.keep_only(alive | set(reads.unanswered)):
-            if gone.supervisor_id in self.supervisors:
+        return reads
+
+    def _carry_out(self, instructions: list[Instruction], now: float, wall: float, t: Timeouts | None = None) -> None:
+        """Do what `Machines` decided, in order: say it, move heartbeats' times, restart a worker
+        in place, forget a lost machine and move its executors (then schedule again)."""
+        lost = False
+        for i in instructions:
+            if isinstance(i, Say):
+                log.warning("this master (%s) %s", self.me(), i.what)
+                if not i.logged_only:
+                    for topo in self.topologies.values():
+                        if topo.assignment and (i.slots is None or i.slots & set(topo.assignment)):
+                            topo.add_error(master_error("__master", -1, f"the master {i.what}", wall))  # counted too
+                    self._changed()
+            elif isinstance(i, Forgotten):
                 log.warning("ZooKeeper no longer hears supervisor %s on %s either (its session ended): it is taken "
-                            "for lost as a silent machine is", gone.supervisor_id, gone.host)
-        return alive | set(reads.unanswered)
-
-    def _on_machines(self, slot: str, supervisor_ids: set[str]) -> bool:
-        """Whether one of ``supervisor_ids`` offers ``slot``."""
-        return any(slot in self.supervisors[sid].slots() for sid in supervisor_ids if sid in self.supervisors)
-
-    def _cut_off(self, held: HeldByZooKeeper, sup: SupervisorInfo, wall: float) -> None:
-        """Say, once a hold, that this master cannot reach ``held``'s machine but ZooKeeper hears
-        it, in the log and in the errors of each topology with a worker there."""
-        what = (f"cannot reach supervisor {held.supervisor_id} on {held.host} (unheard for {held.unheard:.0f} s), but "
-                f"ZooKeeper hears it (its session's node {ALIVE}/{held.supervisor_id} lives): only the link between "
-                f"this master and that machine is down, so it is not taken for lost. Its executors stay where they "
-                f"are and its workers run on (moved, every executor there would run twice); it is heard again once "
-                f"the link heals. Check the network between the master and {held.host}")
-        log.warning("this master (%s) %s", self.me(), what)
-        slots = sup.slots()
-        for topo in self.topologies.values():
-            if slots & set(topo.assignment):
-                topo.add_error(master_error("__master", -1, f"the master {what}", wall))  # counted too
-        self._changed()
-
-    def _reached_again(self, held: HeldByZooKeeper, host: str, ports: list[int], now: float) -> None:
-        """The supervisor of a machine held because ZooKeeper heard it syncs again: its workers not
-        heard since it was held get ``nimbus.task.launch.secs`` from now to be heard (their
-        heartbeats come back over the same healed link), so that none is restarted for it."""
-        slots = {f"{host}:{p}" for p in ports}
-        for topo in self.topologies.values():
-            for slot in slots & set(topo.assignment):
-                state = topo.slot(slot)
+                            "for lost as a silent machine is", i.held.supervisor_id, i.held.host)
+            elif isinstance(i, RenewMachine):
+                self.supervisors[i.supervisor_id].seen = i.seen
+            elif isinstance(i, Renew):
+                state = self._topology(i.storm_id).slot(i.slot)
                 hb = state.heartbeat
-                if hb is not None and hb.time < held.since:
-                    state.heartbeat = dataclasses.replace(hb, time=now, starting=True)
-        log.warning("this master (%s) hears supervisor %s on %s again after %.0f s in which only ZooKeeper heard it: "
-                    "its workers have nimbus.task.launch.secs from now to be heard", self.me(), held.supervisor_id,
-                    held.host, now - held.since + held.unheard)
+                if hb is not None:
+                    starting = hb.starting if i.starting is None else i.starting
+                    state.heartbeat = dataclasses.replace(hb, time=i.time, starting=starting)
+            elif isinstance(i, Restart):
+                topo = self._topology(i.storm_id)
+                log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
+                            i.slot, topo.plan.name, i.silent_for)
+                topo.add_error(silent_error(i.slot, topo.components_on(i.slot), i.starting, i.limit, wall))
+                topo.relaunch(i.slot, wall, now)
+                self._changed()
+            elif isinstance(i, MachineLost):
+                assert t is not None
+                sup = self.supervisors.pop(i.supervisor_id)
+                log.warning("supervisor %s silent for %.0f s: rescheduling its slots", i.supervisor_id, i.silent_for)
+                self._drop_slots(sup.slots(), wall, f"its supervisor was unheard for nimbus.supervisor.timeout.secs "
+                                                    f"({t.supervisor:g} s)")
+                lost = True
+            elif isinstance(i, NodeLost):
+                # workers silent on machines whose supervisors are silent too (the machine died,
+                # or its link was cut): as Storm reassigns timed-out executors to live slots,
+                # their executors move; a machine that comes back registers again, and its
+                # stale workers, assigned nothing, are stopped
+                assert t is not None
+                for sid in i.supervisor_ids:
+                    sup = self.supervisors.pop(sid)
+                    log.warning("supervisor %s on %s and its workers silent for over %g s (nimbus.task.timeout.secs): "
+                                "moving their executors to other machines", sid, sup.host, t.task)
+                self._drop_slots(set(i.slots), wall, f"the worker and its supervisor were unheard for "
+                                                     f"nimbus.task.timeout.secs ({t.task:g} s)")
+                lost = True
+        if lost:
+            self._schedule()
 
-    def _held(self, supervisor_id: str, now: float, wall: float) -> bool:
-        """Whether the silent ``supervisor_id`` is held back from being taken for lost because
-        every machine fell silent with it (`squall.cluster.silence`); the first one held says
-        why, in the log and in each topology's errors."""
-        was = self._silence.spell
-        spell = self._silence.held(supervisor_id, self.supervisors, now)
-        if spell is not None and was is None:
-            self._suspect_self(spell, now, wall)
-        return spell is not None
-
-    def _held_slot(self, slot: str, now: float, wall: float) -> bool:
-        """Whether the silent worker of ``slot`` is on a machine `_held` back (a slot no
-        supervisor offers is not: nothing is heard of its machine at all)."""
-        return any(self._held(sid, now, wall) for sid, sup in list(self.supervisors.items()) if slot in sup.slots())
-
-    def _suspect_self(self, spell: HeardNone, now: float, wall: float) -> None:
-        """Say, once a spell, that this master heard none of its machines and suspects itself."""
-        silent = now - spell.last_heard
-        what = (f"heard none of its {spell.machines} supervisors for {silent:.0f} s, and they fell silent within "
-                f"{self._silence.grace:g} s of each other: as when this master's own link to them is cut (a Nimbus HA "
-                f"leader that still reaches ZooKeeper keeps the lead) or the master was paused, rather than "
-                f"{spell.machines} machines failing at once. It takes none of them for lost: it moves no executor and "
-                f"restarts no worker, which run on without it; the first machine heard again ends this, and every "
-                f"machine and worker then has its timeout anew")
-        log.warning("this master (%s) %s", self.me(), what)
-        for topo in self.topologies.values():
-            if topo.assignment:
-                topo.add_error(master_error("__master", -1, f"the master {what}", wall))
-        self._changed()
-
-    def _heard_again(self, now: float) -> None:
-        """A machine is heard again after a spell in which none was: the silence was this
-        master's. Every machine and worker not heard since gets its timeout anew from now
-        (a worker ``nimbus.task.launch.secs``, as when a master takes the lead), so that none
-        is taken for lost, or restarted in place, for the silence the master caused; but a
-        worker that had fallen silent before the master did (by more than the grace, or two of
-        its heartbeats) keeps what was left of its own timeout, the deaf time not counted."""
-        spell = self._silence.ended(self.supervisors)
-        if spell is None:
-            return
-        resumed = max(sup.seen for sup in self.supervisors.values())
-        for sup in self.supervisors.values():
-            if sup.seen <= spell.last_heard:
-                sup.seen = now
-        # a worker already unheard that long when the master last heard a machine fell silent
-        # on its own (hung), as a machine is lost on its own (`SilenceWatch.with_the_rest`)
-        beat_secs = float(conf_value(self.conf, Config.WORKER_HEARTBEAT_FREQUENCY_SECS))
-        own = spell.last_heard - max(self._silence.grace, 2 * beat_secs)
-        for topo in self.topologies.values():
-            for slot in topo.assignment:
-                state = topo.slot(slot)
-                hb = state.heartbeat
-                if hb is None or hb.time >= resumed:
-                    continue
-                if hb.time < own:
-                    # the deaf time does not count, what it was silent before does: given the
-                    # launch timeout anew, a hung worker waited it out from the heal (121 s
-                    # with 3 s timeouts, where it had 1 s left)
-                    state.heartbeat = dataclasses.replace(hb, time=hb.time + (resumed - spell.last_heard))
-                else:
-                    state.heartbeat = dataclasses.replace(hb, time=now, starting=True)
-        log.warning("this master (%s) hears its machines again after %.0f s in which it heard none: the silence was "
-                    "its own, and no worker is restarted for it; each machine has nimbus.supervisor.timeout.secs and "
-                    "each worker nimbus.task.launch.secs from now to be heard", self.me(), resumed - spell.last_heard)
-
-    def _synced_since(self, slot: str, since: float) -> bool:
-        """True if a supervisor that offers ``slot`` synced after ``since`` (the moment its
-        worker's silence passed its limit), or none offers it (nothing to wait for). A worker
-        overdue on a machine whose supervisor has not been heard since is not restarted in
-        place: the whole machine may be gone (a cut link silences both, and a supervisor that
-        syncs more often than its worker beats was heard last after the worker); the next sync
-        restarts it, or the supervisor's silence moves its executors (`_node_lost`)."""
-        offered = [sup for sup in self.supervisors.values() if slot in sup.slots()]
-        return not offered or any(sup.seen > since for sup in offered)
-
-    def _supervised(self, slot: str, now: float, timeout: float) -> bool:
-        """True if a supervisor that synced within ``timeout`` seconds offers ``slot`` (and so can
-        restart its worker there)."""
-        return any(now - sup.seen <= timeout and slot in sup.slots() for sup in self.supervisors.values())
-
-    def _node_lost(self, slots: set[str], wall: float, timeout: float) -> None:
-        """Workers silent for ``nimbus.task.timeout.secs`` on machines whose supervisors are
-        silent too (the machine died, or its link was cut): as Storm reassigns timed-out
-        executors to live slots, their executors move to the other machines. The silent
-        supervisors are dropped (a machine that comes back registers again, and its stale
-        workers, assigned nothing, are stopped)."""
-        slots = set(slots)
-        for sid, sup in list(self.supervisors.items()):
-            if sup.slots() & slots:
-                del self.supervisors[sid]
-                slots |= sup.slots()
-                log.warning("supervisor %s on %s and its workers silent for over %g s (nimbus.task.timeout.secs): "
-                            "moving their executors to other machines", sid, sup.host, timeout)
-        self._drop_slots(slots, wall, f"the worker and its supervisor were unheard for nimbus.task.timeout.secs "
-                                      f"({timeout:g} s)")
-        self._schedule()
+    def _topology(self, storm_id: str) -> TopologyRecord:
+        topo = self._find(storm_id)
+        assert topo is not None, storm_id  # `Machines` names only the workers it was given, this stimulus
+        return topo
 
     def _drop_slots(self, lost: set[str], wall: float, silent: str | None = None) -> None:
         """Slots that are gone (their machine died, fell silent or fails its health checks):

@@ -22,6 +22,18 @@ the instructions each method returns, in order: it logs and records what to `Say
 heartbeat's time (`Renew`, `RenewMachine`), drops the slots of a lost machine and schedules
 again. The tests of `tests/cluster/test_machines.py` drive it with no master and no cluster.
 
+A machine held because ZooKeeper hears it is held for as long as ZooKeeper does, and that is on
+purpose: moved, every executor there would run twice (two copies of a spout reading its source,
+two owners of a stateful bolt). Storm does not move it either: its Nimbus reads a supervisor's
+liveness from ZooKeeper (Storm 1.x the workers' heartbeats too), and its supervisors read their
+assignments there, so a Nimbus cut off from one machine alone loses nothing and says nothing.
+Here the assignments go over the master's link, and a machine may be held for hours (a
+firewall rule between the master and it; a supervisor whose loop hangs while its ZooKeeper
+session pings on), and meanwhile none of the master's decisions reach it: a kill, a rebalance or
+a deactivation of its topologies, a restart of a worker of it that hangs. So once a machine has
+been unheard for `UNREACHED_REPORT_TIMEOUTS` supervisor timeouts, the master says so again, once
+a hold, in its log and in each topology with a worker there, naming the machine and what the
+operator can do (`Timeouts.unreached_report`). It still moves nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +47,10 @@ from .ha import ALIVE
 from .liveness import HeldByZooKeeper, PresenceReads, PresenceWatch
 from .master_records import SupervisorInfo
 from .silence import HeardNone, SilenceWatch, silence_grace
+
+UNREACHED_REPORT_TIMEOUTS = 5
+"""How many ``nimbus.supervisor.timeout.secs`` a machine ZooKeeper hears may stay unheard by the
+master before the master reports it a second time, with what to do (5 minutes at the defaults)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +68,11 @@ class Timeouts:
                    float(conf_value(conf, Config.NIMBUS_TASK_TIMEOUT_SECS)),
                    float(conf_value(conf, Config.NIMBUS_TASK_LAUNCH_SECS)),
                    float(conf_value(conf, Config.WORKER_HEARTBEAT_FREQUENCY_SECS)))
+
+    @property
+    def unreached_report(self) -> float:
+        """How long a machine held because ZooKeeper hears it is unheard before it is reported again."""
+        return UNREACHED_REPORT_TIMEOUTS * self.supervisor
 
 
 # --- what is fed in --------------------------------------------------------------------------------------
@@ -170,6 +191,7 @@ class Machines:
         self.presences = PresenceWatch()
         # the machines ZooKeeper heard (or could not be asked about) at the last tick: not lost
         self.zookeeper_hears: frozenset[str] = frozenset()
+        self._reported: set[str] = set()  # held machines reported past `Timeouts.unreached_report`
 
     @classmethod
     def of(cls, conf: Mapping[str, Any]) -> Machines:
@@ -185,6 +207,7 @@ class Machines:
         self.silence.spell = None
         self.presences = PresenceWatch()
         self.zookeeper_hears = frozenset()
+        self._reported.clear()
 
     # --- a supervisor syncs ---------------------------------------------------------------------------
     def holds(self, supervisor_id: str) -> bool:
@@ -198,6 +221,7 @@ class Machines:
         held get ``nimbus.task.launch.secs`` from now to be heard (their heartbeats come back
         over the same healed link), so that none is restarted for it."""
         held = self.presences.heard(supervisor_id)
+        self._reported.discard(supervisor_id)
         if held is None:
             return []
         slots = {f"{host}:{p}" for p in ports}
@@ -299,6 +323,7 @@ class Machines:
         from a dead machine, and a leader whose connection is gone loses the lead anyway)."""
         if reads is None:
             self.presences.keep_only(set())
+            self._reported.clear()
             return set()
         alive = set()
         for sid, presence in reads.alive.items():
@@ -312,6 +337,13 @@ class Machines:
         for gone in self.presences.keep_only(alive | set(reads.unanswered)):
             if gone.supervisor_id in supervisors:
                 out.append(Forgotten(gone))
+        self._reported &= set(self.presences.held)
+        for sid in sorted(alive):
+            held = self.presences.held[sid]
+            unheard = now - held.since + held.unheard
+            if sid not in self._reported and unheard >= t.unreached_report:
+                self._reported.add(sid)
+                out.append(Say(_unreached(held, unheard), frozenset(supervisors[sid].slots())))
         return alive | set(reads.unanswered)
 
     # --- held because every machine fell silent (`squall.cluster.silence`) -------------------------------
@@ -360,6 +392,16 @@ def _cut_off(held: HeldByZooKeeper) -> str:
             f"this master and that machine is down, so it is not taken for lost. Its executors stay where they "
             f"are and its workers run on (moved, every executor there would run twice); it is heard again once "
             f"the link heals. Check the network between the master and {held.host}")
+
+
+def _unreached(held: HeldByZooKeeper, unheard: float) -> str:
+    return (f"still cannot reach supervisor {held.supervisor_id} on {held.host} after {unheard:.0f} s "
+            f"({UNREACHED_REPORT_TIMEOUTS} nimbus.supervisor.timeout.secs), while ZooKeeper hears it: its executors "
+            f"stay there, not moved while ZooKeeper hears it (moved, they would run twice), but nothing the master "
+            f"decides reaches that machine (a kill, a rebalance or a deactivation of its topologies; a restart of a "
+            f"worker of it that hangs). Fix the network between the master and {held.host}; if its supervisor "
+            f"hangs (a live process keeps its ZooKeeper session), restart it; to move its executors now, stop the "
+            f"supervisor on {held.host}: its ZooKeeper session ends and the master takes the machine for lost")
 
 
 def _heard_none(spell: HeardNone, now: float, grace: float) -> str:

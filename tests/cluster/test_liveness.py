@@ -3,6 +3,7 @@ supervisor's ephemeral node, as a master reads it, and what a master refuses to 
 
 import json
 import logging
+import re
 
 import pytest
 
@@ -250,3 +251,53 @@ def test_a_leader_whose_zookeeper_link_goes_silent_as_it_asks_takes_no_held_mach
                 client.close()
             leader.stop()
             presence.stop()
+
+
+def test_a_machine_only_zookeeper_hears_for_long_is_reported_again_with_what_to_do(conf, zookeeper):
+    """The master cannot reach sup-a (10.0.0.2), which runs one of the topology's two workers,
+    but ZooKeeper hears it: held, not lost, said once. It stayed held for as long as ZooKeeper
+    heard it, with nothing more said: meanwhile no kill or rebalance of the topology reached the
+    machine. Now, once sup-a has been unheard for 5 supervisor timeouts (here 5 s), the master
+    says so again, once, in the topology's errors: the machine, that its executors stay there,
+    and what the operator can do. It still moves nothing."""
+    from squall.cluster.client import MasterClient
+
+    from ..process.recovery_topology import recovery_topology
+
+    secret = SECRET.encode()
+    presence = SupervisorPresence(conf, secret, "sup-a", "10.0.0.2", [6700]).start()
+    leader = _Running({**conf, "nimbus.thrift.port": 0, "nimbus.supervisor.timeout.secs": 1,
+                       "nimbus.task.timeout.secs": 1})
+    client = m = None
+    try:
+        assert wait_until(lambda: leader.master.leading, 20)
+        client = Client("127.0.0.1", leader.master.port, secret, timeout=30)
+        for sid, host in (("sup-a", "10.0.0.2"), ("sup-b", "10.0.0.3")):
+            client.call("supervisor_sync", supervisor_id=sid, host=host, ports=[6700])
+        m = MasterClient({**conf, "nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": leader.master.port})
+        m.submit_topology("t", {"topology.workers": 2}, recovery_topology(10))
+
+        def about_sup_a():  # sup-b syncs on; sup-a never again
+            client.call("supervisor_sync", supervisor_id="sup-b", host="10.0.0.3", ports=[6700])
+            return [e["error"] for e in m.get_topology_info("t")["errors"] if "sup-a" in e["error"]]
+        assert wait_until(lambda: len(about_sup_a()) == 2, 15), about_sup_a()  # reported at 5 s unheard
+        held, again = about_sup_a()
+        assert held.startswith("the master cannot reach supervisor sup-a on 10.0.0.2"), held
+        after = re.match(r"the master still cannot reach supervisor sup-a on 10\.0\.0\.2 after (\d+) s "
+                         r"\(5 nimbus\.supervisor\.timeout\.secs\)", again)
+        assert after and int(after[1]) >= 5, again  # a tick a second: said at the first past 5 s
+        for what in ("while ZooKeeper hears it", "a kill, a rebalance or a deactivation of its topologies",
+                     "Fix the network between the master and 10.0.0.2",
+                     "to move its executors now, stop the supervisor on 10.0.0.2"):
+            assert what in again, (what, again)
+        wait_until(lambda: len(about_sup_a()) > 2, 2)  # two seconds more: not said again
+        assert len(about_sup_a()) == 2, about_sup_a()
+        slots = {w["slot"] for w in m.get_topology_info("t")["workers"]}
+        assert slots == {"10.0.0.2:6700", "10.0.0.3:6700"}, "a machine ZooKeeper hears was taken for lost"
+    finally:
+        if m is not None:
+            m.close()
+        if client is not None:
+            client.close()
+        leader.stop()
+        presence.stop()

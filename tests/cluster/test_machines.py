@@ -184,3 +184,30 @@ def test_without_zookeeper_holds_are_forgotten_unsaid():
     sups["s1"].seen = sups["s2"].seen = 104.5  # nothing silent: nothing to ask ZooKeeper
     assert _tick(m, 105.0, sups, None) == [] and not m.holds("s1")
 
+
+def test_a_machine_only_zookeeper_hears_is_reported_again_once_after_five_supervisor_timeouts():
+    """Held for as long as ZooKeeper hears it, never moved; but at 5 supervisor timeouts unheard
+    (15 s here) the master says it again, once a hold, naming the machine and what to do."""
+    m = Machines(GRACE)
+    sups = _machines(s1=100.0, s2=103.9)
+    [held] = _tick(m, 104.0, sups, _zookeeper_hears(sups, "s1"))  # 4 s unheard: held, said
+    for now in (105.0, 110.0, 114.9):
+        sups["s2"].seen = now
+        assert _tick(m, now, sups, _zookeeper_hears(sups, "s1")) == []
+    sups["s2"].seen = 115.0
+    [again] = _tick(m, 115.0, sups, _zookeeper_hears(sups, "s1"))
+    assert again.slots == held.slots and not again.logged_only
+    assert again.what.startswith("still cannot reach supervisor s1 on 10.0.0.1 after 15 s (5 nimbus.supervisor"), \
+        again.what
+    assert "to move its executors now, stop the supervisor on 10.0.0.1" in again.what
+    for now in (116.0, 200.0, 1000.0):  # not said again, and still not lost
+        sups["s2"].seen = now
+        assert _tick(m, now, sups, _zookeeper_hears(sups, "s1")) == []
+    # reached again, then held again: a new hold, reported again at its own bound
+    m.reached("s1", "10.0.0.1", [7000, 7001], 1001.0, [])
+    sups["s1"].seen = 1001.0
+    sups["s2"].seen = 1005.0
+    assert len(_tick(m, 1005.0, sups, _zookeeper_hears(sups, "s1"))) == 1  # held, said
+    sups["s2"].seen = 1016.0
+    [again] = _tick(m, 1016.0, sups, _zookeeper_hears(sups, "s1"))
+    assert again.what.startswith("still cannot reach supervisor s1 on 10.0.0.1 after 15 s"), again.what

@@ -14,7 +14,6 @@ client out; only when every connection is busy is the new one refused.
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import logging
 import resource
@@ -22,7 +21,10 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    import asyncio  # a server's loop, in annotations: a client (a worker's keep_alive) does not load it
 
 FILE_RESERVE = 64
 """File descriptors kept free of connections for everything else a server opens (its logs, state

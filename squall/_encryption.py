@@ -62,3 +62,11 @@ def wants_encryption(setting: str, peer_host: str) -> bool:
     if setting == NEVER:
         return False
     return not is_loopback(peer_host)
+
+
+def address_wants_encryption(setting: str, address: str) -> bool:
+    """Whether a connection to (or a socket bound on) ``address`` (``tcp://host:port``) is
+    encrypted under ``setting`` (`encryption_setting`): both transports decide so, from the
+    address the receiver bound and reported, so both ends agree."""
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    return wants_encryption(setting, host)

@@ -30,7 +30,6 @@ Requests are ``{"op": name, "args": {...}}``; replies ``{"ok": true, "result": .
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import secrets
@@ -38,7 +37,7 @@ import select
 import socket
 import struct
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, NamedTuple, Self
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import msgpack
 from cryptography.exceptions import InvalidTag
@@ -51,6 +50,9 @@ from ._connlimit import ConnectionTable, keep_alive
 from ._encryption import ALWAYS, AUTO, encryption_setting, wants_encryption
 from ._errors import RemoteError, RpcError
 from ._ratelimit import rate_limited
+
+if TYPE_CHECKING:
+    import asyncio
 
 PREAUTH_MAX_FRAME = MIN_FRAME_BYTES
 """The largest frame read before the peer is authenticated (the handshake's are ~100 bytes)."""
@@ -400,6 +402,7 @@ async def _handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                      encryption: str, timeout: float, peer: Any, warn: Any) -> FrameCodec | None:
     """Authenticate the peer within ``timeout`` seconds; its `FrameCodec`, or None (refused, and
     told why). `asyncio.TimeoutError` if its answer does not come in time."""
+    import asyncio  # lazy: only a server runs asyncio; a client (the CLI, a worker) never loads it
     nonce = secrets.token_bytes(16)
     writer.write(pack({"hello": "squall", "v": _VERSION, "nonce": nonce}))
     await writer.drain()
@@ -444,6 +447,8 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
     authenticated connection waits again between its requests (a caller keeps its connection
     for its next call; the server may close it to make room, and the caller connects again).
     """
+    import asyncio  # lazy: only a server runs asyncio; a client (the CLI, a worker) never loads it
+
     peer = writer.get_extra_info("peername")
     session: dict[str, Any] = {"peer": peer}
     sock = writer.get_extra_info("socket")

@@ -10,6 +10,7 @@ import importlib.util
 import pytest
 
 import squall
+import squall.drpc
 import squall.trident
 
 from .test_layers import modules_after
@@ -47,14 +48,15 @@ def test_the_spark_source_loads_none_of_the_engine_the_features_or_tridents_buil
 
 
 def test_every_host_registers_the_features_on_the_extension_points():
-    # `import squall` no longer loads the features; every host is in squall.cluster, which does
+    # `import squall` no longer loads the features, nor `squall.cluster`; every host imports
+    # squall.cluster.features, which does
     for code in ("from squall import LocalCluster", "import squall.cluster.worker_process",
                  "import squall.cluster.spark_task"):
         loaded = modules_after(code)
         assert {"squall.metric", "squall.state", "squall.windowing"} <= set(loaded), code
 
 
-@pytest.mark.parametrize("package", [squall, squall.trident], ids=lambda p: p.__name__)
+@pytest.mark.parametrize("package", [squall, squall.trident, squall.drpc], ids=lambda p: p.__name__)
 def test_every_public_name_exists_as_before(package):
     names = set(package.__all__)
 
@@ -83,7 +85,8 @@ ALONE = ["squall", "squall.trident", "squall.trident.spark", "squall.trident.spa
          "squall.trident.spark.launcher", "squall.trident.fluent", "squall.trident.coordinator", "squall.engine.loop",
          "squall.engine.worker", "squall.metric", "squall.state", "squall.windowing", "squall.drpc", "squall.multilang",
          "squall.cluster", "squall.cluster.local", "squall.worker", "squall.testing", "squall.cli", "squall.flux",
-         "squall.sparse", "squall.external"]
+         "squall.sparse", "squall.external", "squall.cluster.client", "squall.cluster.master", "squall.cli._cluster",
+         "squall.cli._sparse", "squall.cli._trident", "squall.drpc.client"]
 
 
 @pytest.mark.parametrize("module", ALONE)

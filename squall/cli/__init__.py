@@ -16,6 +16,10 @@ short functions over the Python API:
 - `squall.cli._flux`: Flux's options and a Flux FILE.yaml's topology (``local`` and ``jar``; `squall.flux`);
 - `squall.cli._options`: ``-c``/``--config`` as configuration, the user error, argparse types.
 
+The parser names each verb's function by its module (`squall.cli._lazy_verbs.VerbFunction`),
+imported when the verb runs: ``squall list`` loads the master's client, not the master, the
+process host, DRPC or LocalCluster that other verbs need.
+
 Every verb shares ``--config FILE`` (a ``squall.yaml`` to use as the cluster configuration),
 ``-c key=value`` (repeatable; the value is read as YAML, so ``-c topology.workers=2`` is the
 integer 2) and ``--debug`` (tracebacks), declared once in a parent parser. Daemon keys
@@ -37,7 +41,8 @@ from typing import Any
 
 from .. import __version__
 from .._errors import SquallError
-from . import _cluster, _drpc, _errors_verb, _flux, _local, _log_level, _logs, _sparse, _trident, _ui
+from . import _flux, _sparse_parser, _trident
+from ._lazy_verbs import VerbFunction
 from ._options import UserError, parse_overrides, port_number, positive_int, positive_seconds, wait_seconds
 
 _SPARK_MASTER_HELP = ("with --host spark: the Spark master (local[N], spark://HOST:7077, yarn, k8s://...; "
@@ -164,7 +169,7 @@ def _create_arg_parser() -> argparse.ArgumentParser:
         p.set_defaults(run=run, verb_parser=p)
         return p
 
-    local = verb("local", _local.cmd_local, "run a topology file on an in-process LocalCluster",
+    local = verb("local", VerbFunction("_local", "cmd_local"), "run a topology file on an in-process LocalCluster",
                  "Run the topology that FILE defines on an in-process LocalCluster, showing live "
                  "figures, until --ttl seconds pass or Ctrl-C. FILE defines build() (and "
                  "optionally conf), or topology, or submits with StormSubmitter under "
@@ -180,7 +185,7 @@ def _create_arg_parser() -> argparse.ArgumentParser:
                             "port; needs the ui extra; docs/ui.md)")
     _flux.add_options(local)
 
-    nimbus = verb("nimbus", _cluster.cmd_nimbus, "run the master (Nimbus) in the foreground",
+    nimbus = verb("nimbus", VerbFunction("_cluster", "cmd_nimbus"), "run the master (Nimbus) in the foreground",
                   "Run the master in the foreground until Ctrl-C or SIGTERM. With --host process it "
                   "also starts a supervisor process for supervisor.slots.ports (or adopts the one "
                   "running for storm.local.dir), and stops it on exit.")
@@ -191,19 +196,19 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     nimbus.add_argument("--no-supervisor", action="store_true",
                         help="start no supervisor (run them with `squall supervisor`)")
 
-    verb("supervisor", _cluster.cmd_supervisor,
+    verb("supervisor", VerbFunction("_cluster", "cmd_supervisor"),
          "run a supervisor in the foreground",
          "Run a supervisor in the foreground: it registers supervisor.slots.ports with the master "
          "and starts, watches and stops their worker processes, until Ctrl-C or SIGTERM.")
 
-    verb("node-health-check", _cluster.cmd_node_health_check,
+    verb("node-health-check", VerbFunction("_cluster", "cmd_node_health_check"),
          "run this machine's health checks once; exit 1 if it is unhealthy",
          "Run every executable script in storm.health.check.dir once, each for at most "
          "storm.health.check.timeout.ms, and print each one's verdict. Exit 1 if one printed a line "
          "starting with ERROR, exited non-zero or timed out (unless storm.health.check.fail.on.timeouts "
          "is false), else 0.")
 
-    jar = verb("jar", _cluster.cmd_jar, "submit a topology file to the master",
+    jar = verb("jar", VerbFunction("_cluster", "cmd_jar"), "submit a topology file to the master",
                "Submit the topology FILE defines to the master, Storm's way: FILE's "
                "if __name__ == '__main__' code runs with ARGS and calls StormSubmitter.submit_topology; "
                "or FILE defines build() or topology (and optionally conf). squall's options go before FILE.")
@@ -217,23 +222,23 @@ def _create_arg_parser() -> argparse.ArgumentParser:
                      help="arguments for FILE (its sys.argv[1:])")
     _flux.add_options(jar)
 
-    verb("ui", _ui.cmd_ui, "run the UI daemon (Storm's REST API) in the foreground",
+    verb("ui", VerbFunction("_ui", "cmd_ui"), "run the UI daemon (Storm's REST API) in the foreground",
          "Serve Storm's UI REST API (/api/v1/...) for the cluster's master on ui.host:ui.port "
          "(127.0.0.1:8080) until Ctrl-C or SIGTERM. Actions (POST) need the cluster's secret in the "
          "X-Squall-Secret header, or are off with ui.actions.enabled: false (docs/ui.md).")
 
-    verb("drpc", _drpc.cmd_drpc, "run the DRPC server (Storm's) in the foreground",
+    verb("drpc", VerbFunction("_drpc", "cmd_drpc"), "run the DRPC server (Storm's) in the foreground",
          "Serve DRPC for the cluster until Ctrl-C or SIGTERM: callers (DRPCClient) on drpc.port (3772), "
          "the topologies' DRPC spouts and return bolts on drpc.invocations.port (3773), at the entries of "
          "drpc.servers that name this machine; every connection authenticated with the cluster's secret. "
          "squall nimbus starts one itself when drpc.servers names its machine (docs/drpc.md).")
 
-    verb("list", _cluster.cmd_list, "list the topologies on the cluster")
+    verb("list", VerbFunction("_cluster", "cmd_list"), "list the topologies on the cluster")
 
-    info = verb("info", _cluster.cmd_info, "print a topology's status and figures as JSON")
+    info = verb("info", VerbFunction("_cluster", "cmd_info"), "print a topology's status and figures as JSON")
     info.add_argument("name", metavar="NAME")
 
-    kill = verb("kill", _cluster.cmd_kill, "kill topologies",
+    kill = verb("kill", VerbFunction("_cluster", "cmd_kill"), "kill topologies",
                 "Deactivate each topology's spouts for -w seconds (default: its "
                 "topology.message.timeout.secs), then shut it down.")
     kill.add_argument("names", nargs="+", metavar="NAME")
@@ -242,11 +247,13 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     kill.add_argument("-w", "--wait-time-secs", dest="wait", type=wait_seconds, metavar="SECS",
                       help="seconds between deactivation and shutdown")
 
-    for name, run, summary in (("activate", _cluster.cmd_activate, "activate a topology's spouts"),
-                            ("deactivate", _cluster.cmd_deactivate, "deactivate a topology's spouts")):
+    for name, run, summary in (
+            ("activate", VerbFunction("_cluster", "cmd_activate"), "activate a topology's spouts"),
+            ("deactivate", VerbFunction("_cluster", "cmd_deactivate"), "deactivate a topology's spouts")):
         verb(name, run, summary).add_argument("name", metavar="NAME")
 
-    rebalance = verb("rebalance", _cluster.cmd_rebalance, "spread a topology over new worker and executor counts",
+    rebalance = verb("rebalance", VerbFunction("_cluster", "cmd_rebalance"),
+                     "spread a topology over new worker and executor counts",
                      "Deactivate the topology for -w seconds (default: its topology.message.timeout.secs), "
                      "reassign it with the new counts, and restore its previous status.")
     rebalance.add_argument("name", metavar="NAME")
@@ -257,7 +264,7 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     rebalance.add_argument("-e", "--executor", dest="executors", action="append", metavar="COMPONENT=N",
                            help="the new number of executors of COMPONENT (repeatable)")
 
-    monitor = verb("monitor", _cluster.cmd_monitor, "print a topology's throughput every interval",
+    monitor = verb("monitor", VerbFunction("_cluster", "cmd_monitor"), "print a topology's throughput every interval",
                    "Poll the master every -i seconds and print, per component, the tuples emitted "
                    "(or transferred) since the last poll and the throughput, until Ctrl-C or --count.")
     monitor.add_argument("name", metavar="NAME")
@@ -274,7 +281,7 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     monitor.add_argument("--count", type=positive_int, metavar="N",
                          help="stop after N intervals (default: run until Ctrl-C)")
 
-    logs = verb("logs", _logs.cmd_logs, "print the last lines of a topology's worker logs",
+    logs = verb("logs", VerbFunction("_logs", "cmd_logs"), "print the last lines of a topology's worker logs",
                 "Print the last lines of each worker log of TOPOLOGY (a name the master knows, or a topology "
                 "id) kept on this machine, <storm.log.dir>/workers-artifacts/<id>/<port>/worker.log; run it "
                 "where the cluster runs (docs/logs.md).", parents=(base,))
@@ -287,15 +294,16 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     logs.add_argument("--port", type=positive_int, metavar="PORT", help="only the worker on this port")
     logs.set_defaults(overrides=None)  # filled by -c KEY=VALUE
 
-    _sparse.register(verbs, (config, overrides))  # and its own -d/--debug, which sets topology.debug too
-    get_errors = verb("get-errors", _errors_verb.cmd_get_errors,
+    _sparse_parser.register(verbs, (config, overrides))  # and its own -d/--debug, which sets topology.debug too
+    get_errors = verb("get-errors", VerbFunction("_errors_verb", "cmd_get_errors"),
                       "print the last error of each component of a topology as JSON",
                       "Print the last error of each component of TOPOLOGY that has one, as Storm's get-errors "
                       'does: {"Topology Name": TOPOLOGY, "Comp-Errors": {COMPONENT: ERROR, ...}}. If the master '
                       'has no such topology, print Storm\'s {"Failure": ...} and exit 1.', aliases=("get_errors",))
     get_errors.add_argument("name", metavar="TOPOLOGY")
 
-    log_level = verb("set_log_level", _log_level.cmd_set_log_level, "set a topology's log levels in every worker",
+    log_level = verb("set_log_level", VerbFunction("_log_level", "cmd_set_log_level"),
+                     "set a topology's log levels in every worker",
                      "Set the level of each -l LOGGER (ROOT: the root logger) in every worker of TOPOLOGY, "
                      "for TIMEOUT seconds if given (then the level it had comes back), or clear each -r "
                      "LOGGER's setting (its level comes back), as Storm's set_log_level does. LEVEL: ALL, TRACE, "

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._config import Config, conf_value, find_conf_file, submit_warnings
 from .._error_lines import cause_line, first_and_last
@@ -35,17 +35,16 @@ from .._submitter import StormSubmitter
 from .._system import ACKER_COMPONENT, is_system_id
 from .._wire import AuthenticationError
 from ..cluster.client import MasterClient, master_address
-from ..cluster.health import HealthCheck
-from ..cluster.process import run_nimbus, running_supervisor
 from ..cluster.seeds import describe_seeds, nimbus_seeds
-from ..cluster.supervisor import run_process_supervisor
-from ..cluster.view import LaunchCount, counted_across
-from ..engine.executor import MAX_ERRORS_PER_COMPONENT
-from ._drpc import drpc_beside_nimbus
 from ._flux import FluxRun, from_args
-from ._local import last_time, times, user_components
 from ._options import UserError, cluster_conf_of
-from ._topology_file import check_file, on_sys_path, submit_file
+
+if TYPE_CHECKING:
+    from ..cluster.view import LaunchCount
+
+# Lazy imports below (each marked): a verb that talks to a running master (list, kill, info...)
+# loads only the master's client; the master, the process host, DRPC, LocalCluster, a topology
+# FILE's loaders and the engine are loaded by the verbs that use them.
 
 
 # --- daemons --------------------------------------------------------------------------------------------
@@ -53,6 +52,9 @@ def cmd_nimbus(args: argparse.Namespace) -> int:
     """``squall nimbus [--host process|spark] [--spark-master URL] [--no-supervisor]``: the
     master, in the foreground (on Spark: in a new Spark driver, its task slots the workers')."""
     conf, topology_over = cluster_conf_of(args)
+    from ..cluster.process import run_nimbus  # lazy: only this verb's (see the imports above)
+    from ._drpc import drpc_beside_nimbus
+
     _daemon_logging(args.debug)
     drpc = drpc_beside_nimbus(conf)  # when drpc.servers names this machine, as `squall drpc` would
     try:
@@ -81,6 +83,9 @@ def _print_ready(host: str, port: int, what: str = "") -> None:
 
 def cmd_supervisor(args: argparse.Namespace) -> int:
     """``squall supervisor``: ``python -m squall.cluster.supervisor``, with the CLI's options."""
+    from ..cluster.process import running_supervisor  # lazy: only this verb's (see the imports above)
+    from ..cluster.supervisor import run_process_supervisor
+
     conf, _ = cluster_conf_of(args)
     local_dir = Path(conf_value(conf, Config.STORM_LOCAL_DIR))
     pid = running_supervisor(local_dir)
@@ -95,6 +100,8 @@ def cmd_node_health_check(args: argparse.Namespace) -> int:
     """``squall node-health-check``: run this machine's health checks once (Storm's ``storm
     node-health-check``); exit 1 if the node is unhealthy, 0 if not (a process manager may gate
     the supervisor's start on it)."""
+    from ..cluster.health import HealthCheck  # lazy: only this verb's (see the imports above)
+
     conf, _ = cluster_conf_of(args)
     check = HealthCheck.from_conf(conf)
     report = check.run()
@@ -264,6 +271,8 @@ class _FileOnSpark:
         self.recorded: list[tuple[str, dict[str, Any], Any]] | None = None
 
     def _run(self, target: Any, submitting_to: Any) -> list[str]:
+        from ._topology_file import on_sys_path, submit_file  # lazy: only this verb's (jar) (see the imports above)
+
         with on_sys_path(self.path.parent), StormSubmitter.submitting_to(submitting_to):
             return submit_file(self.path, target, self.topology_over, self.args.name, self.args.args, self.flux)
 
@@ -278,6 +287,8 @@ class _FileOnSpark:
         if self.recorded is None:
             self._run(target, target.cluster)
             return
+        from ._topology_file import on_sys_path  # lazy: only this verb's (jar) (see the imports above)
+
         with on_sys_path(self.path.parent):  # what the topologies' code imports (shipped from here)
             for name, conf, topology in self.recorded:
                 target.submit_topology(name, conf, topology)
@@ -287,6 +298,8 @@ def cmd_jar(args: argparse.Namespace) -> int:
     """``squall jar FILE [ARGS...]``: FILE's topology, submitted to the master; with ``--host
     spark``, to a master started here in a new Spark driver, which runs until the topologies
     are killed (``squall kill``) or Ctrl-C."""
+    from ._topology_file import check_file, on_sys_path, submit_file  # lazy: only this verb's (see the imports above)
+
     _squall_options_after_file(args)
     conf, topology_over = cluster_conf_of(args)
     flux = from_args(args, args.args, "jar")  # a Flux FILE.yaml: built here; its ARGS are Flux's options
@@ -523,6 +536,8 @@ def _errors_note(t: dict[str, Any]) -> str | None:
     summary puts an error's traceback under its line."""
     if not t.get("errors"):
         return None
+    from ..engine.executor import MAX_ERRORS_PER_COMPONENT  # lazy: the engine, for a topology with errors
+
     n = t["errors"]
     # the kept records (`squall info`, the UI) tell of fewer when a component had more than its
     # newest 10 different errors, or its reports went over the throttle: say how many they do
@@ -623,6 +638,8 @@ def _launches(component: dict[str, Any], count: Callable[[dict[str, Any]], int])
     heartbeat), then the current one (``task_stats``). A launch is its slot and launch id (each
     slot numbers its own launches): a restarted worker counts from zero again, and so does a
     task moved to another slot by a rebalance, whatever its new launch's number."""
+    from ..cluster.view import LaunchCount  # lazy: the master's view (and the engine), for monitor's counts
+
     out: dict[str, list[LaunchCount]] = {}
     for key in ("ended_task_stats", "task_stats"):
         for task, stats in (component.get(key) or {}).items():
@@ -673,6 +690,8 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     zero, while the component's other tasks count on (`counted_across`). Lost: what a dead
     worker counted after its last heartbeat.
     """
+    from ..cluster.view import counted_across  # lazy: as in `_launches`
+
     with _master(args) as master, _interrupted_by_sigint():
         info = master.get_topology_info(args.name)
         watched = _watched(info, args.component)
@@ -777,6 +796,8 @@ def _print_errors(info: dict[str, Any], since: float | None) -> float:
     """Print to stderr (stdout keeps Storm's columns) the topology's errors that happened (or
     happened again) after ``since`` (None: only its last one, if any), with ``(xN)`` for one that
     repeated N times; returns the time of the newest."""
+    from ._local import last_time, times  # lazy: `squall local`'s module (LocalCluster), for monitor
+
     errors = info.get("errors") or []
     new = [e for e in errors if since is None or last_time(e) > since]
     for e in new[-1:] if since is None else new:
@@ -790,6 +811,8 @@ def _print_errors(info: dict[str, Any], since: float | None) -> float:
 
 
 def _watched(info: dict[str, Any], component: str | None) -> list[str]:
+    from ._local import user_components  # lazy: as in `_print_errors`
+
     if component is None:
         return [cid for cid, _c in user_components(info)]
     if component not in info["components"]:

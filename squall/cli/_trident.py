@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._lazy_verbs import VerbFunction
 from ._options import UserError, parse_overrides
-from ._topology_file import _a, check_file, import_file, on_sys_path, topology_name
 
 if TYPE_CHECKING:
     from ..trident.spark.stopping import StopRequest
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 def add_verb(verb: Callable[..., argparse.ArgumentParser]) -> None:
     """Declare the ``trident`` verb with ``verb`` (`squall.cli._create_arg_parser`'s helper)."""
-    p = verb("trident", cmd_trident, "run a Trident topology file as a Spark Structured Streaming query",
+    p = verb("trident", VerbFunction("_trident", "cmd_trident"), "run a Trident topology file as a Spark Structured Streaming query",
              "Compile the TridentTopology FILE defines (build() or topology, and optionally conf) into one "
              "Structured Streaming query and run it in this process, its Spark driver, until Ctrl-C or "
              "SIGTERM; each micro-batch is one Trident batch, its offsets and commits kept in --checkpoint, "
@@ -52,6 +52,7 @@ def add_verb(verb: Callable[..., argparse.ArgumentParser]) -> None:
 def trident_in(path: Path) -> tuple[Any, dict[str, Any]]:
     """The `TridentTopology` FILE defines and its ``conf``, or a `UserError` saying what it holds."""
     from ..trident import TridentTopology
+    from ._topology_file import _a, import_file  # lazy: the parser imports this module (`add_verb`)
 
     module = import_file(path)
     where = path.name
@@ -85,6 +86,7 @@ def cmd_trident(args: argparse.Namespace) -> int:
     from ..trident.spark.checkpoint import CheckpointDamaged, check_checkpoint
     from ..trident.spark.launcher import use_installed_pyspark
     from ..trident.spark.stopping import StopRequest
+    from ._topology_file import check_file, on_sys_path, topology_name  # lazy: as in `trident_in`
 
     topology_over, daemon_over = parse_overrides(args.overrides)
     overrides = {**daemon_over, **topology_over}

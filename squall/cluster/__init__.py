@@ -1,11 +1,7 @@
 """The master side: the topology state machine, schedulers, and the hosts (LocalCluster first).
 
-Every host, and so every process that plans or runs a topology, imports this package: it loads
-the features that register on the builder's and the engine's extension points, which ``import
-squall`` no longer loads (its names load at their first use): the metrics' consumers, timers and
-records, the stateful and windowed bolts' executors.
+This package's ``__init__`` imports nothing: a client of a running master (`client`, the
+``squall`` command's ``list``, ``kill``...) loads only what it uses. Every module that plans or
+runs a topology (the master, the worker processes, LocalCluster's workers) imports `features`,
+which registers the metrics, the stateful and the windowed bolts on the extension points.
 """
-
-from .. import metric as metric
-from .. import state as state
-from .. import windowing as windowing

@@ -7,7 +7,7 @@ import itertools
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import msgpack
 
@@ -16,10 +16,11 @@ from .._config import Config, conf_value
 from .._errors import RemoteError, RpcError
 from .._nimbus import READS, LogConfig, NimbusIface, nimbus_client, verb_named
 from .._secret import load_or_create_secret
-from .._topology import StormTopology, not_a_topology
 from .._wire import AuthenticationError, Client, rpc_settings
 from .seeds import LeaderLink, NimbusAddress, nimbus_seeds
-from .shipping import pickle_topology
+
+if TYPE_CHECKING:
+    from .._topology import StormTopology
 
 log = logging.getLogger("squall.client")
 
@@ -57,6 +58,18 @@ def sendable_conf(conf: Mapping[str, Any] | None) -> dict[str, Any]:
     return conf
 
 
+def _shipped(topology: Any) -> bytes:
+    """``topology`` as the master receives it (`shipping.pickle_topology`); the error of
+    `squall._topology.not_a_topology` if it is none."""
+    # lazy: the builder's module and cloudpickle, for a submission; not for `squall list`'s client
+    from .._topology import StormTopology, not_a_topology
+    from .shipping import pickle_topology
+
+    if not isinstance(topology, StormTopology):
+        raise not_a_topology(topology)
+    return pickle_topology(topology)
+
+
 class NimbusVerbs:
     """Storm's client verbs (``NimbusClient``'s, and `LocalCluster`'s names) written once over
     the master's `squall._nimbus.NimbusIface` (``nimbus``): `MasterClient` has them over RPC, the
@@ -68,17 +81,13 @@ class NimbusVerbs:
                         initial_status: str = "ACTIVE") -> str:
         """Submit; returns the topology id. ``initial_status``: ``"ACTIVE"`` or ``"INACTIVE"``
         (no user code runs until `activate`), Storm's ``SubmitOptions``."""
-        if not isinstance(topology, StormTopology):
-            raise not_a_topology(topology)
-        return self.nimbus.submit(name, sendable_conf(conf), pickle_topology(topology), initial_status)
+        return self.nimbus.submit(name, sendable_conf(conf), _shipped(topology), initial_status)
 
     def check_submit(self, name: str, conf: Mapping[str, Any] | None, topology: StormTopology,
                      replacing: bool = False) -> None:
         """Raise as `submit_topology` would, submitting nothing; with ``replacing``, as if the
         topology ``name`` were gone (its name and slots free)."""
-        if not isinstance(topology, StormTopology):
-            raise not_a_topology(topology)
-        self.nimbus.check_submit(name, sendable_conf(conf), pickle_topology(topology), replacing)
+        self.nimbus.check_submit(name, sendable_conf(conf), _shipped(topology), replacing)
 
     def kill_topology(self, name: str, wait_secs: float | None = None) -> None:
         """Kill after ``wait_secs`` (default: its message timeout)."""

@@ -26,6 +26,7 @@ from ..engine.serialize import Serializer, source_cache
 from ..engine.tracking import tracker_of
 from ..engine.transport import InMemoryNetwork, InMemoryTransport, Origin
 from ..worker.agent import EXIT_CANNOT_START, WorkerAgent
+from . import features  # noqa: F401 (the extension points its executors use: metrics, stateful and windowed bolts)
 from .launcher import Launch, Launcher, WorkerExit
 from .logs import OneWorkerFilter, worker_log_handler, worker_log_path
 from .master import Master

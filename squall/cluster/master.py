@@ -104,6 +104,7 @@ from ..engine.executor import ErrorRecord
 from ..engine.plan import ExecutorSpec, TopologyPlan, make_plan
 from ..engine.worker import component_blobs
 from ..worker.log_levels import merge_log_config
+from . import features  # noqa: F401 (the extension points make_plan reads: the metrics consumers)
 from .backoff import crash_backoff, launch_backoff
 from .ha import LEADER, NOT_A_LEADER, OFFLINE, check_assignment, check_saved_topology
 from .liveness import PresenceReads, read_presences

@@ -61,6 +61,7 @@ from .._config import MEMORY_CAP_KEYS, Config
 from .._nimbus import EXIT_LOST
 from ..engine.executing import MAX_LINES, board_size, read_board
 from ..worker.agent import EXIT_CRASHED
+from . import features  # noqa: F401 (the extension points its executors use: metrics, stateful and windowed bolts)
 from .oom_kills import oom_kills
 
 ERROR_LIMIT = 16384  # the most of a failed start's traceback the worker's process passes to the task's

@@ -41,6 +41,7 @@ from ..worker.agent import WorkerAgent
 from ..worker.batching import BatchingTransport
 from ..worker.envelope import Origin
 from ..worker.process import open_transport
+from . import features  # noqa: F401 (the extension points its executors use: metrics, stateful and windowed bolts)
 from .local_assignment import AssignmentCopy, resume_first_seq
 from .logs import install_worker_logging, stderr_format
 from .seeds import NimbusAddress, master_link

@@ -14,21 +14,54 @@ which answers the caller. Layout:
   a DRPC topology as a chain of bolts coordinated by `squall.coordination.CoordinatedBolt`.
 
 `squall.trident.drpc` re-exports these for Trident's ``new_drpc_stream``.
+
+Every name re-exported here is loaded at its first use (PEP 562's module ``__getattr__``), as in
+``squall``: a worker imports `squall.drpc.client` to remember the cluster's DRPC servers, and
+with it this package, but needs the builder, the spout and the local server only when its
+topology has them (which its unpickling then imports).
 """
 
-from .client import DRPCClient as DRPCClient
-from .components import DRPCMessageId as DRPCMessageId
-from .components import DRPCSpout as DRPCSpout
-from .components import ReturnResults as ReturnResults
-from .core import DRPCExceptionType as DRPCExceptionType
-from .core import DRPCExecutionException as DRPCExecutionException
-from .core import DRPCRequest as DRPCRequest
-from .core import ReturnInfo as ReturnInfo
-from .linear import JoinResult as JoinResult
-from .linear import LinearDRPCInputDeclarer as LinearDRPCInputDeclarer
-from .linear import LinearDRPCTopologyBuilder as LinearDRPCTopologyBuilder
-from .linear import PrepareRequest as PrepareRequest
-from .local import LocalDRPC as LocalDRPC
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .client import DRPCClient as DRPCClient
+    from .components import DRPCMessageId as DRPCMessageId
+    from .components import DRPCSpout as DRPCSpout
+    from .components import ReturnResults as ReturnResults
+    from .core import DRPCExceptionType as DRPCExceptionType
+    from .core import DRPCExecutionException as DRPCExecutionException
+    from .core import DRPCRequest as DRPCRequest
+    from .core import ReturnInfo as ReturnInfo
+    from .linear import JoinResult as JoinResult
+    from .linear import LinearDRPCInputDeclarer as LinearDRPCInputDeclarer
+    from .linear import LinearDRPCTopologyBuilder as LinearDRPCTopologyBuilder
+    from .linear import PrepareRequest as PrepareRequest
+    from .local import LocalDRPC as LocalDRPC
+
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(["DRPCClient"], ".client"),
+    **dict.fromkeys(["DRPCMessageId", "DRPCSpout", "ReturnResults"], ".components"),
+    **dict.fromkeys(["DRPCExceptionType", "DRPCExecutionException", "DRPCRequest", "ReturnInfo"], ".core"),
+    **dict.fromkeys(["JoinResult", "LinearDRPCInputDeclarer", "LinearDRPCTopologyBuilder", "PrepareRequest"], ".linear"),
+    **dict.fromkeys(["LocalDRPC"], ".local"),
+}
+"""Each name re-exported here, by the module it is imported from at its first use."""
+
+
+def __getattr__(name: str) -> Any:
+    """A re-exported name, imported at its first use (see the module docstring)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later uses find it without this call
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = ["DRPCClient", "DRPCExceptionType", "DRPCExecutionException", "DRPCMessageId", "DRPCRequest",
            "DRPCSpout", "JoinResult", "LinearDRPCInputDeclarer", "LinearDRPCTopologyBuilder", "LocalDRPC",

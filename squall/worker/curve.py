@@ -19,7 +19,7 @@ from typing import NamedTuple
 import zmq
 from zmq.utils import z85
 
-from .._encryption import wants_encryption as _wants_encryption
+from .._encryption import address_wants_encryption
 from .._keys import CURVE, derive_key
 
 
@@ -38,9 +38,8 @@ def server_keys(secret: bytes) -> CurveKeys:
 
 def wants_encryption(setting: str, address: str) -> bool:
     """Whether a connection to (or a socket bound on) ``address`` (``tcp://host:port``) is
-    encrypted under ``setting`` (`squall._encryption.encryption_setting`)."""
-    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
-    return _wants_encryption(setting, host)
+    encrypted under ``setting`` (`squall._encryption.address_wants_encryption`)."""
+    return address_wants_encryption(setting, address)
 
 
 def make_server(sock: zmq.Socket, keys: CurveKeys) -> None:

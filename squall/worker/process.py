@@ -9,12 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from .._config import Config, setting
-from .._encryption import encryption_setting
-from . import curve
-from .batching import FLUSH_INTERVAL_KEY, TRANSFER_BATCH_KEY, BatchingTransport, silent_bound
+from .._encryption import address_wants_encryption, encryption_setting
+from .batching import FLUSH_INTERVAL_KEY, MAX_MESSAGE_KEY, TRANSFER_BATCH_KEY, BatchingTransport, silent_bound
 from .envelope import Origin
 from .tcp import TcpTransport
-from .transport import MAX_MESSAGE_KEY, ZmqTransport
 
 WIRE_KEY = Config.SQUALL_TRANSPORT_WIRE
 KEEPALIVE_KEY = Config.SQUALL_TCP_KEEPALIVE_SECS
@@ -41,11 +39,14 @@ def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, orig
     options = _transport_options(conf, topology_conf)
     keepalive = float(setting(conf, KEEPALIVE_KEY))
     max_wait = float(setting(conf, MAX_WAIT_KEY)) / 1000
-    if setting(conf, WIRE_KEY) == TCP_WIRE and not curve.wants_encryption(options["encryption"], bind):
+    if setting(conf, WIRE_KEY) == TCP_WIRE and not address_wants_encryption(options["encryption"], bind):
         # storm.messaging.netty.min_wait_ms and max_wait_ms: `squall._config.validate` checked
         # the first is not above the second
         return TcpTransport(bind, {}, serializer, secret, receive, origin=origin, keepalive=keepalive,
                             min_wait=float(setting(conf, MIN_WAIT_KEY)) / 1000, max_wait=max_wait, **options)
+    # lazy: pyzmq (with asyncio, which its monitor module loads) only for a worker that uses it
+    from .transport import ZmqTransport
+
     # ZeroMQ times its attempts to connect itself (CONNECT_TIMEOUT): min_wait has no use there
     return ZmqTransport(bind, {}, serializer, secret, receive, origin=origin, keepalive=keepalive, max_wait=max_wait,
                         **options)

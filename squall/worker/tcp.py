@@ -66,7 +66,7 @@ probes within ``silent_secs`` too, which close it and say so the same way: nothi
 it, and a stopped peer's kernel answers them.
 
 This wire does not encrypt: the worker process uses it only where ``squall.encryption`` asks
-for no encryption of the address (`squall.worker.curve.wants_encryption`: ``auto`` encrypts
+for no encryption of the address (`squall._encryption.address_wants_encryption`: ``auto`` encrypts
 everything but loopback), and `ZmqTransport` with CurveZMQ everywhere else.
 """
 
@@ -86,9 +86,9 @@ from typing import Any, cast
 from .._connlimit import keep_alive
 from .._encryption import AUTO
 from .._encryption import KEY as ENCRYPTION_KEY
+from .._encryption import address_wants_encryption as wants_encryption
 from .._native import StaleWatch, epoll_ready, recv_nb, send_nb
 from .batching import DEFAULT_MAX_MESSAGE_BYTES, SILENT_SECS, BatchingTransport
-from .curve import wants_encryption
 from .envelope import DATA, Origin, sealed_parts
 from .reconnect import connect_wait, kernel_retries, retry_sooner, set_rto_max
 from .resolver import PeerResolver, Resolved, lookup_address

@@ -204,8 +204,22 @@ def data_sources(context: Any) -> list[str]:
 class _CheckpointAware(Bolt):
     """What both wrappers share: the wrapped bolt, the barrier, Storm's ``lastTxid`` rule."""
 
-    def __init__(self, bolt: Any) -> None:
+    def __init__(self, bolt: Any, held_streams: frozenset[tuple[str, str]] | None = None) -> None:
         self.bolt = bolt
+        # the (component, stream) of the inputs that may carry a persistent window's results
+        # (`squall.state._lineage`; the builder's wiring sets them), None: every input in no
+        # spout's tree is taken for one
+        self.held_streams = held_streams
+
+    def held(self, tup: Tuple) -> bool:
+        """Whether ``tup``, in no spout's tree, is one checkpoints wait for: it may carry a
+        persistent window's result, which nothing replays. Not a spout's emit without a message
+        id (the user chose at most once for it, and Storm's forwarder never waits for it), nor a
+        tick."""
+        src = tup._src
+        if self.held_streams is None:
+            return not is_tick_tuple(tup)
+        return (src.component, src.stream) in self.held_streams
 
     def declare_output_fields(self, declarer: Any) -> None:
         self.bolt.declare_output_fields(declarer)
@@ -604,10 +618,12 @@ class CheckpointTupleForwarder(_CheckpointAware):
         if tup.source_stream == CHECKPOINT_STREAM_ID:
             self._checkpoint(tup)
             return
-        # only an input in no spout's tree holds checkpoints (one in a tree replays if lost); a
-        # tick needs no ack: none would ever settle it; and only held checkpoints need the
-        # inputs (with acking off a bolt need not ack: kept, they were never let go)
-        tracked = self.hold_checkpoints and not tup._root and not is_tick_tuple(tup)
+        # only an input in no spout's tree on a stream a window's results may take holds
+        # checkpoints (one in a tree replays if lost; a spout's emit without a message id is at
+        # most once by the user's choice, as in Storm; a tick needs no ack: none would ever
+        # settle it); and only held checkpoints need the inputs (with acking off a bolt need not
+        # ack: kept, they were never let go)
+        tracked = self.hold_checkpoints and not tup._root and self.held(tup)
         if tracked:
             self.in_flight.given(tup)
         try:
@@ -648,9 +664,9 @@ class CheckpointTupleForwarder(_CheckpointAware):
         component, task = self._task
         message = (f"component [{component}] task {task}: checkpoint {held.action} at txid {held.txid} has waited "
                    f"here {held.held_secs:.0f} s (over {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS} "
-                   f"{self.timeout_secs:g}) behind {held.inputs_before} input(s) in no spout's tree (a persistent "
-                   f"window's results, or a spout's emits without a message id) that [{component}] has neither acked nor failed; no checkpoint passes it "
-                   f"until it does, so the stateful bolts after it commit nothing: ack or fail each input")
+                   f"{self.timeout_secs:g}) behind {held.inputs_before} input(s) [{component}] has neither acked nor "
+                   f"failed that may carry a persistent window's results (nothing replays them); no checkpoint passes "
+                   f"it until it does, so the stateful bolts after it commit nothing: ack or fail each input")
         log.warning("%s", message)
         self.collector.report_error(message)
 

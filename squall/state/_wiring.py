@@ -17,6 +17,7 @@ from .._grouping import ALL, Grouping
 from .._system import CONTROL_STREAMS
 from .._topology import ComponentSpec
 from ._bolt import BaseStatefulBolt, CheckpointTupleForwarder, StatefulBoltExecutor
+from ._lineage import held_streams
 from ._windowed import PersistentWindowedBoltExecutor, StatefulWindowedBoltExecutor
 from .checkpoint import CHECKPOINT_COMPONENT_ID, CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, CheckpointSpout
 
@@ -27,13 +28,17 @@ def add_checkpointing(components: dict[str, ComponentSpec]) -> dict[str, Compone
     if not any(_stateful(c.obj) for c in components.values()):
         return components
     _check_unanchored_inputs(components)
+    # the inputs that may carry a persistent window's results: the only ones in no spout's tree
+    # that checkpoints wait for (`squall.state._lineage`)
+    held = held_streams(components, {cid for cid, spec in components.items()
+                                     if isinstance(spec.obj, PersistentWindowedBoltExecutor)})
     out = {}
     for cid, spec in components.items():
         if spec.kind != "bolt":
             out[cid] = spec
             continue
         wrapper = StatefulBoltExecutor if _stateful(spec.obj) else CheckpointTupleForwarder
-        c = spec.copy(wrapper(spec.obj))
+        c = spec.copy(wrapper(spec.obj, held_streams=held[cid]))
         c.streams[CHECKPOINT_STREAM_ID] = StreamInfo(CHECKPOINT_FIELDS)
         sources = {src for (src, _stream) in spec.inputs}
         for src in sorted(sources):

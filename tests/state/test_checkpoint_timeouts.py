@@ -1,19 +1,25 @@
-"""Checkpoints that time out behind a bolt that holds an input in no spout's tree: what the user
-is told, on LocalCluster."""
+"""Checkpoints that time out behind a bolt that holds a persistent window's result (in no spout's
+tree): what the user is told, on LocalCluster."""
 
 import logging
 
-from squall import BaseStatefulBolt, Bolt, Config, Fields, LocalCluster, Spout, TopologyBuilder
+from squall import (
+    BaseStatefulBolt,
+    BaseStatefulWindowedBolt,
+    Bolt,
+    Config,
+    Fields,
+    LocalCluster,
+    Spout,
+    TopologyBuilder,
+)
+from squall import Count as Tuples  # (a window's length; Count below is a bolt)
 
 from ..conftest import wait_until
 
 
 class OneRecord(Spout):
-    """Emits one record, once, without a message id: in no spout's tree, so a checkpoint waits
-    for the bolt to ack it (a persistent window's result is the common case).
-
-    (Until 2026-12-07 it had a message id: the checkpoints waited behind every input a bolt
-    held. They pass a bolt's inputs in a spout's tree now, as Storm's do.)"""
+    """Emits one record, once (with a message id)."""
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("id"))
@@ -25,7 +31,26 @@ class OneRecord(Spout):
     def next_tuple(self):
         if not self.sent:
             self.sent = True
-            self.collector.emit([1])
+            self.collector.emit([1], 1)
+
+
+class OneResult(BaseStatefulWindowedBolt):
+    """A persistent window of one record: its result is in no spout's tree (Storm's unanchored
+    emit), so a checkpoint waits for the bolt after it to ack it.
+
+    (Until 2026-12-07 the record itself was emitted without a message id, which held the
+    checkpoints too. An unreliable emit no longer does, as in Storm: only what may carry a
+    persistent window's results.)"""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id"))
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, window):
+        for t in window.get():
+            self.collector.emit([t[0]])
 
 
 class NeverAcks(Bolt):
@@ -46,22 +71,27 @@ class Count(BaseStatefulBolt):
         self.collector.ack(tup)
 
 
+def _held_topology():
+    b = TopologyBuilder()
+    b.set_spout("records", OneRecord())
+    b.set_bolt("window", OneResult().with_tumbling_window(Tuples.of(1)).with_persistence()).shuffle_grouping("records")
+    b.set_bolt("hold", NeverAcks()).shuffle_grouping("window")
+    b.set_bolt("count", Count()).shuffle_grouping("hold")
+    return b.create_topology()
+
+
 def test_checkpoints_that_time_out_are_not_named_a_replay_storm_of_max_spout_pending(caplog):
     """The checkpoint spout keeps one step in flight whatever topology.max.spout.pending says;
     each of its timeouts was taken for a replay storm that the limit let in: "1 tuples timed out
     ... topology.max.spout.pending 8 (per task) lets more tuples wait than the topology
     completes", advice that changes nothing for it."""
-    b = TopologyBuilder()
-    b.set_spout("records", OneRecord())
-    b.set_bolt("hold", NeverAcks()).shuffle_grouping("records")
-    b.set_bolt("count", Count()).shuffle_grouping("hold")
     conf = Config()
     conf.set_max_spout_pending(8)
     conf.set_message_timeout_secs(0.3)
     conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
     caplog.set_level(logging.WARNING, logger="squall")
     with LocalCluster() as cluster:
-        cluster.submit_topology("held", conf, b.create_topology())
+        cluster.submit_topology("held", conf, _held_topology())
         assert wait_until(lambda: cluster.get_topology_info("held")["components"]["$checkpointspout"]["failed"] >= 3, 30)
     storms = [r.getMessage() for r in caplog.records if "replay storm" in r.getMessage()]
     assert not [m for m in storms if "$checkpointspout" in m], storms
@@ -73,15 +103,11 @@ def test_checkpoints_that_time_out_again_and_again_say_why_none_goes_through():
     only "checkpoint txid -1 failed, timed out (topology.message.timeout.secs); recovering"
     (22 such lines in 90 s, and not one commit, behind a slow bolt). The third in a row is
     reported as an error of the topology, naming why and the settings that end it."""
-    b = TopologyBuilder()
-    b.set_spout("records", OneRecord())
-    b.set_bolt("hold", NeverAcks()).shuffle_grouping("records")
-    b.set_bolt("count", Count()).shuffle_grouping("hold")
     conf = Config()
     conf.set_message_timeout_secs(0.3)
     conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
     with LocalCluster() as cluster:
-        cluster.submit_topology("held", conf, b.create_topology())
+        cluster.submit_topology("held", conf, _held_topology())
 
         def errors():
             return [e["error"] for e in cluster.get_topology_info("held")["components"]["$checkpointspout"]["errors"]]
@@ -93,3 +119,4 @@ def test_checkpoints_that_time_out_again_and_again_say_why_none_goes_through():
     for named in ("3 steps in a row", "timed out (topology.message.timeout.secs 0.3 s)", "inbox",
                   "topology.max.spout.pending", "more executors"):
         assert named in said[0], (named, said[0])
+

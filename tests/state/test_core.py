@@ -701,8 +701,8 @@ def test_a_checkpoint_held_a_message_timeout_behind_a_kept_result_is_reported_on
     assert len(rec.errors) == 1 and passed_on(rec) == []
     assert rec.errors[0] == (
         "component [count] task 3: checkpoint PREPARE at txid 0 has waited here 0 s (over "
-        "topology.message.timeout.secs 0) behind 1 input(s) in no spout's tree (a persistent window's results, or a spout's "
-        "emits without a message id) that [count] has neither acked nor failed; no checkpoint passes it until it does, so the stateful "
+        "topology.message.timeout.secs 0) behind 1 input(s) [count] has neither acked nor failed that may carry a persistent "
+        "window's results (nothing replays them); no checkpoint passes it until it does, so the stateful "
         "bolts after it commit nothing: ack or fail each input")
     sink.write()
     assert passed_on(rec) == [[0, PREPARE], [0, ROLLBACK], [0, ROLLBACK]]

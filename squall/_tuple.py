@@ -137,6 +137,23 @@ TICK_SOURCE = Source(SYSTEM_COMPONENT, TICK_STREAM, -1, TICK_FIELDS)
 """The one source of the tick tuples squall makes: a bolt's collector tells a tick by it (``is``)."""
 
 
+UNROOTED_LINEAGE = 1
+"""A tuple's ``_val`` when it descends from an input in no spout's tree that checkpoints wait
+for (a persistent window's result) while it is in a spout's tree too: its ``_root`` is then
+always a ``{root: value}`` dict, whose values carry the edges, so ``_val`` is free to say so (and
+travels between workers with it). A child anchored to such a tuple inherits the mark (the
+engine's general emit path, which every dict root takes); `squall.state.CheckpointTupleForwarder`
+holds checkpoints behind it as behind the result itself: its spout's replay would not bring the
+window's result back. A tuple in no tree whose ``_val`` is this (the forwarder's
+`lineage_anchor`, never sent) marks the children of an emit it anchors."""
+
+
+def has_unrooted_lineage(tup: Tuple) -> bool:
+    """Whether ``tup`` is in a spout's tree and descends from an input in no spout's tree that
+    checkpoints wait for (`UNROOTED_LINEAGE`)."""
+    return type(tup._root) is dict and tup._val == UNROOTED_LINEAGE
+
+
 def tick_source() -> Source:
     """The source of tick tuples: component ``__system``, task -1, stream ``__tick``
     (`TICK_SOURCE`)."""

@@ -26,7 +26,7 @@ from .._errors import EmitError, FailedException, ReportedFailedException, Worke
 from .._failure import EXCEPTION, EXPLICIT, FailureCause
 from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, drain_inbox, own_methods, send_acks
 from .._system import DEFAULT_STREAM, is_system_id
-from .._tuple import TICK_SOURCE, Tuple, tick_source
+from .._tuple import TICK_SOURCE, UNROOTED_LINEAGE, Tuple, tick_source
 from .acker import ACK, FAIL, RESET
 from .executor import ErrorThrottle, Executor, TaskStats, Wiring, debug_log
 from .plan import ExecutorSpec
@@ -399,6 +399,11 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
                                 f"squall's order is emit(values, anchors), not Storm's Java emit(anchor, values)")
         rand = self._rand
         deliver = self._deliver
+        # a child of a tuple that descends from an input in no spout's tree that checkpoints wait
+        # for (a persistent window's result) inherits the mark, in its spout's tree or not: lost,
+        # its spout's replay would not bring the result back (`squall._tuple.UNROOTED_LINEAGE`)
+        # (a ``_val`` set beside a dict root or none is that mark: beside one int root it is an edge)
+        lineage = any(a._val and (type(a._root) is not int or not a._root) for a in anchors)
         for task in targets:
             roots: dict[int, int] = {}
             for a in anchors:
@@ -411,6 +416,8 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
                     roots[root] = roots.get(root, 0) ^ edge
             if not roots:
                 child = Tuple(values, r.src)
+            elif lineage:  # a dict root, even of one tree: ``_val`` carries the mark
+                child = Tuple(values, r.src, roots, UNROOTED_LINEAGE)
             elif len(roots) == 1:
                 (root, val), = roots.items()
                 child = Tuple(values, r.src, root, val)

@@ -28,10 +28,11 @@ from .._config import Config, conf_value
 from .._errors import EmitError, FailedException, InvalidTopologyException, ReportedFailedException
 from .._failure import EXCEPTION, EXPLICIT, ROLLED_BACK, FailureCause, fail_all_because, fail_because, fail_for
 from .._system import CONTROL_STREAMS, DEFAULT_STREAM
-from .._tuple import Tuple, is_tick_tuple
+from .._tuple import UNROOTED_LINEAGE, Tuple, is_tick_tuple
 from ..engine.plan import SUBMIT_CHECK
 from ._api import StateError
 from ._in_flight import InputsInFlight
+from ._lineage import with_lineage
 from ._names import get_state, provider_config, provider_problem, provider_settings_problem, state_namespace
 from .checkpoint import CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, COMMIT, INITSTATE, PREPARE, ROLLBACK
 
@@ -76,11 +77,14 @@ class AnchoringCollector(OutputCollector):
     ``ack`` records the tuple for the next commit (`StatefulBoltExecutor`)."""
 
     def __init__(self, out: OutputCollector, component: str, defer_acks: bool,
-                 settled: Callable[[Tuple, bool], None] | None = None) -> None:
+                 settled: Callable[[Tuple, bool], None] | None = None,
+                 held: Callable[[Tuple], bool] | None = None) -> None:
         self._out = out
         self._component = component
         self._defer = defer_acks
         self._settled = settled  # told of each ack or fail (tuple, failed), after it is made
+        # whether an input in no spout's tree is one checkpoints wait for (`_CheckpointAware.held`)
+        self._held = held
         self.acked: list[Tuple] = []
 
     def _anchored(self, anchors: Any, stream: str) -> None:
@@ -90,10 +94,14 @@ class AnchoringCollector(OutputCollector):
 
     def emit(self, values, anchors=None, stream=DEFAULT_STREAM):
         self._anchored(anchors, stream)
+        if type(anchors) is not Tuple and self._held is not None:  # one anchor: its child is as it is
+            anchors = with_lineage(anchors, self._held)
         return self._out.emit(values, anchors, stream)
 
     def emit_direct(self, task_id, values, anchors=None, stream=DEFAULT_STREAM):
         self._anchored(anchors, stream)
+        if type(anchors) is not Tuple and self._held is not None:
+            anchors = with_lineage(anchors, self._held)
         self._out.emit_direct(task_id, values, anchors, stream)
 
     def ack(self, tup):
@@ -358,7 +366,7 @@ class StatefulBoltExecutor(_CheckpointAware):
         calls = [getattr(self.state, name, None) for name in ("savepoint", "undo", "release")]
         self._savepoint: tuple[Callable[[], Any], ...] | None = None if None in calls else tuple(calls)  # type: ignore[arg-type]
         self.bolt.squall_state_namespace = namespace  # a persistent window keeps its own beside it
-        self.out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=True)
+        self.out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=True, held=self.held)
         self.initialized = False
         self.waiting: list[Tuple] = []
         self.crash: Exception | None = None  # an input's exception that INITSTATE put off (`_run_waiting`)
@@ -606,7 +614,7 @@ class CheckpointTupleForwarder(_CheckpointAware):
         self.hold_checkpoints = not getattr(self.bolt, "squall_holds_inputs", False) \
             and conf.get(Config.TOPOLOGY_ACKER_EXECUTORS) != 0
         out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=False,
-                                 settled=self.in_flight.settled)
+                                 settled=self.in_flight.settled, held=self.held)
         if isinstance(self.bolt, BasicBolt):
             self.bolt.prepare(conf, context)
             self.basic: _Basic | None = _Basic(out, self._task)
@@ -618,12 +626,15 @@ class CheckpointTupleForwarder(_CheckpointAware):
         if tup.source_stream == CHECKPOINT_STREAM_ID:
             self._checkpoint(tup)
             return
-        # only an input in no spout's tree on a stream a window's results may take holds
-        # checkpoints (one in a tree replays if lost; a spout's emit without a message id is at
-        # most once by the user's choice, as in Storm; a tick needs no ack: none would ever
-        # settle it); and only held checkpoints need the inputs (with acking off a bolt need not
-        # ack: kept, they were never let go)
-        tracked = self.hold_checkpoints and not tup._root and self.held(tup)
+        # only an input that may carry a persistent window's result holds checkpoints: one in no
+        # spout's tree on a stream a window's results may take (not a spout's emit without a
+        # message id: at most once by the user's choice, as in Storm; nor a tick, which needs no
+        # ack), or one in a spout's tree that descends from such a result (its spout's replay
+        # would not bring the result back); any other in a tree replays if lost. And only held
+        # checkpoints need them (with acking off a bolt need not ack: kept, they were never let go)
+        root = tup._root
+        tracked = self.hold_checkpoints and (
+            self.held(tup) if not root else type(root) is dict and tup._val == UNROOTED_LINEAGE)  # has_unrooted_lineage
         if tracked:
             self.in_flight.given(tup)
         try:

@@ -20,14 +20,25 @@ unreliable emit's, passed as Storm passes it. (A bolt fed both by a persistent w
 unreliable spout sends both kinds on one stream: its inputs in no tree hold checkpoints still.)
 A persistent window's late-tuple stream is anchored to its inputs, so it carries none of its
 results.
+
+A tuple anchored to a result **and** to a spout's tuple (a join of the results with a stream) is
+in the spout's tree, yet the spout's replay would not bring the result back: the wrapper of the
+bolt that emits it adds `LINEAGE_ANCHOR` to its anchors, the engine marks the child
+(`squall._tuple.UNROOTED_LINEAGE`), the mark goes with it between workers and on to the tuples
+anchored to it, and a forwarder waits for a marked input as for a result. Unmarked, a sink that
+writes in the background let the checkpoint past before writing it, and a SIGKILL of its
+worker lost it for good (`tests/process/test_window_lineage_sigkill.py`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .._config import Config
+from .._fields import Fields
 from .._system import CONTROL_STREAMS
+from .._tuple import UNROOTED_LINEAGE, Source, Tuple
 
 
 def held_streams(components: dict[str, Any], persistent: set[str]) -> dict[str, frozenset[tuple[str, str]]]:
@@ -52,3 +63,21 @@ def held_streams(components: dict[str, Any], persistent: set[str]) -> dict[str, 
     return {cid: frozenset((src, stream) for src, stream in spec.inputs if carries(src, stream))
             for cid, spec in components.items() if spec.kind == "bolt"}
 
+
+LINEAGE_ANCHOR = Tuple([], Source("$lineage", "$lineage", -1, Fields()), 0, UNROOTED_LINEAGE)
+"""An anchor a wrapper adds to an emit whose anchors hold an input in no spout's tree that
+checkpoints wait for beside ones in a spout's tree: in no tree itself, it adds no root and no
+edge, and marks the child (`squall._tuple.UNROOTED_LINEAGE`), which would otherwise be taken
+for an input its spout replays. Never sent."""
+
+
+def with_lineage(anchors: Any, held: Callable[[Tuple], bool]) -> Any:
+    """``anchors`` (a list or tuple of inputs; anything else is returned as given) with
+    `LINEAGE_ANCHOR` added if one of them is in no spout's tree and ``held`` says checkpoints
+    wait for it, and another is in a spout's tree."""
+    if type(anchors) is not list and type(anchors) is not tuple:
+        return anchors
+    tuples = [a for a in anchors if isinstance(a, Tuple)]
+    if any(not a._root and held(a) for a in tuples) and any(a._root for a in tuples):
+        return [*anchors, LINEAGE_ANCHOR]
+    return anchors

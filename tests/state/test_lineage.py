@@ -1,10 +1,11 @@
 """Which inputs hold checkpoints (`squall.state._lineage`): a persistent window's results and
-what descends from them; not a spout's emits without a message id."""
+what descends from them, in a spout's tree or not; not a spout's emits without a message id."""
 
 from squall import BaseStatefulWindowedBolt, Bolt, Duration, Fields, Spout, TopologyBuilder
-from squall._tuple import Source, Tuple
-from squall.state._bolt import CheckpointTupleForwarder
-from squall.state.checkpoint import PREPARE
+from squall._tuple import UNROOTED_LINEAGE, Source, Tuple, has_unrooted_lineage
+from squall.state._bolt import AnchoringCollector, CheckpointTupleForwarder
+from squall.state._lineage import LINEAGE_ANCHOR
+from squall.state.checkpoint import PREPARE, ROLLBACK
 from squall.state.memory import HostMemory
 
 from .test_core import BoltCtx, Recorder, WritesLater, cp, passed_on
@@ -67,3 +68,34 @@ def test_a_spouts_emit_without_a_message_id_holds_no_checkpoint_a_windows_result
     sink.write()
     assert passed_on(rec) == [[0, PREPARE], [1, PREPARE]]
 
+
+def test_an_input_in_a_spouts_tree_that_descends_from_a_windows_result_holds_checkpoints():
+    """A join emits a window's result anchored to it and to a spout's tuple: the child has a
+    root, but the spout's replay would not bring the result back. Passed at once, the commit
+    recorded the window as fired while the sink had not written the child (lost for good when
+    the sink's worker died: `tests/process/test_window_lineage_sigkill.py`)."""
+    ex, sink, rec = wired_forwarder()
+    child = Tuple(["result + pulse"], Source("join", "default", 6, Fields("w")), {0x5EED: 0x1}, UNROOTED_LINEAGE)
+    assert has_unrooted_lineage(child)
+    ex.execute(child)
+    prepare = cp(0, PREPARE)
+    ex.execute(prepare)
+    assert passed_on(rec) == []
+    sink.write(fail=True)  # its failure rolls the window back: it fires again
+    assert prepare in rec.failed
+    ex.execute(cp(0, ROLLBACK))
+    assert passed_on(rec) == [[0, ROLLBACK]]
+
+
+def test_an_emit_anchored_to_a_windows_result_and_to_a_spouts_tuple_is_marked():
+    rec = Recorder()
+    held = frozenset({("windows", "default")})
+    out = AnchoringCollector(rec, "join", defer_acks=False, held=lambda t: (t._src.component, t._src.stream) in held)
+    result, unreliable = Tuple(["result"], WINDOW), Tuple([1], SPOUT)
+    pulse = Tuple(["pulse"], Source("pulse", "default", 2, Fields("w")), 0x5EED, 0x1)
+    out.emit(["x"], [result, pulse])
+    out.emit(["x"], (unreliable, pulse))  # not a window's: as given
+    out.emit(["x"], [result, unreliable])  # in no tree at all: the child is in none, held as such
+    out.emit(["x"], pulse)
+    assert [anchors for _s, _v, anchors in rec.emitted] == [
+        [result, pulse, LINEAGE_ANCHOR], (unreliable, pulse), [result, unreliable], pulse]

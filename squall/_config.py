@@ -81,6 +81,9 @@ class Config(dict):
     """A registration whose class or serializer cannot be imported is skipped, not an error."""
     TOPOLOGY_STATE_CHECKPOINT_INTERVAL = "topology.state.checkpoint.interval.ms"
     """Milliseconds between two checkpoints of a topology's stateful bolts (at least 100)."""
+    TOPOLOGY_STATE_CHECKPOINT_HELD_REPORT_SECS = "topology.state.checkpoint.held.report.secs"
+    """Seconds a checkpoint may wait at a bolt behind inputs that may carry a persistent window's
+    results before it is reported, once (null: the message timeout, or 30 with message timeouts off)."""
     TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
     """``"module:Class"`` of the `squall.state.StateProvider` of stateful bolts' states."""
     TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
@@ -931,6 +934,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
                                                     ("a non-negative number of seconds, "
                                                      "or -1 (wait as long as it takes)"), False),
     Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL: _MILLIS,
+    Config.TOPOLOGY_STATE_CHECKPOINT_HELD_REPORT_SECS: (_positive_number, "a positive number of seconds or null", True),
     Config.TOPOLOGY_STATE_PROVIDER: (_string, "\"module:Class\" of a state provider (docs/state.md)", False),
     Config.TOPOLOGY_STATE_PROVIDER_CONFIG: (lambda v: isinstance(v, (str, dict)),
                                             "a map, or a JSON object in a string", True),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .._collectors import BasicOutputCollector, OutputCollector
@@ -584,14 +585,18 @@ class CheckpointTupleForwarder(_CheckpointAware):
     paces itself on its acks: the checkpoint waited for the batch, the batch for the spout, the
     spout for the commit's acks (60 of 1,000 records emitted, no commit, in 20 s).
 
-    Beyond Storm, a checkpoint waits for the inputs given before it that are in no spout's tree
-    (`InputsInFlight`), and a PREPARE is failed if one of them was failed. A persistent window's
-    emits are unanchored (its inputs are acked at the commit): if a sink that writes in the
-    background let the PREPARE through before writing them, the commit would record the window
-    as fired while its results could still die with the sink's worker, never to be emitted
-    again. Held here, the PREPARE fails with the worker, and the window rolls back and fires
-    again. A bolt must therefore ack or fail each such input, or no checkpoint passes it; one
-    held a message timeout (``topology.message.timeout.secs``) is reported, naming the bolt.
+    Beyond Storm, a checkpoint waits for the inputs given before it that may carry a persistent
+    window's results (`InputsInFlight`), and a PREPARE is failed if one of them was failed. A
+    persistent window's emits are unanchored (its inputs are acked at the commit): if a sink that
+    writes in the background let the PREPARE through before writing them, the commit would record
+    the window as fired while its results could still die with the sink's worker, never to be
+    emitted again. Held here, the PREPARE fails with the worker, and the window rolls back and
+    fires again. Such inputs are the ones in no spout's tree on the streams a window's results
+    may take (``held_streams``, `squall.state._lineage`: not a spout's emits without a message
+    id, which Storm never waits for either), and the ones in a spout's tree that descend from a
+    result (`squall._tuple.UNROOTED_LINEAGE`: a join of the results with a spout's stream). A
+    bolt must therefore ack or fail each such input, or no checkpoint passes it; one held longer
+    than `overdue_bound` is reported, naming the bolt.
 
     A bolt that holds its inputs past a checkpoint (``squall_holds_inputs``: a plain windowed
     bolt acks an input when it leaves its last window, which may be never once the stream
@@ -610,7 +615,7 @@ class CheckpointTupleForwarder(_CheckpointAware):
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         self._start(context, collector)
         self.in_flight = InputsInFlight()
-        self.timeout_secs = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
+        self.overdue_after = overdue_bound(conf)
         self.hold_checkpoints = not getattr(self.bolt, "squall_holds_inputs", False) \
             and conf.get(Config.TOPOLOGY_ACKER_EXECUTORS) != 0
         out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=False,
@@ -665,21 +670,64 @@ class CheckpointTupleForwarder(_CheckpointAware):
             release(False)
         return False  # passed on (or failed) by release
 
+    def squall_timers(self, clock: Any) -> list[tuple[float, Any]]:
+        """The wrapped bolt's timers, and one that reports a checkpoint held here too long
+        (`_report_overdue`): with message timeouts off (``topology.enable.message.timeouts``
+        false) the spout never gives up on a step, no new checkpoint comes to look, and one
+        held for good behind a kept result was never reported."""
+        timers = super().squall_timers(clock)
+        if self.hold_checkpoints:
+            timers.append((max(0.05, min(1.0, self.overdue_after.secs / 2)), self._report_overdue))
+        return timers
+
     def _report_overdue(self) -> None:
-        """Say so if a checkpoint has waited here a message timeout: the spout has given up on
-        it (a new one just came), and while the bolt keeps the inputs before it, no checkpoint
-        passes and the stateful bolts after it commit nothing."""
-        held = self.in_flight.overdue(self.timeout_secs)
+        """Say so, once, if a checkpoint has waited here longer than `overdue_bound`: while the
+        bolt keeps the inputs before it, no checkpoint passes and the stateful bolts after it
+        commit nothing."""
+        held = self.in_flight.overdue(self.overdue_after.secs)
         if held is None:
             return
         component, task = self._task
         message = (f"component [{component}] task {task}: checkpoint {held.action} at txid {held.txid} has waited "
-                   f"here {held.held_secs:.0f} s (over {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS} "
-                   f"{self.timeout_secs:g}) behind {held.inputs_before} input(s) [{component}] has neither acked nor "
-                   f"failed that may carry a persistent window's results (nothing replays them); no checkpoint passes "
-                   f"it until it does, so the stateful bolts after it commit nothing: ack or fail each input")
+                   f"here {held.held_secs:.0f} s (over {self.overdue_after}) behind {held.inputs_before} input(s) "
+                   f"[{component}] has neither acked nor failed that may carry a persistent window's results "
+                   f"(nothing replays them); no checkpoint passes it until it does, so the stateful bolts after it "
+                   f"commit nothing: ack or fail each input")
         log.warning("%s", message)
         self.collector.report_error(message)
+
+
+HELD_REPORT_SECS_WITHOUT_TIMEOUTS = 30.0
+"""How long a checkpoint may wait at a bolt, with message timeouts off and
+``topology.state.checkpoint.held.report.secs`` not set, before it is reported (Storm's default
+message timeout)."""
+
+
+@dataclass(frozen=True)
+class OverdueBound:
+    """How long a checkpoint may wait at a bolt before it is reported, and the setting that says so."""
+
+    secs: float
+    setting: str  # what to change, for the report: "topology.message.timeout.secs 30"
+
+    def __str__(self) -> str:
+        return self.setting
+
+
+def overdue_bound(conf: dict) -> OverdueBound:
+    """``topology.state.checkpoint.held.report.secs`` if set; else the message timeout (the
+    checkpoint spout has given up on the step by then), or, with message timeouts off (the
+    spout then waits for ever), `HELD_REPORT_SECS_WITHOUT_TIMEOUTS`."""
+    key = Config.TOPOLOGY_STATE_CHECKPOINT_HELD_REPORT_SECS
+    given = conf.get(key)
+    if given is not None:
+        return OverdueBound(float(given), f"{key} {float(given):g}")
+    if conf_value(conf, Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS) is False:
+        return OverdueBound(HELD_REPORT_SECS_WITHOUT_TIMEOUTS,
+                            f"{key} {HELD_REPORT_SECS_WITHOUT_TIMEOUTS:g}, the bound with "
+                            f"{Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS} false")
+    timeout = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
+    return OverdueBound(timeout, f"{Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS} {timeout:g}")
 
 
 class _Basic(BasicOutputCollector):

@@ -2,8 +2,9 @@
 checkpoints waiting behind them (`CheckpointTupleForwarder`).
 
 Storm's ``CheckpointTupleForwarder`` passes a checkpoint on as soon as it has come from every
-input task. squall does too, except behind an input in no spout's tree: a persistent window's
-result, emitted unanchored (its inputs are acked at the commit). If a sink that writes in the
+input task. squall does too, except behind an input that may carry a persistent window's result,
+emitted unanchored (its inputs are acked at the commit), or a tuple descending from one
+(`squall.state._lineage`). If a sink that writes in the
 background let a PREPARE past before writing such a result, the commit recorded the window as
 fired while the result could still die with the sink's worker, and nothing would ever emit it
 again. So a checkpoint waits until the bolt has acked or failed each such input given to it
@@ -17,7 +18,8 @@ the batch, the batch for inputs, the spout for acks, and the acks for a commit: 
 records emitted, none committed, in 20 s.
 
 A bolt that keeps such an input for good still holds every checkpoint behind it; that one is
-reported (`HeldCheckpoint`) once it has waited a message timeout, rather than left silent.
+reported (`HeldCheckpoint`) once it has waited long enough (`squall.state._bolt.overdue_bound`),
+rather than left silent.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class HeldCheckpoint:
     action: str
     txid: int
     held_secs: float
-    inputs_before: int  # inputs in no spout's tree given to the bolt before it and still open
+    inputs_before: int  # inputs given to the bolt before it that it waits for, still open
 
 
 @dataclass
@@ -68,7 +70,7 @@ class InputsInFlight:
         self._held: deque[_Held] = deque()
 
     def given(self, tup: Tuple) -> None:
-        """``tup`` (in no spout's tree) is handed to the bolt."""
+        """``tup`` (one that may carry a persistent window's result) is handed to the bolt."""
         with self._lock:
             self._open[id(tup)] = (self._arrived, tup)
             self._arrived += 1

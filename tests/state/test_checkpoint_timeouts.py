@@ -120,3 +120,39 @@ def test_checkpoints_that_time_out_again_and_again_say_why_none_goes_through():
                   "topology.max.spout.pending", "more executors"):
         assert named in said[0], (named, said[0])
 
+
+def test_with_message_timeouts_off_a_checkpoint_held_for_good_is_reported_once_after_the_bound_set():
+    """With topology.enable.message.timeouts false the checkpoint spout waits for its step for
+    ever: no new checkpoint came to the bolt that held it, which looked only then, and a
+    checkpoint held for good behind a kept window result was never reported (nothing in 20 s).
+    Now a timer of the bolt's reports it once it has waited
+    topology.state.checkpoint.held.report.secs (30 s when not set), naming the bolt, the txid
+    and the key, once."""
+    conf = Config()
+    conf[Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS] = False
+    conf[Config.TOPOLOGY_STATE_CHECKPOINT_HELD_REPORT_SECS] = 1
+    conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
+    with LocalCluster() as cluster:
+        cluster.submit_topology("held", conf, _held_topology())
+
+        def errors():
+            return [e["error"] for e in cluster.get_topology_info("held")["components"]["hold"]["errors"]]
+        assert wait_until(lambda: errors(), 20), "no report of the held checkpoint in 20 s"
+        assert not wait_until(lambda: len(errors()) > 1, 2.5), errors()  # once, though it is still held
+        said = errors()
+    assert len(said) == 1, said
+    assert said[0].startswith("component [hold] task "), said[0]
+    for named in ("checkpoint PREPARE at txid ", "over topology.state.checkpoint.held.report.secs 1)",
+                  "behind 1 input(s) [hold] has neither acked nor failed that may carry a persistent window's results"):
+        assert named in said[0], (named, said[0])
+
+
+def test_the_bound_of_a_held_checkpoint_is_the_message_timeout_or_30_s_with_timeouts_off():
+    from squall.state._bolt import overdue_bound
+    assert (overdue_bound({}).secs, str(overdue_bound({}))) == (30.0, "topology.message.timeout.secs 30")
+    off = overdue_bound({Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: False})
+    assert (off.secs, str(off)) == (30.0, ("topology.state.checkpoint.held.report.secs 30, the bound with "
+                                           "topology.enable.message.timeouts false"))
+    given = overdue_bound({Config.TOPOLOGY_STATE_CHECKPOINT_HELD_REPORT_SECS: 5,
+                           Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 60})
+    assert (given.secs, str(given)) == (5.0, "topology.state.checkpoint.held.report.secs 5")

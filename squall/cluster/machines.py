@@ -240,18 +240,26 @@ class Machines:
         (a worker ``nimbus.task.launch.secs``, as when a master takes the lead), so that none
         is taken for lost, or restarted in place, for the silence the master caused; but a
         worker that had fallen silent before the master did (by more than the grace, or two of
-        its heartbeats) keeps what was left of its own timeout, the deaf time not counted."""
+        its heartbeats) keeps what was left of its own timeout, the deaf time not counted, and a
+        machine held because ZooKeeper hears it, and its workers, keep theirs (held until reached)."""
         spell = self.silence.ended(supervisors)
         if spell is None:
             return []
         resumed = max(sup.seen for sup in supervisors.values())
+        # a machine held because ZooKeeper hears it is silent for its own link, not for the
+        # master's silence: it and its workers keep their times and it stays held until it is
+        # reached (`reached`). Renewed, it counted as heard: its hold ended unsaid, its silent
+        # worker was restarted in place on a machine the master cannot reach, and it was held
+        # and said again a timeout later
+        held = sorted(sid for sid in self.presences.held if sid in supervisors)
+        held_slots = {slot for sid in held for slot in supervisors[sid].slots()}
         out: list[Instruction] = [RenewMachine(sid, now) for sid, sup in supervisors.items()
-                                  if sup.seen <= spell.last_heard]
+                                  if sup.seen <= spell.last_heard and sid not in held]
         # a worker already unheard that long when the master last heard a machine fell silent
         # on its own (hung), as a machine is lost on its own (`SilenceWatch.with_the_rest`)
         own = spell.last_heard - max(self.grace, 2 * t.beat)
         for w in workers:
-            if w.time >= resumed:
+            if w.time >= resumed or w.slot in held_slots:
                 continue
             if w.time < own:
                 # the deaf time does not count, what it was silent before does: given the
@@ -262,7 +270,8 @@ class Machines:
                 out.append(Renew(w.storm_id, w.slot, now, True))
         out.append(Say(f"hears its machines again after {resumed - spell.last_heard:.0f} s in which it heard none: "
                        "the silence was its own, and no worker is restarted for it; each machine has "
-                       "nimbus.supervisor.timeout.secs and each worker nimbus.task.launch.secs from now to be heard",
+                       "nimbus.supervisor.timeout.secs and each worker nimbus.task.launch.secs from now to be heard"
+                       + (f" (but {', '.join(held)}, which only ZooKeeper hears, stay held until heard)" if held else ""),
                        logged_only=True))
         return out
 

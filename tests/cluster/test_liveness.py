@@ -301,3 +301,67 @@ def test_a_machine_only_zookeeper_hears_for_long_is_reported_again_with_what_to_
             client.close()
         leader.stop()
         presence.stop()
+
+
+def test_a_machine_only_zookeeper_hears_stays_held_and_its_worker_runs_on_when_the_master_hears_again(
+        conf, zookeeper, master_session):
+    """sup-a (10.0.0.2, one of the topology's two workers) is cut off from the master alone:
+    ZooKeeper hears it, so it is held, said once. Then the master hears nothing at all for 2 s
+    (as when it is paused; sup-b keeps no ZooKeeper node): a spell of silence, which ends when
+    sup-b syncs again. That silence was the master's; sup-a's, before it, was not. Yet the end
+    of the spell gave sup-a its timeout anew, as if heard: its hold ended unsaid, its worker was
+    restarted in place (a new launch its machine never gets, while the old one runs on) and
+    sup-a was held and said again a second later. Now it stays held, said once, its worker
+    untouched, and neither worker restarts."""
+    from squall._nimbus import Heartbeat, SupervisorSync
+    from squall.cluster.client import MasterClient
+
+    from ..process.recovery_topology import recovery_topology
+
+    secret = SECRET.encode()
+    presence = SupervisorPresence(conf, secret, "sup-a", "10.0.0.2", [6700]).start()
+    leader = _Running({**conf, "nimbus.thrift.port": 0, "nimbus.supervisor.timeout.secs": 1,
+                       "nimbus.task.timeout.secs": 1, "nimbus.task.launch.secs": 60,
+                       "worker.heartbeat.frequency.secs": 0.1})
+    m = None
+    try:
+        assert wait_until(lambda: read_presence(master_session, "sup-a") is not None, 10)
+        assert wait_until(lambda: leader.master.leading, 20)
+        m = MasterClient({**conf, "nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": leader.master.port})
+        hosts = {"sup-a": "10.0.0.2", "sup-b": "10.0.0.3"}
+        for sid, host in hosts.items():
+            m.nimbus.supervisor_sync(SupervisorSync(sid, host, [6700]))
+        storm_id = m.submit_topology("t", {"topology.workers": 2}, recovery_topology(10))
+        launches = dict(leader.master.topologies["t"].launch_ids)
+        assert set(launches) == {"10.0.0.2:6700", "10.0.0.3:6700"}
+
+        def heard(*sids):  # each supervisor of ``sids`` syncs, then its worker beats
+            for sid in sids:
+                m.nimbus.supervisor_sync(SupervisorSync(sid, hosts[sid], [6700]))
+                slot = f"{hosts[sid]}:6700"
+                m.nimbus.heartbeat(Heartbeat(storm_id, slot, launches[slot]))
+            return False
+
+        def errors():
+            return [e["error"] for e in m.get_topology_info("t")["errors"]]
+
+        def said_of_sup_a():
+            return [e for e in errors() if e.startswith("the master cannot reach supervisor sup-a on 10.0.0.2")]
+
+        wait_until(lambda: heard("sup-a", "sup-b"), 1.0, interval=0.1)  # both heard for a second
+        assert wait_until(lambda: heard("sup-b") or said_of_sup_a(), 10, interval=0.1)  # sup-a cut off: held
+        wait_until(lambda: heard("sup-b"), 1.0, interval=0.1)
+        assert wait_until(lambda: any(e.startswith("the master heard none of its 2 supervisors") for e in errors()),
+                          10, interval=0.1)  # nothing heard: the spell
+        wait_until(lambda: heard("sup-b"), 4.0, interval=0.1)  # sup-b heard again: the spell ends
+        workers = {w["slot"]: w for w in m.get_topology_info("t")["workers"]}
+        restarts = {slot: w["restarts"] for slot, w in workers.items()}
+        assert restarts == {"10.0.0.2:6700": 0, "10.0.0.3:6700": 0}, restarts  # on main: 10.0.0.2:6700 restarted
+        assert dict(leader.master.topologies["t"].launch_ids) == launches
+        assert len(said_of_sup_a()) == 1, said_of_sup_a()  # on main: 2, the second "unheard for 1 s"
+        assert leader.master.machines.holds("sup-a") and "sup-a" in leader.master.supervisors
+    finally:
+        if m is not None:
+            m.close()
+        leader.stop()
+        presence.stop()

@@ -211,3 +211,78 @@ def test_a_machine_only_zookeeper_hears_is_reported_again_once_after_five_superv
     sups["s2"].seen = 1016.0
     [again] = _tick(m, 1016.0, sups, _zookeeper_hears(sups, "s1"))
     assert again.what.startswith("still cannot reach supervisor s1 on 10.0.0.1 after 15 s"), again.what
+
+
+
+class _Shell:
+    """The master's shell around `Machines`, as `squall.cluster.master.Master` carries out what it
+    returns: supervisors heard, workers' last beats moved (`RenewMachine`, `Renew`), lost machines
+    dropped; what is said and restarted is kept to be counted."""
+
+    def __init__(self, sups, beats):
+        self.m, self.sups, self.beats = Machines(GRACE), sups, beats  # beats: slot -> (time, starting)
+        self.said, self.restarted = [], []
+
+    def carry_out(self, out, now):
+        for i in out:
+            if isinstance(i, RenewMachine):
+                self.sups[i.supervisor_id].seen = i.seen
+            elif isinstance(i, Renew):
+                _, starting = self.beats[i.slot]
+                self.beats[i.slot] = (i.time, starting if i.starting is None else i.starting)
+            elif isinstance(i, MachineLost):
+                del self.sups[i.supervisor_id]
+            elif isinstance(i, Say):
+                self.said.append(i.what)
+            elif isinstance(i, Restart):  # a new launch: its start timeout runs from now
+                self.restarted.append(i.slot)
+                self.beats[i.slot] = (now, True)
+
+    def tick(self, now, zookeeper_hears):
+        at = [WorkerAt("t-1", slot, time) for slot, (time, _) in self.beats.items()]
+        self.carry_out(self.m.heard_again(now, self.sups, at, T), now)
+        asked = self.m.to_ask(now, self.sups, T)  # none to ask: no ZooKeeper read (None)
+        reads = _zookeeper_hears(self.sups, *(s for s in zookeeper_hears if s in asked)) if asked else None
+        self.carry_out(self.m.silent_machines(now, self.sups, reads, T), now)
+        waits = [WorkerWait("t-1", slot, time, starting) for slot, (time, starting) in self.beats.items()]
+        self.carry_out(self.m.silent_workers(now, self.sups, waits, T), now)
+
+    def sync(self, sid, now):
+        if self.m.holds(sid):
+            at = [WorkerAt("t-1", slot, time) for slot, (time, _) in self.beats.items()]
+            self.carry_out(self.m.reached(sid, self.sups[sid].host, self.sups[sid].ports, now, at), now)
+        self.sups[sid].seen = now
+
+
+def test_a_machine_zookeeper_holds_keeps_its_hold_when_a_spell_of_silence_ends():
+    """s1 is cut off from the master alone (ZooKeeper hears it): held at 104, said once, and
+    reported again at 5 timeouts (115). The master then hears nothing for 10 s (it was paused;
+    s2 keeps no ZooKeeper node): a spell of silence, which ends when s2 syncs at 131. That was
+    the master's own silence, not s1's: yet s1 was given its timeout anew and its worker a new
+    last beat as if heard, so its hold ended unsaid, and it was held and said again (as
+    "unheard for 3 s", after 35 s) and reported again; and when s1 was reached at 200 its
+    worker, its beat moved past the hold's start, was not given the launch timeout but
+    restarted in place at the next tick, though it had run on all along."""
+    sh = _Shell(_machines(s1=100.0, s2=103.9), {"10.0.0.1:7000": (99.8, False), "10.0.0.2:7000": (103.5, False)})
+
+    def heard_s2(now):
+        sh.sync("s2", now)
+        sh.beats["10.0.0.2:7000"] = (now, False)
+
+    for step in range(1040, 1201):  # 0.1 s ticks, s2 and its worker heard at each
+        heard_s2(step / 10)
+        sh.tick(step / 10, ["s1"])
+    sh.tick(130.0, ["s1"])  # paused from 120 to 130: nothing heard
+    for step in range(1310, 2000):
+        heard_s2(step / 10)
+        sh.tick(step / 10, ["s1"])
+    assert sh.m.holds("s1") and "s1" in sh.sups
+    about_s1 = [w for w in sh.said if "supervisor s1 " in w]
+    assert [w.split(" on ")[0] for w in about_s1] == ["cannot reach supervisor s1", "still cannot reach supervisor s1"], \
+        about_s1
+    assert sh.restarted == []
+    sh.sync("s1", 200.0)  # the link heals; s1's worker beats again within the launch timeout
+    heard_s2(200.0)
+    sh.tick(200.1, ["s1"])
+    assert sh.restarted == [], "the worker of a machine reached again was restarted in place"
+    assert sh.beats["10.0.0.1:7000"] == (200.0, True)

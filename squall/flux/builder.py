@@ -10,6 +10,7 @@ import importlib
 import inspect
 import logging
 import re
+import sys
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -48,6 +49,11 @@ JAVA_CLASSES = {
                     "KafkaSpoutRetryExponentialBackoff$TimeInterval")},
     "org.apache.storm.flux.examples.OnlyValueRecordTranslator": "squall.external.kafka_builder.OnlyValueRecordTranslator",
 }
+
+# What runs a streamparse (pystorm) Spout or Bolt that a className names, in process, as `squall
+# sparse` runs it (Storm's Flux needed a FluxShellBolt running `streamparse_run module.Class`).
+# Named, as JAVA_CLASSES' targets are, and found when a file needs it: squall.sparse is a sibling.
+_STREAMPARSE_HOST = "squall.sparse.component.in_process"
 
 
 @dataclass(frozen=True)
@@ -284,10 +290,10 @@ def _wire(definition: TopologyDef, components: dict[str, Any]) -> StormTopology:
                         "no spouts: a Flux file needs spouts, bolts and streams, or a topologySource")
     builder = TopologyBuilder()
     for spout in definition.spouts.values():
-        _declare(spout, lambda v, obj: builder.set_spout(v.id, obj, v.parallelism), components)
+        _declare(spout, "spouts", lambda v, obj: builder.set_spout(v.id, obj, v.parallelism), components)
     declarers: dict[str, BoltDeclarer] = {}
     for bolt in definition.bolts.values():
-        declarer = _declare(bolt, lambda v, obj: builder.set_bolt(v.id, obj, v.parallelism), components)
+        declarer = _declare(bolt, "bolts", lambda v, obj: builder.set_bolt(v.id, obj, v.parallelism), components)
         assert isinstance(declarer, BoltDeclarer)
         declarers[bolt.id] = declarer
     subscribed: dict[tuple[str, str, str], StreamDef] = {}
@@ -299,12 +305,16 @@ def _wire(definition: TopologyDef, components: dict[str, Any]) -> StormTopology:
         raise FluxError(_culprit(str(e), definition), f"the topology is not valid: {e}") from e
 
 
-def _declare(vertex: VertexDef, add: Callable[[VertexDef, Any], _Declarer], components: dict[str, Any]) -> _Declarer:
+def _declare(vertex: VertexDef, section: str, add: Callable[[VertexDef, Any], _Declarer],
+             components: dict[str, Any]) -> _Declarer:
+    """``vertex``, a spout or a bolt (``section``: ``spouts`` or ``bolts``), made and added."""
     if vertex.resources:
         log.warning("%s: %s ignored: squall has no resource-aware scheduler", vertex.where.file,
                     ", ".join(f"{vertex.id}'s {k}" for k in vertex.resources))
     _check_config(vertex.config, vertex.config_where, Where(vertex.where.file, vertex.where.line, f"{vertex.id}'s config"))
-    obj = make(vertex, components)
+    obj = _streamparse(vertex, section)
+    if obj is None:
+        obj = make(vertex, components)
     try:
         declarer = add(vertex, obj)
         if vertex.num_tasks is not None:
@@ -314,6 +324,36 @@ def _declare(vertex: VertexDef, add: Callable[[VertexDef, Any], _Declarer], comp
     except InvalidTopologyException as e:
         raise FluxError(vertex.where, str(e)) from e
     return declarer
+
+
+def _streamparse(vertex: VertexDef, section: str) -> Any:
+    """The squall component running the streamparse (pystorm) Spout or Bolt ``vertex``'s
+    className names, in process (`_STREAMPARSE_HOST`); None for any other class. Such a class is
+    never made here: pystorm's constructor wraps this process's stdout and closes it when the
+    object is collected (a refused one ended the command with ``ValueError: I/O operation on
+    closed file``)."""
+    named = f"{vertex.id!r}: "
+    cls = find_class(vertex.class_name, vertex.where, named)
+    pystorm = sys.modules.get("pystorm.component")  # imported already if cls subclasses it
+    if pystorm is None or not (isinstance(cls, type) and issubclass(cls, pystorm.Component)):
+        return None
+    spout = sys.modules["pystorm.spout"].Spout
+    kind = "Spout" if issubclass(cls, spout) else "Bolt" if issubclass(cls, sys.modules["pystorm.bolt"].Bolt) else None
+    what = f"{named}{vertex.class_name} is a streamparse {kind or 'component, neither Spout nor Bolt'}"
+    if kind is None or (kind == "Spout") != (section == "spouts"):
+        raise FluxError(vertex.where, f"{what}, listed under {section}")
+    given = [key for key, value in (("constructorArgs", vertex.constructor_args), ("factory", vertex.factory),
+                                    ("properties", vertex.properties), ("configMethods", vertex.config_methods))
+             if value]
+    if given:
+        raise FluxError(vertex.where, f"{what}, which squall makes as streamparse_run does, with no arguments: "
+                                      f"remove {', '.join(given)} and set it up in its initialize(conf, context) "
+                                      f"(the file's config reaches it there)")
+    host = find_class(_STREAMPARSE_HOST, vertex.where, named)
+    try:
+        return host(cls)
+    except TypeError as e:
+        raise FluxError(vertex.where, f"{what}: {e}") from e
 
 
 def _subscribe(stream: StreamDef, definition: TopologyDef, declarers: dict[str, BoltDeclarer],

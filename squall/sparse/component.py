@@ -533,3 +533,40 @@ class SparseBolt(_Hosted, Bolt):
                     said if isinstance(said, str) else "", self._reported))
         else:
             _Hosted._message(self, msg)
+
+
+def declared_streams(cls: type) -> Streams:
+    """The streams the pystorm class ``cls`` declares with its ``outputs`` (as streamparse's
+    ``Bolt.spec`` reads them): field names for the default stream, or streamparse's
+    ``Stream(fields, name, direct)`` objects.
+
+    Raises:
+        TypeError: ``outputs`` is neither, naming the entry.
+    """
+    streams: Streams = {}
+    for output in getattr(cls, "outputs", None) or ():
+        if isinstance(output, str):
+            streams.setdefault(DEFAULT_STREAM, ([], False))[0].append(output)
+        elif hasattr(output, "fields") and hasattr(output, "name"):  # streamparse.Stream
+            streams[output.name] = (list(output.fields), bool(getattr(output, "direct", False)))
+        else:
+            raise TypeError(f"{cls.__qualname__}.outputs holds {output!r}: expected field names or "
+                            f"streamparse Streams")
+    return streams
+
+
+def in_process(cls: type) -> SparseSpout | SparseBolt:
+    """The squall spout or bolt that runs the streamparse (pystorm) class ``cls`` in process,
+    declaring its ``outputs``: what a Flux ``className`` naming such a class gives, where Storm's
+    Flux needed a ``FluxShellBolt`` running ``streamparse_run module.Class``. The class is not
+    made here: a pystorm component made outside a worker wraps the process's stdout, and closes
+    it when it is collected.
+
+    Raises:
+        TypeError: the class could do no work, or cannot run in process, saying why.
+    """
+    from pystorm.spout import Spout as PystormSpout
+    problem = missing_method_problem(cls) or in_process_problem(cls)
+    if problem is not None:
+        raise TypeError(problem)
+    return (SparseSpout if issubclass(cls, PystormSpout) else SparseBolt)(cls, declared_streams(cls))

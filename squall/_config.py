@@ -580,6 +580,37 @@ UNAPPLIED_STORM_KEYS = {
     "topology.worker.logwriter.childopts": "JVM options: squall's workers are Python processes",
 }
 
+# Storm's settings for its daemons' and workers' JVMs and for its Netty transport, which a
+# storm.yaml copied to squall.yaml carries: squall's daemons and workers are Python processes that
+# talk over their own wire, so none applies; the master and each supervisor say so when they
+# start, rather than ignore them without a word (a worker.childopts' -Xmx capped nothing)
+_JVM = "JVM options: squall's daemons and workers are Python processes"
+UNAPPLIED_STORM_DAEMON_KEYS = {
+    "worker.childopts": f"{_JVM}; worker.heap.memory.mb caps a worker's memory",
+    "worker.gc.childopts": _JVM, "worker.profiler.childopts": _JVM, "nimbus.childopts": _JVM,
+    "supervisor.childopts": _JVM, "ui.childopts": _JVM, "drpc.childopts": _JVM,
+    "logviewer.childopts": _JVM, "pacemaker.childopts": _JVM, "java.library.path": _JVM,
+}
+# (storm.messaging.netty.min_wait_ms and max_wait_ms are squall's too: its reconnect backoff)
+_UNAPPLIED_STORM_DAEMON_PREFIXES = {
+    "storm.messaging.": "Storm's Netty transport: squall's workers talk over their own wire, squall.transport.wire",
+}
+
+
+def unapplied_daemon_keys(conf: Mapping[str, Any], where: str) -> list[str]:
+    """A warning for each of Storm's JVM and Netty settings (`UNAPPLIED_STORM_DAEMON_KEYS`, and
+    the ``storm.messaging.`` keys squall does not know) that the cluster's configuration ``conf``
+    (``where``) sets."""
+    warnings = []
+    for key in sorted(k for k in conf if isinstance(k, str)):
+        why = UNAPPLIED_STORM_DAEMON_KEYS.get(key) or next(
+            (why for prefix, why in _UNAPPLIED_STORM_DAEMON_PREFIXES.items()
+             if key.startswith(prefix) and key not in _known_keys()), None)
+        if why is not None:
+            warnings.append(f"{where}: {key!r} is not applied ({why})")
+    return warnings
+
+
 # The keys that cap a worker process's memory (`squall.worker.memory_cap`): applied where each
 # worker is a process of its own (the process host, Spark), not by LocalCluster, whose workers
 # are threads of the user's process
@@ -702,6 +733,12 @@ def topology_conf(cluster: Mapping[str, Any], conf: Mapping[str, Any] | None) ->
         if not isinstance(key, str):
             raise InvalidTopologyException(f"topology configuration key {key!r} is not a string")
         if is_daemon_key(key):
+            if key in UNAPPLIED_STORM_KEYS:
+                # Storm's worker.childopts, which a Storm topology's Config may set for its own
+                # workers: taken, as Storm takes it, and left out, as squall applies it nowhere
+                # (the submission says so: `unapplied_keys`); refused, the error sent the user to
+                # put it in squall.yaml, where it did nothing without a word
+                continue
             raise InvalidTopologyException(
                 f"topology configuration may not set daemon setting {key!r}; "
                 f"set it in the cluster's squall.yaml instead")

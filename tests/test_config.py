@@ -583,6 +583,37 @@ def test_storms_jvm_worker_keys_are_warned_of_at_submission_not_dropped_silently
         "t: 'topology.worker.childopts' is not applied (JVM options: squall's workers are Python processes)"]
 
 
+def test_a_storm_topologys_worker_childopts_runs_with_a_warning_instead_of_being_refused(caplog):
+    """A Storm topology's Config sets worker.childopts for its own workers (``conf.put(
+    Config.WORKER_CHILDOPTS, "-Xmx2g")``; streamparse's ``-o worker.childopts=...``), which Storm
+    takes. squall refused the submission ("may not set daemon setting 'worker.childopts'; set it
+    in the cluster's squall.yaml instead", where it does nothing either), though docs/migrating.md
+    says such keys are warned of. Now it runs, every tuple through, and the submission says the
+    key is not applied."""
+    from squall import Fields, TopologyBuilder
+    from squall.testing import FeederSpout, complete_topology, read_tuples
+
+    b = TopologyBuilder()
+    b.set_spout("words", FeederSpout(Fields("word")))
+    words = [[f"w{i}"] for i in range(50)]
+    with caplog.at_level("WARNING", logger="squall.master"):
+        result = complete_topology(None, b.create_topology(), {"words": words},
+                                   storm_conf={"worker.childopts": "-Xmx2g", "topology.workers": 1})
+    assert read_tuples(result, "words") == words
+    warned = (f"{result.topology_name}: 'worker.childopts' is not applied (JVM options: squall's workers are "
+              f"Python processes)")
+    assert [r.getMessage() for r in caplog.records if "childopts" in r.getMessage()] == [warned]
+
+
+def test_other_daemon_keys_are_still_refused_in_a_topologys_configuration():
+    """Only Storm's JVM keys that squall warns of are let through; a daemon key that squall
+    uses stays the cluster's, refused in a topology's configuration, naming it."""
+    from squall._config import topology_conf
+    with pytest.raises(InvalidTopologyException, match=r"may not set daemon setting 'nimbus.host'"):
+        topology_conf({}, {"nimbus.host": "storm1"})
+    assert "worker.childopts" not in topology_conf({}, {"worker.childopts": "-Xmx2g"})
+
+
 def test_an_infinite_message_timeout_is_refused_at_submit_not_by_crash_looping_workers(tmp_path):
     """``topology.message.timeout.secs: .inf`` (YAML) or ``-c topology.message.timeout.secs=Infinity``
     passed the check; every worker then crashed (OverflowError in its spouts' pending limit) and

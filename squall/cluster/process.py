@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .._children import process_start
-from .._config import Config, conf_value
+from .._config import Config, conf_value, unapplied_daemon_keys
 from .._private import open_private_log, own_local_dir, private_dir
 from .backoff import STEADY_SECS, crash_backoff
 from .master import Master
@@ -141,6 +141,8 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
     """Run the master until SIGINT/SIGTERM; with ``supervise``, also a supervisor process.
     ``on_ready(host, port)`` is called once the master listens."""
     lock = hold_master_lock(conf)  # held until this process ends
+    for warning in unapplied_daemon_keys(conf, "cluster configuration"):  # a storm.yaml's JVM options
+        log.warning("%s", warning)
     master = Master(conf, pages=statistics_pages())
     nimbus = MasterServer(master)
     keeper: SupervisorKeeper | None = None

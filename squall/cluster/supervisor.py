@@ -34,7 +34,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .._config import Config, cluster_conf, conf_value, setting
+from .._config import Config, cluster_conf, conf_value, setting, unapplied_daemon_keys
 from .._errors import RpcError, SquallError
 from .._nimbus import RunningWorker, SupervisorSync, WorkerExit
 from .._private import hold_lock, lock_held, own_local_dir, private_dir, write_private
@@ -245,6 +245,8 @@ def run_process_supervisor(conf: dict[str, Any], host: str | None = None) -> Non
     (so that a master finds and adopts it: `squall.cluster.process.running_supervisor`)."""
     directory = private_dir(own_local_dir(conf) / "supervisor")
     lock = hold_supervisor_lock(directory)  # held (open) until this process ends
+    for warning in unapplied_daemon_keys(conf, "cluster configuration"):  # a storm.yaml's JVM options
+        log.warning("%s", warning)
     sup = process_supervisor(conf, host)
     signal.signal(signal.SIGTERM, lambda *_: sup.stop())
     write_private(directory / PID_FILE, str(os.getpid()))

@@ -161,7 +161,7 @@ def _add(builder: TopologyBuilder, spec: Any, run: _Run) -> Streams | None:
     par = _parallelism(spec, run.env_name, where)
     streams: Streams = {s: (list(info.output_fields), bool(info.direct)) for s, info in spec.outputs.items()}
     if isinstance(spec, JavaComponentSpec):
-        obj = _python_for_java(spec, is_spout, where)
+        obj = _python_for_java(spec, is_spout, streams, run)
     else:
         obj = _component(spec, streams, is_spout, run)
     try:
@@ -177,11 +177,16 @@ def _add(builder: TopologyBuilder, spec: Any, run: _Run) -> Streams | None:
     return streams if isinstance(spec, JavaComponentSpec) else None
 
 
-def _python_for_java(spec: Any, is_spout: bool, where: str) -> Any:
+def _python_for_java(spec: Any, is_spout: bool, streams: Streams, run: _Run) -> Any:
     """A Java component's object: its ``full_class_name`` as a Python ``module.Class``, made with
-    ``args_list`` (as Flux reads a ``className``); refused when that is no importable class."""
+    ``args_list`` (as Flux reads a ``className``); refused when that is no importable class. A
+    streamparse (pystorm) class runs as its ``Bolt.spec`` would (`_python_component`), never
+    made here: pystorm's constructor wraps this process's stdout and closes it when the object
+    is collected (the command then ended in ``ValueError: I/O operation on closed file``)."""
+    from pystorm.component import Component as PystormComponent
     from streamparse.dsl.util import to_python_arg_list
 
+    where = run.where
     kind = "spout" if is_spout else "bolt"
     java = spec.component_object.java_object
     if java is None:
@@ -210,6 +215,12 @@ def _python_for_java(spec: Any, is_spout: bool, where: str) -> Any:
             f"streamparse {'Spout' if is_spout else 'Bolt'}, or run it as a shell component "
             f"(ShellBolt.spec/ShellSpout.spec)")
     args = to_python_arg_list(java.args_list)
+    if issubclass(cls, PystormComponent):
+        if args:
+            raise InvalidTopologyException(
+                f"{where}: component [{spec.name}]: {cls_name} is a streamparse component, made with no arguments "
+                f"(as streamparse_run makes it), and the spec gives args_list {args!r}: set it up in initialize()")
+        return _python_component(spec.name, cls, cls_name, streams, is_spout, run)
     try:
         return cls(*args)
     except Exception as e:
@@ -241,31 +252,35 @@ def _parallelism(spec: Any, env_name: str | None, where: str) -> int:
 
 
 def _component(spec: Any, streams: Streams, is_spout: bool, run: _Run) -> Any:
+    shell = spec.component_object.shell
+    if shell.execution_command == STREAMPARSE_RUN:
+        return _python_component(spec.name, spec.component_cls, shell.script, streams, is_spout, run)
+    command = [shell.execution_command, *shlex.split(shell.script)]
+    return _shell_component(spec.name, command, streams, is_spout, run)
+
+
+def _python_component(name: str, cls: Any, script: str, streams: Streams, is_spout: bool, run: _Run) -> Any:
+    """The pystorm class ``cls`` (``script``: its ``module.Class``) in process, or, with
+    ``multilang``, as Storm runs it: ``streamparse_run module.Class``, a subprocess."""
     from pystorm.bolt import Bolt as PystormBolt
     from pystorm.spout import Spout as PystormSpout
 
-    shell = spec.component_object.shell
-    cls = spec.component_cls
-    python = shell.execution_command == STREAMPARSE_RUN
-    if python and isinstance(cls, type) and issubclass(cls, (PystormSpout, PystormBolt)):
+    if isinstance(cls, type) and issubclass(cls, (PystormSpout, PystormBolt)):
         problem = missing_method_problem(cls)  # in process or over multilang, it could do no work
         if problem is not None:
-            raise InvalidTopologyException(f"{run.where}: component [{spec.name}]: {problem}")
-    if python and not run.multilang:
+            raise InvalidTopologyException(f"{run.where}: component [{name}]: {problem}")
+    if not run.multilang:
         base = PystormSpout if is_spout else PystormBolt
         if not (isinstance(cls, type) and issubclass(cls, base)):
             raise InvalidTopologyException(
-                f"{run.where}: component [{spec.name}]: {_qualname(cls)} is not a {base.__module__}.{base.__name__} "
+                f"{run.where}: component [{name}]: {_qualname(cls)} is not a {base.__module__}.{base.__name__} "
                 f"subclass (streamparse's {'Spout' if is_spout else 'Bolt'})")
         problem = in_process_problem(cls)
         if problem is not None:
-            raise InvalidTopologyException(f"{run.where}: component [{spec.name}]: {problem}")
+            raise InvalidTopologyException(f"{run.where}: component [{name}]: {problem}")
         return (SparseSpout if is_spout else SparseBolt)(cls, streams, run.src)
-    if python:
-        command = [sys.executable, "-m", "streamparse.run", "-s", run.serializer, shell.script]
-    else:
-        command = [shell.execution_command, *shlex.split(shell.script)]
-    return _shell_component(spec.name, command, streams, is_spout, run)
+    command = [sys.executable, "-m", "streamparse.run", "-s", run.serializer, script]
+    return _shell_component(name, command, streams, is_spout, run)
 
 
 def _shell_component(name: str, command: list[str], streams: Streams, is_spout: bool, run: _Run) -> Any:

@@ -166,6 +166,71 @@ def test_a_java_component_whose_class_is_a_python_squall_component_runs_it() -> 
     assert sorted(PixelSink.got.items()) == sorted(f"px{i}" for i in range(40))
 
 
+class CountingWords(Spout):
+    outputs = ("word",)
+    acked: SharedLog
+
+    def initialize(self, conf, ctx):
+        self.i = 0
+
+    def next_tuple(self):
+        if self.i < 30:
+            self.emit([f"w{self.i}"], tup_id=self.i)
+            self.i += 1
+
+    def ack(self, tup_id):
+        self.acked.append(tup_id)
+
+
+class Shout(Bolt):
+    outputs = ("word",)
+
+    def process(self, tup):
+        self.emit([tup.values.word.upper()])
+
+
+class ShoutSink(Bolt):
+    got: SharedLog
+
+    def process(self, tup):
+        self.got.append(tup.values.word)
+
+
+class StreamparseClassesAsJava(Topology):
+    words = JavaSpout.spec(name="words", full_class_name=f"{__name__}.CountingWords", args_list=[], outputs=["word"])
+    shout = JavaBolt.spec(name="shout", full_class_name=f"{__name__}.Shout", args_list=[], inputs=[words],
+                          outputs=["word"])
+    sink = ShoutSink.spec(name="sink", inputs={shout: Grouping.fields("word")}, par=2)
+
+
+def test_a_java_spec_naming_a_streamparse_class_runs_it_as_its_own_spec_would() -> None:
+    """A JavaSpout/JavaBolt whose full_class_name is a streamparse class of the project: squall
+    made it as a Python class in the Java class's place, which pystorm's constructor answers by
+    wrapping sys.stdout (closed when the object went), then refused it ("set_bolt needs a Bolt
+    ... got Shout"), and `squall sparse run` ended in "ValueError: I/O operation on closed file".
+    It runs in process now, as ``Shout.spec`` would, never made in the loading process."""
+    CountingWords.acked, ShoutSink.got = SharedLog(), SharedLog()
+    t = translate(StreamparseClassesAsJava, where="topologies/shout.py")
+    assert (type(t.topology.components["words"].obj), type(t.topology.components["shout"].obj)) == \
+        (SparseSpout, SparseBolt)
+
+    with LocalCluster() as cluster:
+        cluster.submit_topology("shout", t.conf, t.topology)
+        assert wait_until(lambda: len(CountingWords.acked.items()) >= 30, 30)
+        assert cluster.get_topology_info("shout")["errors"] == []
+
+    assert sorted(CountingWords.acked.items()) == list(range(30))
+    assert sorted(ShoutSink.got.items()) == sorted(f"W{i}" for i in range(30))
+
+    class WithArgs(Topology):
+        words = JavaSpout.spec(name="words", full_class_name=f"{__name__}.CountingWords", args_list=[5],
+                               outputs=["word"])
+    with pytest.raises(InvalidTopologyException, match=r"^topologies/args.py: component \[words\]: "
+                                                       r"tests.sparse.test_dsl.CountingWords is a streamparse "
+                                                       r"component, made with no arguments"):
+        translate(WithArgs, where="topologies/args.py")
+
+
 def test_the_python_class_of_a_java_spec_must_declare_the_specs_outputs() -> None:
     class Mismatch(Topology):
         pixel_spout = JavaSpout.spec(name="pixel-spout", full_class_name=f"{__name__}.Pixels", args_list=["px", 1],

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._config import Config
+from .._config import UNAPPLIED_STORM_KEYS, Config, is_daemon_key, validate
+from .._errors import InvalidTopologyException
 from .component import SparseBolt, SparseComponentError, SparseSpout
 from .project import (
     Environment,
@@ -73,9 +74,30 @@ def load(directory: str | Path = ".", name: str | None = None, *, env_name: str 
     where = str(path.relative_to(project.root)) if path.is_relative_to(project.root) else str(path)
     translation = translate(topology_cls, env_name=env.name, multilang=multilang, serializer=serializer,
                             where=where, resources=str(project.src) if project.src.is_dir() else None)
+    _check_sources(((f"{project.root / 'config.json'}: envs.{env.name}.options", env.options()),
+                    (f"{where}: {topology_cls.__name__}.config", translation.conf)))
     conf = {**env.options(), **translation.conf, **(options or {})}
     if multilang:  # an env option or -o may name the multilang wire too: it must be the subprocesses'
         multilang_wire({**env.options(), **(options or {})}, serializer, where)
     if conf.get(Config.TOPOLOGY_DEBUG):  # as sparse's resolve_options: pystorm logs at debug level too
         conf["pystorm.log.level"] = "debug"
     return LoadedTopology(topology_name, translation.topology, conf, path)
+
+
+def _check_sources(sources: tuple[tuple[str, dict[str, Any]], ...]) -> None:
+    """The files a streamparse topology's configuration comes from (config.json's env options,
+    the Topology's ``config``), each checked on its own so the error names it: the merged
+    configuration's said only "topology configuration", and the user had those and the command
+    line to look through. ``options`` (the command line's, which the user has before them) are
+    checked with the rest at submission, where ``sparse submit -f`` says that nothing was killed.
+
+    Raises:
+        InvalidTopologyException: a value breaks its key's rule, or a daemon setting is given,
+            naming the place, the key and the value.
+    """
+    for source, conf in sources:
+        for key in conf:
+            if isinstance(key, str) and is_daemon_key(key) and key not in UNAPPLIED_STORM_KEYS:
+                raise InvalidTopologyException(f"{source}: topology configuration may not set daemon setting {key!r}; "
+                                               f"set it in the cluster's squall.yaml instead")
+        validate(conf, where=source)

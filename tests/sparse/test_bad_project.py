@@ -193,3 +193,32 @@ def test_a_component_that_lacks_the_method_pystorm_leaves_to_it_is_refused_namin
     with pytest.raises(InvalidTopologyException, match=r"component \[count\]: .*Count \(.*\) defines no "
                                                          r"process_batch\(\): "):
         translate(NoBatch)
+
+
+def test_a_bad_configuration_value_is_named_where_it_was_given(project: Path, capsys) -> None:
+    """A sparse project's topology configuration comes from config.json's env options, the
+    Topology's ``config`` and the command line's options. A bad value (which Storm refuses too)
+    said only "topology configuration: 'topology.workers' must be ...", leaving the user to look
+    through both files; the error now names the file and the key's place in it."""
+    config = project / "config.json"
+    settings = json.loads(config.read_text())
+    settings["envs"]["prod"]["options"] = {"topology.workers": "two"}
+    config.write_text(json.dumps(settings))
+    err = _error(capsys, "--project", str(project))
+    assert err == (f"squall: error: {config}: envs.prod.options: 'topology.workers' must be a positive integer, "
+                   f"got 'two'")
+
+    settings["envs"]["prod"]["options"] = {}
+    config.write_text(json.dumps(settings))
+    path = project / "topologies" / "wordcount.py"
+    path.write_text(path.read_text().replace("class WordCount(Topology):\n",
+                                             "class WordCount(Topology):\n    config = {'topology.message.timeout.secs': "
+                                             "'30'}\n"))
+    err = _error(capsys, "--project", str(project))
+    assert err == ("squall: error: topologies/wordcount.py: WordCount.config: 'topology.message.timeout.secs' must "
+                   "be a positive number of seconds, got '30'")
+
+    path.write_text(path.read_text().replace("'30'", "30"))
+    err = _error(capsys, "--project", str(project), "-o", "topology.max.spout.pending=0")  # the line typed
+    assert err.startswith("squall: error: topology configuration: 'topology.max.spout.pending' must be a "
+                          "positive integer")

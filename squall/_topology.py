@@ -266,6 +266,21 @@ def _fields(fields: Fields | list[str] | str) -> Fields:
     return Fields(list(fields))
 
 
+def _streamparse(obj: Any) -> str:
+    """For a refused component that is a streamparse (pystorm) one, what runs it instead (by its
+    classes' modules: the core API imports no pystorm), else nothing. A user porting a streamparse
+    topology to squall's API passed its spout or bolt objects as they were."""
+    if not any(k.__module__.startswith("pystorm.") for k in type(obj).__mro__):
+        return ""
+    return (f", a streamparse (pystorm) component: squall runs its class in process from a streamparse "
+            f"Topology (squall sparse run) or a Flux file's className ({type(obj).__module__}."
+            f"{type(obj).__qualname__}), or write it as a squall {'Spout' if _pystorm_spout(obj) else 'Bolt'}")
+
+
+def _pystorm_spout(obj: Any) -> bool:
+    return any(k.__module__.startswith("pystorm.") and k.__name__ == "Spout" for k in type(obj).__mro__)
+
+
 class TopologyBuilder:
     """Wires spouts and bolts into a topology.
 
@@ -303,7 +318,7 @@ class TopologyBuilder:
         """Add a spout with ``parallelism_hint`` executors (default 1)."""
         if not isinstance(spout, Spout):
             raise InvalidTopologyException(
-                f"Component [{component_id}]: set_spout needs a Spout, got {type(spout).__name__}")
+                f"Component [{component_id}]: set_spout needs a Spout, got {type(spout).__name__}{_streamparse(spout)}")
         return SpoutDeclarer(self._add(component_id, spout, "spout", parallelism_hint))
 
     def set_bolt(self, component_id: str, bolt: Any, parallelism_hint: int | None = None) -> BoltDeclarer:
@@ -321,7 +336,7 @@ class TopologyBuilder:
             kinds = ["Bolt", "BasicBolt", *(k.__name__ for k in _BOLT_KINDS)]
             raise InvalidTopologyException(
                 f"Component [{component_id}]: set_bolt needs a {', '.join(kinds[:-1])} or {kinds[-1]}, "
-                f"got {type(bolt).__name__}")
+                f"got {type(bolt).__name__}{_streamparse(bolt)}")
         return BoltDeclarer(self._add(component_id, bolt, "bolt", parallelism_hint))
 
     def create_topology(self) -> StormTopology:

@@ -231,6 +231,23 @@ def test_a_java_spec_naming_a_streamparse_class_runs_it_as_its_own_spec_would() 
         translate(WithArgs, where="topologies/args.py")
 
 
+def test_a_streamparse_object_given_to_squalls_builder_is_refused_saying_what_runs_it() -> None:
+    """A user porting a streamparse topology to squall's API passed its objects as they were;
+    the error said only "set_bolt needs a Bolt, ... got Shout". It says what runs such a class."""
+    import io
+
+    streams = {"input_stream": io.BytesIO(), "output_stream": io.BytesIO(), "rdb_signal": None}  # not sys.stdout
+    builder = squall.TopologyBuilder()
+    with pytest.raises(InvalidTopologyException) as bolt:
+        builder.set_bolt("shout", Shout(**streams))
+    assert str(bolt.value).endswith(
+        "got Shout, a streamparse (pystorm) component: squall runs its class in process from a streamparse Topology "
+        "(squall sparse run) or a Flux file's className (tests.sparse.test_dsl.Shout), or write it as a squall Bolt")
+    with pytest.raises(InvalidTopologyException, match=r"got CountingWords, a streamparse \(pystorm\) component: "
+                                                       r".* or write it as a squall Spout$"):
+        builder.set_spout("words", CountingWords(**streams))
+
+
 def test_the_python_class_of_a_java_spec_must_declare_the_specs_outputs() -> None:
     class Mismatch(Topology):
         pixel_spout = JavaSpout.spec(name="pixel-spout", full_class_name=f"{__name__}.Pixels", args_list=["px", 1],

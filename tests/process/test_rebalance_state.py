@@ -42,6 +42,32 @@ redis = pytest.importorskip("redis")
 SECRET = "squall-rebalance-secret-0123456789"
 
 
+@pytest.fixture(scope="module")
+def module_cluster(tmp_path_factory):
+    """One process-host cluster (a master, its supervisor, 2 slots) for the module's tests: each
+    submits a topology of its own name, with its own output directory and Redis server, and kills
+    it; a master and supervisor started and stopped per test cost ~1.5 s each. ``squall.secret``:
+    `committed_counts` reads the tasks' states with the key it gives."""
+    from .conftest import Cluster
+    c = Cluster(tmp_path_factory.mktemp("cluster"), **{"squall.secret": SECRET})
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def cluster(module_cluster):
+    """The module's cluster for one test; a topology the test left running (it failed before
+    its kill) is killed, so that the next test finds the slots free."""
+    try:
+        yield module_cluster
+    finally:
+        with module_cluster.client() as m:
+            for t in m.list_topologies():
+                m.kill_topology(t["name"], wait_secs=0)
+
+
 def _logs(cluster):
     """The tails of the master's and the workers' logs, for a failed assertion's message."""
     return "\n".join(f"--- {p}\n{log_tail(p)}" for p in [cluster.dir.parent / "master.log",
@@ -65,13 +91,11 @@ def committed_counts(server, topology: str) -> tuple[dict, list[str]]:
     return counts, namespaces
 
 
-def test_stateful_counts_survive_rebalances_that_regroup_their_tasks(tmp_path, redis_server):  # noqa: F811
+def test_stateful_counts_survive_rebalances_that_regroup_their_tasks(cluster, tmp_path, redis_server):  # noqa: F811
     """A stateful counter of 4 tasks over 2 executors on 2 workers is rebalanced to 4 executors
     on 1 worker (every task in an executor of its own), then to 1 executor on 2 workers (every
     task in one), while ids flow: each task's Redis state goes with the task, every id is
     counted, and none more often than the spout emitted it."""
-    from .conftest import Cluster
-    cluster = Cluster(tmp_path, **{"squall.secret": SECRET})
     out = tmp_path / "out"
     out.mkdir()
 
@@ -85,20 +109,17 @@ def test_stateful_counts_survive_rebalances_that_regroup_their_tasks(tmp_path, r
                                     "topology.state.checkpoint.interval.ms": 300,
                                     "topology.state.provider": REDIS_STATE,
                                     "topology.state.provider.config": {"url": redis_server.url}})
-    try:
-        with cluster.client() as m:
-            m.submit_topology("rebal", conf, b.create_topology())
-            assert wait_until(lambda: len(acked(out)) > 300, 60), why()
-            for workers, executors, wait in [(1, {"count": 4, "work": 1}, 1), (2, {"count": 1, "work": 4}, 0)]:
-                m.rebalance("rebal", num_workers=workers, executors=executors, wait_secs=wait)
-                assert wait_until(lambda w=workers, e=executors: placed(m, "rebal", w, e), 60), why()
-                before = len(acked(out))
-                assert wait_until(lambda b=before: len(acked(out)) > b + 300, 60), why()
-            n = stop_and_wait(out, timeout=120, why=why)
-            errors = m.get_topology_info("rebal")["errors"]
-            m.kill_topology("rebal", wait_secs=0)
-    finally:
-        cluster.stop()
+    with cluster.client() as m:
+        m.submit_topology("rebal", conf, b.create_topology())
+        assert wait_until(lambda: len(acked(out)) > 300, 60), why()
+        for workers, executors, wait in [(1, {"count": 4, "work": 1}, 1), (2, {"count": 1, "work": 4}, 0)]:
+            m.rebalance("rebal", num_workers=workers, executors=executors, wait_secs=wait)
+            assert wait_until(lambda w=workers, e=executors: placed(m, "rebal", w, e), 60), why()
+            before = len(acked(out))
+            assert wait_until(lambda b=before: len(acked(out)) > b + 300, 60), why()
+        n = stop_and_wait(out, timeout=120, why=why)
+        errors = m.get_topology_info("rebal")["errors"]
+        m.kill_topology("rebal", wait_secs=0)
     counts, namespaces = committed_counts(redis_server, "rebal")
     assert len(namespaces) == 4, namespaces
     twice, replayed = check_counts(counts, n, out)
@@ -121,7 +142,7 @@ def _counting_on_redis(out, spout, count, tasks: int, pending: int, server) -> t
     return b.create_topology(), conf
 
 
-def test_a_rebalance_with_a_wait_commits_the_checkpoint_it_caught_half_done(tmp_path, redis_server):  # noqa: F811
+def test_a_rebalance_with_a_wait_commits_the_checkpoint_it_caught_half_done(cluster, tmp_path, redis_server):  # noqa: F811
     """`squall rebalance -w` while a checkpoint's PREPARE is in flight (held in a stateful
     bolt's ``pre_prepare`` until the spouts are off): the prepare goes through during the wait,
     and the checkpoint spout, though deactivated, sends its COMMIT, so the tuples of that
@@ -129,30 +150,25 @@ def test_a_rebalance_with_a_wait_commits_the_checkpoint_it_caught_half_done(tmp_
     nothing while deactivated: the new workers committed that transaction again on recovery,
     and its tuples, never acked, were replayed and counted twice (a Kafka spout read them again:
     224 of 7,846 records counted twice after `rebalance -n 2 -w 3`). Every id is counted once."""
-    from .conftest import Cluster
-    cluster = Cluster(tmp_path, **{"squall.secret": SECRET})
     out = tmp_path / "out"
     out.mkdir()
 
     def why():
         return _logs(cluster)
     topology, conf = _counting_on_redis(out, NotingReplayingSpout(None), HeldCount(), 2, 100, redis_server)
-    try:
-        with cluster.client() as m:
-            m.submit_topology("held", conf, topology)
-            assert wait_until(lambda: len(acked(out)) > 200, 60), why()
-            (out / "hold").write_text("")
-            assert wait_until(lambda: (out / "held").exists(), 30), why()
-            m.rebalance("held", num_workers=2, wait_secs=4)
-            assert wait_until(lambda: (out / "deactivated").exists(), 30), why()
-            at_release = len(acked(out))
-            (out / "release").write_text("")
-            assert wait_until(lambda: placed(m, "held", 2, {}), 60), why()
-            n = stop_and_wait(out, resume=200, timeout=60, why=why)
-            errors = m.get_topology_info("held")["errors"]
-            m.kill_topology("held", wait_secs=0)
-    finally:
-        cluster.stop()
+    with cluster.client() as m:
+        m.submit_topology("held", conf, topology)
+        assert wait_until(lambda: len(acked(out)) > 200, 60), why()
+        (out / "hold").write_text("")
+        assert wait_until(lambda: (out / "held").exists(), 30), why()
+        m.rebalance("held", num_workers=2, wait_secs=4)
+        assert wait_until(lambda: (out / "deactivated").exists(), 30), why()
+        at_release = len(acked(out))
+        (out / "release").write_text("")
+        assert wait_until(lambda: placed(m, "held", 2, {}), 60), why()
+        n = stop_and_wait(out, resume=200, timeout=60, why=why)
+        errors = m.get_topology_info("held")["errors"]
+        m.kill_topology("held", wait_secs=0)
     counts, _ = committed_counts(redis_server, "held")
     check_counts(counts, n, out)
     twice = sorted(i for i, c in counts.items() if c > 1)
@@ -161,7 +177,7 @@ def test_a_rebalance_with_a_wait_commits_the_checkpoint_it_caught_half_done(tmp_
     print(f"{n} ids, each counted once; {sum(emitted(out).values()) - n} replayed")
 
 
-def test_a_rebalance_with_a_wait_replays_nothing_of_a_stateful_bolt(tmp_path, redis_server):  # noqa: F811
+def test_a_rebalance_with_a_wait_replays_nothing_of_a_stateful_bolt(cluster, tmp_path, redis_server):  # noqa: F811
     """`squall rebalance -w 3` of a stateful counter while ids flow, from 1 worker to 2 and
     back: during each wait the spouts are off but checkpoints go on, so the tuples the counter
     took before they stopped are committed and acked, and the workers restart with nothing in
@@ -170,28 +186,23 @@ def test_a_rebalance_with_a_wait_replays_nothing_of_a_stateful_bolt(tmp_path, re
     ids, a rebalance, in 3 of 4 runs; the fourth's checkpoint spout saw the deactivation after a
     last commit), and with a Kafka spout the records acked past a replayed one in their
     partition were read again and counted twice (6 to 12 records in 5 rebalances)."""
-    from .conftest import Cluster
-    cluster = Cluster(tmp_path, **{"squall.secret": SECRET})
     out = tmp_path / "out"
     out.mkdir()
 
     def why():
         return _logs(cluster)
     topology, conf = _counting_on_redis(out, ReplayingSpout(None), CountIds(), 4, 200, redis_server)
-    try:
-        with cluster.client() as m:
-            m.submit_topology("drained", conf, topology)
-            assert wait_until(lambda: len(acked(out)) > 300, 60), why()
-            for workers, executors in [(2, {"count": 4}), (1, {"count": 1})]:
-                before = len(acked(out))
-                m.rebalance("drained", num_workers=workers, executors=executors, wait_secs=3)
-                assert wait_until(lambda w=workers, e=executors: placed(m, "drained", w, e), 60), why()
-                assert wait_until(lambda b=before: len(acked(out)) > b + 300, 60), why()
-            n = stop_and_wait(out, resume=200, timeout=60, why=why)
-            errors = m.get_topology_info("drained")["errors"]
-            m.kill_topology("drained", wait_secs=0)
-    finally:
-        cluster.stop()
+    with cluster.client() as m:
+        m.submit_topology("drained", conf, topology)
+        assert wait_until(lambda: len(acked(out)) > 300, 60), why()
+        for workers, executors in [(2, {"count": 4}), (1, {"count": 1})]:
+            before = len(acked(out))
+            m.rebalance("drained", num_workers=workers, executors=executors, wait_secs=3)
+            assert wait_until(lambda w=workers, e=executors: placed(m, "drained", w, e), 60), why()
+            assert wait_until(lambda b=before: len(acked(out)) > b + 300, 60), why()
+        n = stop_and_wait(out, resume=200, timeout=60, why=why)
+        errors = m.get_topology_info("drained")["errors"]
+        m.kill_topology("drained", wait_secs=0)
     counts, _ = committed_counts(redis_server, "drained")
     check_counts(counts, n, out)
     again = sorted(i for i, e in emitted(out).items() if e > 1)
@@ -231,21 +242,22 @@ def test_trident_windows_open_through_rebalances_count_every_tuple_once(cluster,
     def stored() -> dict[tuple[int, int], int]:
         return {tuple(json.loads(k)): json.loads(v)[1] for k, v in client.hgetall("windows").items()}
 
+    name = f"windows-{kind}-{provider}"  # one cluster for the module: a name of its own
     with cluster.client() as m:
-        m.submit_topology("windows-rebal", conf, built)
+        m.submit_topology(name, conf, built)
         assert wait_until(lambda: held_pid(hold) is not None, 60), stored()
         at_first = len(stored())
-        m.rebalance("windows-rebal", num_workers=1, executors={map_bolt: 1}, wait_secs=0)
-        assert wait_until(lambda: placed(m, "windows-rebal", 1, {map_bolt: 1, window_bolt: 1}), 60), stored()
-        assert held_pid(hold) not in {w["pid"] for w in m.get_topology_info("windows-rebal")["workers"]}
+        m.rebalance(name, num_workers=1, executors={map_bolt: 1}, wait_secs=0)
+        assert wait_until(lambda: placed(m, name, 1, {map_bolt: 1, window_bolt: 1}), 60), stored()
+        assert held_pid(hold) not in {w["pid"] for w in m.get_topology_info(name)["workers"]}
         (hold / "release").write_text("")
         assert wait_until(lambda: len(stored()) >= len(expected) // 2, 120), stored()
         at_second = len(stored())
-        m.rebalance("windows-rebal", num_workers=2, executors={map_bolt: 2}, wait_secs=1)
-        assert wait_until(lambda: placed(m, "windows-rebal", 2, {map_bolt: 2}), 60), stored()
+        m.rebalance(name, num_workers=2, executors={map_bolt: 2}, wait_secs=1)
+        assert wait_until(lambda: placed(m, name, 2, {map_bolt: 2}), 60), stored()
         assert wait_until(lambda: len(stored()) >= len(expected), 120), (len(stored()), len(expected))
-        errors = m.get_topology_info("windows-rebal")["errors"]
-        m.kill_topology("windows-rebal", wait_secs=0)
+        errors = m.get_topology_info(name)["errors"]
+        m.kill_topology(name, wait_secs=0)
     assert stored() == expected
     assert at_first < at_second < len(expected), (at_first, at_second)
     assert not [e for e in errors if e["component"] != "__master"], errors

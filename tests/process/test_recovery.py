@@ -24,6 +24,40 @@ from .semantics_topology import topology_conf
 N = 3000
 
 
+@pytest.fixture(scope="module")
+def module_cluster(tmp_path_factory):
+    """One cluster for the tests that kill no master or supervisor: each runs a topology of its
+    own name under its own directory (a master and supervisor per test cost ~1.5 s)."""
+    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def cluster(module_cluster):
+    """The module's cluster for one test; after it, its topologies are killed and their workers
+    gone, so that the next test finds both slots free and counts only its own workers."""
+    try:
+        yield module_cluster
+    finally:
+        with module_cluster.client() as m:
+            for t in m.list_topologies():
+                m.kill_topology(t["name"], wait_secs=0)
+        assert wait_until(lambda: not module_cluster.workers(), 30), module_cluster.workers()
+
+
+@pytest.fixture
+def own_cluster(tmp_path):
+    """A cluster of the test's own, for a test that kills its master or its supervisor."""
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
 def _submit(cluster, out, name="recover", n=N):
     """Submit `recovery_topology` of ``n`` ids (None: until `stop_spouts`) writing under ``out``."""
     with StormSubmitter.using_conf(cluster.conf):
@@ -139,9 +173,10 @@ def _replays_to_a_sigkilled_worker(cluster, tmp_path):
         assert took < 20, f"the last ids were acked {took:.1f} s after the kill: they waited for the message timeout"
 
 
-def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resumes(cluster, tmp_path):
+def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resumes(own_cluster, tmp_path):
     """The spout runs until the test stops it, so tuples flow when the master dies and when the
     new one starts, however fast the machine."""
+    cluster = own_cluster
     out = tmp_path / "out"
     out.mkdir()
     _submit(cluster, out, n=None)
@@ -237,12 +272,13 @@ def test_a_slow_bolt_in_another_worker_throttles_the_spout(cluster, tmp_path):
             "emitted, backlog, executed: %s" % (figures(),)
 
 
-def test_a_sigkilled_supervisor_takes_its_workers_and_its_master_starts_it_again(cluster, tmp_path):
+def test_a_sigkilled_supervisor_takes_its_workers_and_its_master_starts_it_again(own_cluster, tmp_path):
     """No orphans: a SIGKILLed supervisor takes its workers with it (PR_SET_PDEATHSIG). The
     master that started it starts a new one, whose workers finish the topology unaided.
 
     The spout is endless until the test stops it: with a bounded one, a fast run could ack
     every id before the kill, and then no ack could follow the new supervisor's start."""
+    cluster = own_cluster
     out = tmp_path / "out"
     out.mkdir()
     _submit(cluster, out, name="orphans", n=None)

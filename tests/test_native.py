@@ -33,6 +33,23 @@ TWIN_SELECTION = ["-k", "not spark and not test_a_bolt_that_cannot_prepare_keeps
 # 2 s ... after its crashes, ~7 s of waiting in the twin run): what they run of the twins, an
 # exception out of a bolt's execute under fail-fast, is test_a_crashing_bolt_is_reported_and_
 # its_worker_restarted_with_fresh_instances's, which runs here; a prepare runs no twin code.
+_PROCESS_TWINS_ALSO_RUN = ["test_tree_with_fan_out_and_multi_anchored_fan_in_completes_only_when_every_branch_is_acked",
+                           "test_a_spout_tuple_is_acked_once_both_of_its_children_are_acked",
+                           "test_a_failed_tuple_fails_its_spout_tuple_long_before_the_timeout",
+                           "test_with_acking_disabled_the_spout_is_acked_at_once_on_emit"]
+TWIN_SELECTION += [arg for name in _PROCESS_TWINS_ALSO_RUN
+                   for arg in ("--deselect", f"tests/acceptance/test_acking.py::{name}[process]")]
+# Nor these four process-host runs (~9 s alone, 14-17 s at load): what a process-host run adds
+# to its LocalCluster run (which runs here) is the worker processes' wire, whose twins (the
+# sender, unpack_into, deliver_items, epoll_ready, send_nb, recv_nb, StaleWatch) run in the
+# worker processes whatever the tuples and streams they carry; counted per test in the twin
+# run, every other twin that the twin run calls is called in this process, by LocalCluster's
+# runs and the engine's tests, already. The two
+# process-host runs kept, test_tuples_are_acked_across_two_workers_with_two_ackers (100 trees,
+# 2 ackers) and test_acks_and_fails_reach_the_spout_task_that_emitted_the_tuple_and_replays_
+# complete (fails and replays), carry tuples, acks, fails and the acker's replies between two
+# workers on that wire; of the four, two run on one worker, and the other two's crossings
+# (a fail, a fan-out's acks) are the kept runs' kinds.
 
 
 @pytest.mark.skipif(bool(os.environ.get("SQUALL_PURE_PYTHON")), reason="SQUALL_PURE_PYTHON=1 selects the pure-Python twins: the compiled module is left unloaded on purpose")

@@ -1,6 +1,7 @@
 """Deployment on Spark from the command line: ``squall jar FILE --host spark --spark-master URL``
 and ``spark-submit`` of squall's entry file, each a subprocess that becomes the Spark driver
-and the master; ``squall list`` and ``squall kill`` reach that master like any other."""
+and the master; ``squall list`` and ``squall kill`` reach that master like any other, and so
+does ``squall jar`` of another client."""
 
 import json
 import os
@@ -73,7 +74,9 @@ class _Driver:
             self.proc.wait(30)
 
 
-def _run_and_kill(driver, config, name):
+def _run_and_kill(driver, config, name, meanwhile=lambda: None):
+    """``driver``'s topology ``name`` submitted, listed, emitting; ``meanwhile()``; then ``squall
+    kill``: the driver ends with 0, and every process it started with it."""
     try:
         assert wait_until(lambda: driver.saw(f"Submitted topology: {name}") or driver.proc.poll() is not None, 90), \
             "".join(driver.lines)
@@ -85,6 +88,7 @@ def _run_and_kill(driver, config, name):
             return out is not None and '"emitted": 0' not in out and '"emitted"' in out
         assert wait_until(lambda: emitting(_info(config, name)), 60, POLL), _info(config, name)
         assert emitting(_squall("info", "--config", config, name).stdout)
+        meanwhile()
         family = _descendants(driver.proc.pid)
         assert _squall("kill", "--config", config, name, "-w", "0").returncode == 0
         assert driver.proc.wait(60) == 0, "".join(driver.lines)
@@ -94,11 +98,62 @@ def _run_and_kill(driver, config, name):
         driver.stop()
 
 
-def test_squall_jar_host_spark_runs_a_topology_until_it_is_killed(tmp_path):
+_PACKAGE = '''
+from squall import Fields, Spout, TopologyBuilder
+
+
+class Idle(Spout):
+    def declare_output_fields(self, d):
+        d.declare(Fields("x"))
+
+    def next_tuple(self):
+        pass
+
+
+def build():
+    b = TopologyBuilder()
+    b.set_spout("idle", Idle(), 1)
+    return b.create_topology()
+'''
+
+
+def _user_package(tmp_path):
+    """A topology FILE whose spout lives in the user's own package ``mypkg`` (zipped and
+    shipped to the executors with addPyFile, from a ``squall-ship-*`` directory)."""
+    (tmp_path / "app" / "mypkg").mkdir(parents=True)
+    (tmp_path / "app" / "mypkg" / "__init__.py").write_text(_PACKAGE)
+    (tmp_path / "app" / "idle.py").write_text("from mypkg import build  # noqa: F401\n")
+    return tmp_path / "app" / "idle.py"
+
+
+def _state(config):
+    """The topologies' records in the master's ``state.json``, as its file holds them."""
+    local_dir = Path(yaml.safe_load(Path(config).read_text())["storm.local.dir"])
+    return json.loads((local_dir / "nimbus" / "state.json").read_bytes())["topologies"]
+
+
+def test_squall_jar_host_spark_runs_a_topology_until_it_is_killed_and_leaves_another_clients_topology(tmp_path):
+    """``squall jar FILE --host spark``: the driver runs FILE's topology, which ``squall list``
+    and ``squall info`` show, until ``squall kill`` kills it; the driver then ends with 0, and
+    every process it started with it. It waits for and kills only the topologies its FILE
+    submitted: one that another client submitted to its master meanwhile (``squall jar``
+    without --host spark) stays in storm.local.dir. Before, it waited for every topology of its
+    master, and killed them all as it ended. (One driver for both claims: a Spark driver's
+    start and stop cost 15-40 s.) local[3]: word_count's 2 workers and the visitor's 1."""
     config = _config(tmp_path)
     driver = _Driver([sys.executable, "-m", "squall.cli", "jar", "--config", config, "examples/word_count.py",
-                      "--host", "spark", "--spark-master", "local[2]"])
-    _run_and_kill(driver, config, "word_count")
+                      "--host", "spark", "--spark-master", "local[3]"])
+
+    def visit():
+        visitor = subprocess.run([sys.executable, "-m", "squall.cli", "jar", "--config", config, "--name", "visitor",
+                                  str(_user_package(tmp_path))], capture_output=True, text=True, timeout=60, cwd=REPO,
+                                 env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
+        assert visitor.stdout.startswith("Submitted topology: visitor"), visitor.stderr
+        assert set(_state(config)) == {"word_count", "visitor"}
+    _run_and_kill(driver, config, "word_count", meanwhile=visit)
+    said = "".join(driver.lines)
+    assert "visitor (submitted to this master by another client) stays in storm.local.dir" in said, said
+    assert list(_state(config)) == ["visitor"], "another client's topology was killed"
 
 
 def test_spark_submit_of_the_squall_entry_file_runs_a_topology(tmp_path):

@@ -1,6 +1,7 @@
 """``squall jar FILE --host spark`` as a driver process: what it leaves behind when its JVM
 dies, and which topologies it owns (those FILE submits) in a storm.local.dir that another
-master used."""
+master used (one another client submits to it meanwhile: test_spark_cli's
+test_squall_jar_host_spark_runs_a_topology_until_it_is_killed_and_leaves_another_clients_topology)."""
 
 import os
 import signal
@@ -12,37 +13,9 @@ import pytest
 
 from ..conftest import wait_until
 from .conftest import _descendants, cmdline
-from .test_spark_cli import REPO, _config, _Driver
+from .test_spark_cli import REPO, _config, _Driver, _state, _user_package
 
 pytest.importorskip("pyspark")
-
-_PACKAGE = '''
-from squall import Fields, Spout, TopologyBuilder
-
-
-class Idle(Spout):
-    def declare_output_fields(self, d):
-        d.declare(Fields("x"))
-
-    def next_tuple(self):
-        pass
-
-
-def build():
-    b = TopologyBuilder()
-    b.set_spout("idle", Idle(), 1)
-    return b.create_topology()
-'''
-
-
-def _user_package(tmp_path):
-    """A topology FILE whose spout lives in the user's own package ``mypkg`` (zipped and
-    shipped to the executors with addPyFile, from a ``squall-ship-*`` directory)."""
-    (tmp_path / "app" / "mypkg").mkdir(parents=True)
-    (tmp_path / "app" / "mypkg" / "__init__.py").write_text(_PACKAGE)
-    (tmp_path / "app" / "idle.py").write_text("from mypkg import build  # noqa: F401\n")
-    return tmp_path / "app" / "idle.py"
-
 
 def test_a_driver_whose_jvm_dies_ends_with_70_and_removes_the_users_zipped_package(tmp_path):
     """docs/spark.md: the driver ends with status 70 when its JVM dies, and Spark's
@@ -78,15 +51,6 @@ master.store.apply(outcome.changes)
 '''
 
 
-def _state(config):
-    """The topologies' records in the master's ``state.json``, as its file holds them."""
-    import json
-
-    import yaml
-    local_dir = Path(yaml.safe_load(Path(config).read_text())["storm.local.dir"])
-    return json.loads((local_dir / "nimbus" / "state.json").read_bytes())["topologies"]
-
-
 def test_a_jar_driver_refuses_to_start_on_another_masters_topologies_and_leaves_them_as_they_were(tmp_path):
     """``squall nimbus --host spark`` stopped (its topology kept in storm.local.dir, as
     documented), then ``squall jar --host spark FILE`` of another topology in the same
@@ -118,31 +82,3 @@ def test_a_jar_driver_refuses_to_start_on_another_masters_topologies_and_leaves_
     assert "Submitted topology" not in said and "Resumed topology" not in said, said
     assert _state(config) == before, "the other master's topology was changed"
     assert not list(out.iterdir()), f"the other master's topology ran: {list(out.iterdir())}"
-
-
-def test_a_jar_driver_ends_when_its_topology_is_killed_and_leaves_another_clients_topology(tmp_path):
-    """It waited for every topology of its master, and killed them all as it ended, among them
-    one that another client had submitted to it (``squall jar`` without --host spark): it waits
-    for and kills only those its FILE submitted."""
-    config = _config(tmp_path)
-    file = _user_package(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    driver = _Driver([sys.executable, "-m", "squall.cli", "jar", "--config", config, str(file), "--host", "spark",
-                      "--spark-master", "local[2]"], env=env)
-    try:
-        assert wait_until(lambda: driver.saw("running until idle is killed") or driver.proc.poll() is not None,
-                          90), "".join(driver.lines)
-        visitor = subprocess.run([sys.executable, "-m", "squall.cli", "jar", "--config", config, "--name", "visitor",
-                                  str(file)], capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
-        assert visitor.stdout.startswith("Submitted topology: visitor"), visitor.stderr
-        assert set(_state(config)) == {"idle", "visitor"}
-        killed = subprocess.run([sys.executable, "-m", "squall.cli", "kill", "--config", config, "idle", "-w", "0"],
-                                capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
-        assert killed.returncode == 0, killed.stderr
-        assert wait_until(lambda: driver.proc.poll() is not None, 60), "the driver did not end with its topology"
-        assert driver.proc.wait() == 0, "".join(driver.lines)
-    finally:
-        driver.stop()
-    said = "".join(driver.lines)
-    assert "visitor (submitted to this master by another client) stays in storm.local.dir" in said, said
-    assert list(_state(config)) == ["visitor"], "another client's topology was killed"

@@ -57,9 +57,21 @@ class Pulse(Spout):
             self.collector.emit([self.k], self.k)
 
 
+ANCHORS_AS = {
+    "list": lambda result, pulse: [result, pulse],
+    "set": lambda result, pulse: {result, pulse},
+    "generator": lambda result, pulse: (a for a in (result, pulse)),
+}
+"""How `Enrich` may pass its two anchors: the engine takes any iterable of inputs."""
+
+
 class Enrich(Bolt):
     """Keeps each window result until the next pulse, then emits it anchored to the result and
-    the pulse (a join of a window's results with a spout's stream) and acks both."""
+    the pulse (a join of a window's results with a spout's stream; the anchors passed as
+    ``anchors_as``, a key of `ANCHORS_AS`) and acks both."""
+
+    def __init__(self, anchors_as="list"):
+        self.anchors_as = anchors_as
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("ids"))
@@ -72,8 +84,9 @@ class Enrich(Bolt):
             self.results.append(tup)
             return
         results, self.results = self.results, []
+        anchored = ANCHORS_AS[self.anchors_as]
         for r in results:
-            self.collector.emit([r[0]], [r, tup])
+            self.collector.emit([r[0]], anchored(r, tup))
         for r in results:
             self.collector.ack(r)
         self.collector.ack(tup)
@@ -123,14 +136,14 @@ def written(out: Path) -> set:
     return ids
 
 
-def lineage_topology(n=None, window_ms=300, delay=1.0, fail_first=0):
+def lineage_topology(n=None, window_ms=300, delay=1.0, fail_first=0, anchors_as="list"):
     """The topology of the module docstring (``n`` None: an endless id spout; the sink fails
-    its first ``fail_first`` inputs)."""
+    its first ``fail_first`` inputs; `Enrich` passes its anchors as ``anchors_as``)."""
     b = TopologyBuilder()
     b.set_spout("source", ReplayingSpout(n), 1)
     b.set_spout("pulse", Pulse(), 1)
     b.set_bolt("windows", IdWindows().with_tumbling_window(Duration.of(window_ms)).with_persistence(), 1) \
         .shuffle_grouping("source")
-    b.set_bolt("enrich", Enrich(), 1).shuffle_grouping("windows").all_grouping("pulse")
+    b.set_bolt("enrich", Enrich(anchors_as), 1).shuffle_grouping("windows").all_grouping("pulse")
     b.set_bolt("sink", LaterSink(delay, fail_first), 1).shuffle_grouping("enrich")
     return b.create_topology()

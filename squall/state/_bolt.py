@@ -676,6 +676,8 @@ class CheckpointTupleForwarder(_CheckpointAware):
         false) the spout never gives up on a step, no new checkpoint comes to look, and one
         held for good behind a kept result was never reported."""
         timers = super().squall_timers(clock)
+        # the held checkpoints timed by the clock the timer runs on (simulated in tests)
+        self.in_flight.timed_by(clock.now)
         if self.hold_checkpoints:
             timers.append((max(0.05, min(1.0, self.overdue_after.secs / 2)), self._report_overdue))
         return timers

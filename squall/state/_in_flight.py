@@ -69,6 +69,13 @@ class InputsInFlight:
         self._failed_since_checkpoint = False
         self._held: deque[_Held] = deque()
 
+    def timed_by(self, now: Callable[[], float]) -> None:
+        """Time the checkpoints held from now on by ``now``: the engine's clock, once it hands
+        it over (`CheckpointTupleForwarder.squall_timers`), before the first input. Timed by real
+        time while the timer that reports them ran on a simulated clock, a checkpoint held for
+        good was never reported however far a test moved time."""
+        self._now = now
+
     def given(self, tup: Tuple) -> None:
         """``tup`` (one that may carry a persistent window's result) is handed to the bolt."""
         with self._lock:

@@ -156,3 +156,37 @@ def test_the_bound_of_a_held_checkpoint_is_the_message_timeout_or_30_s_with_time
     given = overdue_bound({Config.TOPOLOGY_STATE_CHECKPOINT_HELD_REPORT_SECS: 5,
                            Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 60})
     assert (given.secs, str(given)) == (5.0, "topology.state.checkpoint.held.report.secs 5")
+
+
+
+def test_on_a_simulated_clock_a_checkpoint_held_past_the_bound_is_reported_once():
+    """The report's timer runs on the engine's clock, but the held checkpoints were timed by
+    real time: on a simulated clock (`squall.testing.SimulatedClock`, as Storm's simulated
+    time) moved 45 s, past the 30 s bound, in about 2 s of real time, nothing was reported (0
+    reports in 8 s more). Now both go by the engine's clock: reported once, however far the
+    clock moves on."""
+    import time
+
+    from squall.testing import SimulatedClock
+    conf = Config()
+    conf[Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS] = False  # the bound: 30 s
+    conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
+    with LocalCluster(clock=SimulatedClock(1000.0)) as cluster:
+        cluster.submit_topology("held", conf, _held_topology())
+
+        def errors():
+            return [e["error"] for e in cluster.get_topology_info("held")["components"]["hold"]["errors"]]
+
+        def moved_and_reported():  # simulated time at 10 s a real second, in small steps, so
+            cluster.advance_cluster_time(0.5)  # the checkpoints and the window move as they would
+            time.sleep(0.05)
+            return errors()
+        # real time measured it, 30 real seconds were needed
+        assert wait_until(moved_and_reported, 15, interval=0), "no report of the held checkpoint in 15 s"
+        for _ in range(80):  # 40 s more: still one report
+            moved_and_reported()
+        said = errors()
+    assert len(said) == 1, said
+    assert said[0].startswith("component [hold] task "), said[0]
+    assert "over topology.state.checkpoint.held.report.secs 30, the bound with topology.enable.message.timeouts false" \
+        in said[0], said[0]

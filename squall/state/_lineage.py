@@ -19,7 +19,9 @@ names, for each bolt, those of its input streams; an input in no spout's tree on
 unreliable emit's, passed as Storm passes it. (A bolt fed both by a persistent window and by an
 unreliable spout sends both kinds on one stream: its inputs in no tree hold checkpoints still.)
 A persistent window's late-tuple stream is anchored to its inputs, so it carries none of its
-results.
+own results; but it carries another window's, when those are its inputs: a late result of an
+upstream persistent window goes out on it in no spout's tree. (Until 2026-12-07 that stream was
+never held, and a sink of it that failed 3 such results lost them, their windows committed.)
 
 A tuple anchored to a result **and** to a spout's tuple (a join of the results with a stream) is
 in the spout's tree, yet the spout's replay would not bring the result back: the wrapper of the
@@ -48,17 +50,17 @@ def held_streams(components: dict[str, Any], persistent: set[str]) -> dict[str, 
     def carries(src: str, stream: str) -> bool:
         if stream in CONTROL_STREAMS:
             return False
-        if src in persistent:
-            return stream != components[src].conf.get(Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM)
-        return src in carriers
+        if src in persistent and stream == components[src].conf.get(Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM):
+            return src in fed  # its inputs again: another window's results if it takes them
+        return src in persistent or src in fed
 
-    carriers = set(persistent)  # the components whose emits may descend from a window's result
+    fed: set[str] = set()  # the components that take inputs which may carry a window's result
     grew = True
     while grew:  # downstream, to a fixed point (a topology may loop)
         grew = False
         for cid, spec in components.items():
-            if cid not in carriers and any(carries(src, stream) for src, stream in spec.inputs):
-                carriers.add(cid)
+            if cid not in fed and any(carries(src, stream) for src, stream in spec.inputs):
+                fed.add(cid)
                 grew = True
     return {cid: frozenset((src, stream) for src, stream in spec.inputs if carries(src, stream))
             for cid, spec in components.items() if spec.kind == "bolt"}

@@ -43,6 +43,26 @@ def test_only_the_streams_that_may_carry_a_persistent_windows_results_hold_check
                     "join": {("windows", "default")}, "sink": {("join", "default")}, "lates": frozenset()}
 
 
+def test_the_late_tuple_stream_of_a_window_that_takes_another_windows_results_holds_checkpoints():
+    """A persistent window's late-tuple stream is anchored to its inputs: a spout's tuples for a
+    window fed by a spout, but another window's results (in no spout's tree) for one fed by that
+    window. Taken for one that carries no results, it let a checkpoint past a sink that failed
+    3 of them, lost (`tests/state/test_late_window_results.py`)."""
+    b = TopologyBuilder()
+    b.set_spout("reliable", Src())
+    b.set_bolt("first", Windows().with_tumbling_window(Duration.of(100)).with_persistence()
+               .with_late_tuple_stream("late")).shuffle_grouping("reliable")
+    b.set_bolt("second", Windows().with_tumbling_window(Duration.of(100)).with_persistence()
+               .with_late_tuple_stream("late")).shuffle_grouping("first")
+    b.set_bolt("first_lates", Pass()).shuffle_grouping("first", "late")
+    b.set_bolt("second_lates", Pass()).shuffle_grouping("second", "late")
+    b.set_bolt("after", Pass()).shuffle_grouping("second_lates")
+    comps = b.create_topology().components
+    held = {cid: comps[cid].obj.held_streams for cid in ("first_lates", "second_lates", "after")}
+    assert held == {"first_lates": frozenset(), "second_lates": {("second", "late")},
+                    "after": {("second_lates", "default")}}
+
+
 WINDOW = Source("windows", "default", 5, Fields("w"))
 SPOUT = Source("unreliable", "default", 1, Fields("w"))
 

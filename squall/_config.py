@@ -700,7 +700,7 @@ def cluster_conf(daemon_conf: Mapping[str, Any] | None = None, conf_file: str | 
         if not isinstance(key, str):
             raise InvalidTopologyException(f"cluster configuration: key {key!r} is not a string")
     validate(conf, where="cluster configuration")
-    return conf
+    return with_whole_numbers(conf)
 
 
 def is_daemon_key(key: str) -> bool:
@@ -744,7 +744,7 @@ def topology_conf(cluster: Mapping[str, Any], conf: Mapping[str, Any] | None) ->
                 f"set it in the cluster's squall.yaml instead")
         merged[key] = value
     validate(merged, where="topology configuration")
-    return merged
+    return with_whole_numbers(merged)
 
 
 def component_conf(topology: Mapping[str, Any], component_own: Mapping[str, Any] | None,
@@ -771,7 +771,7 @@ def component_conf(topology: Mapping[str, Any], component_own: Mapping[str, Any]
     validate(own, where=where)
     conf = {**topology, **own, **(topology_given or {})}
     validate(conf, where=where)
-    return conf
+    return with_whole_numbers(conf)
 
 
 def _positive_int(v: Any) -> bool:
@@ -1107,14 +1107,44 @@ def setting(conf: Mapping[str, Any], key: str, default: Any = _FROM_DEFAULTS,
     if v is None:
         return _defaults().get(key) if default is _FROM_DEFAULTS else default
     _check(key, v, where)
+    return checked_value(key, v)
+
+
+def _whole(v: Any) -> Any:
+    """``v`` with each whole-number float in it (a list's items, a map's values) as the int."""
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, list):
+        return [_whole(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _whole(x) for k, x in v.items()}
     return v
+
+
+def checked_value(key: str, v: Any) -> Any:
+    """``v`` as ``key``'s rule takes it: for an integer key, a whole-number float (``2.0``) as the
+    int. Storm's IntegerValidator takes any Number whose value is whole (``topology.workers:
+    2.0`` in a storm.yaml or a Flux file, a Double put in a Java topology's Config, a JSON
+    writer's ``2.0``), and its workers read it with ``ObjectReader.getInt``; squall refused it.
+    Given back as the int, so that no worker computes with a float where it counts (``range``,
+    list sizes). Any other value is given back as it is (`validate` says what is wrong with it)."""
+    rule = _VALIDATORS.get(key)
+    if rule is None or v is None or rule[0](v):
+        return v
+    whole = _whole(v)
+    return whole if rule[0](whole) else v
+
+
+def with_whole_numbers(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``conf`` with each integer key's whole-number float as the int (`checked_value`)."""
+    return {key: checked_value(key, value) if isinstance(key, str) else value for key, value in conf.items()}
 
 
 def _check(key: str, v: Any, where: str) -> None:
     check, what, nullable = _VALIDATORS[key]
     if v is None and nullable:
         return
-    if not check(v):
+    if not check(checked_value(key, v)):
         shown = _described(v) if is_secret_key(key) else repr(redact(v))
         raise InvalidTopologyException(f"{where}: {key!r} must be {what}, got {shown}")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ._collectors import OutputFieldsDeclarer, StreamInfo
 from ._components import BasicBolt, Bolt, Spout
-from ._config import Config
+from ._config import Config, checked_value, with_whole_numbers
 from ._error_lines import exception_text
 from ._errors import InvalidTopologyException
 from ._fields import Fields, GlobalStreamId
@@ -140,7 +140,9 @@ class _Declarer:
         self._spec = spec
 
     def set_num_tasks(self, n: int) -> _Declarer:
-        """Number of tasks of this component (default: its parallelism hint)."""
+        """Number of tasks of this component (default: its parallelism hint); a whole-number float
+        (a Flux file's ``numTasks: 2.0``) is its int, as Storm's ``setNumTasks(Number)`` takes it."""
+        n = checked_value(Config.TOPOLOGY_TASKS, n)
         if n is not None and (type(n) is not int or n < 1):
             raise InvalidTopologyException(
                 f"Component [{self._spec.id}]: number of tasks must be a positive integer, got {n!r}")
@@ -148,13 +150,14 @@ class _Declarer:
         return self
 
     def add_configuration(self, key: str, value: Any) -> _Declarer:
-        """Set one key of this component's configuration."""
-        self._spec.conf[key] = value
+        """Set one key of this component's configuration (an integer key's ``2.0`` as its 2:
+        `squall._config.checked_value`)."""
+        self._spec.conf[key] = checked_value(key, value)
         return self
 
     def add_configurations(self, conf: dict[str, Any]) -> _Declarer:
         """Set several keys of this component's configuration."""
-        self._spec.conf.update(conf)
+        self._spec.conf.update(with_whole_numbers(conf))
         return self
 
     def set_max_spout_pending(self, n: int) -> _Declarer:

@@ -66,7 +66,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import cloudpickle
 
-from .._config import Config, conf_value, setting, submit_warnings, topology_conf, visible_to_topology
+from .._config import (
+    Config,
+    conf_value,
+    setting,
+    submit_warnings,
+    topology_conf,
+    visible_to_topology,
+    with_whole_numbers,
+)
 from .._error_lines import exception_text
 from .._errors import (
     AlreadyAliveException,
@@ -739,7 +747,7 @@ class Master:
         replaced = self.topologies.get(name) if replacing else None
         if name in self.topologies and replaced is None:
             raise self._name_taken(name)
-        conf = dict(conf or {})
+        conf = with_whole_numbers(conf or {})  # a Config's 2.0 for an integer key is its 2, as in Storm
         merged = topology_conf(self.conf, conf)
         if not replacing:  # a check's warnings are the client's to print
             for warning in submit_warnings(conf, topology, name, memory_capped=self.memory_capped):

@@ -6,12 +6,13 @@ Every error names the file, line and key of the definition at fault."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import logging
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from .._errors import InvalidTopologyException
 from .._grouping import CustomStreamGrouping
 from .._system import DEFAULT_STREAM
 from .._topology import BoltDeclarer, StormTopology, TopologyBuilder, _Declarer
+from ..multilang.resources import pack
 from .model import BeanDef, FluxError, GroupingDef, ObjectDef, Ref, RefList, StreamDef, TopologyDef, VertexDef, Where
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,14 @@ JAVA_CLASSES = {
 # Named, as JAVA_CLASSES' targets are, and found when a file needs it: squall.sparse is a sibling.
 _STREAMPARSE_HOST = "squall.sparse.component.in_process"
 
+# A streamparse project keeps its modules in src/ (Storm's streamparse_run runs in the jar's copy
+# of it). A src/ directory beside a Flux file is on sys.path while the file's classes are found,
+# and shipped with each streamparse class that comes from it, so that a module it imports in
+# initialize() or later is found in every worker, as `squall sparse run` ships it
+# (`squall.sparse.component.importable`); before, such a class was "no module 'bolts' on sys.path"
+PROJECT_SRC = "src"
+_shipped_src: ContextVar[dict[str, Any] | None] = ContextVar("squall_flux_shipped_src", default=None)
+
 
 @dataclass(frozen=True)
 class FluxTopology:
@@ -80,17 +90,54 @@ def build(definition: TopologyDef) -> FluxTopology:
     """Build ``definition``'s topology (Flux's ``buildConfig`` and ``buildTopology``)."""
     conf = _config(definition)
     token = _directory.set(definition.directory)
+    shipped = _shipped_src.set({})  # the src/ packed once a build, for every class that comes from it
     try:
-        components: dict[str, Any] = {}
-        for bean in definition.components.values():
-            components[bean.id] = make(bean, components)
-        if definition.topology_source is not None:
-            topology = _from_source(definition, conf, components)
-        else:
-            topology = _wire(definition, components)
+        with _project_src_on_path():
+            components: dict[str, Any] = {}
+            for bean in definition.components.values():
+                components[bean.id] = make(bean, components)
+            if definition.topology_source is not None:
+                topology = _from_source(definition, conf, components)
+            else:
+                topology = _wire(definition, components)
     finally:
+        _shipped_src.reset(shipped)
         _directory.reset(token)
     return FluxTopology(definition.name, conf, topology, definition)
+
+
+@contextlib.contextmanager
+def _project_src_on_path() -> Iterator[None]:
+    """The `PROJECT_SRC` beside the file being built first on ``sys.path`` while it is built,
+    if there is one and it is not there already."""
+    src = str((flux_directory() / PROJECT_SRC).resolve())
+    if not Path(src).is_dir() or src in sys.path:
+        yield
+        return
+    sys.path.insert(0, src)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # a module the build imported may have removed it
+            sys.path.remove(src)
+
+
+def _project_src(cls: type, vertex: VertexDef) -> Any:
+    """The `PROJECT_SRC` beside the file, packed, if the class ``cls`` comes from it; else None."""
+    src = (flux_directory() / PROJECT_SRC).resolve()
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if not (isinstance(file, str) and src.is_dir() and Path(file).resolve().is_relative_to(src)):
+        return None
+    shipped = _shipped_src.get()
+    if shipped is not None and str(src) in shipped:
+        return shipped[str(src)]
+    try:
+        packed = pack(src, f"{vertex.id!r}")
+    except ValueError as e:  # more than a topology may carry
+        raise FluxError(vertex.where, str(e)) from e
+    if shipped is not None:
+        shipped[str(src)] = packed
+    return packed
 
 
 def _config(definition: TopologyDef) -> dict[str, Any]:
@@ -351,7 +398,7 @@ def _streamparse(vertex: VertexDef, section: str) -> Any:
                                       f"(the file's config reaches it there)")
     host = find_class(_STREAMPARSE_HOST, vertex.where, named)
     try:
-        return host(cls)
+        return host(cls, _project_src(cls, vertex))
     except TypeError as e:
         raise FluxError(vertex.where, f"{what}: {e}") from e
 

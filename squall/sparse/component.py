@@ -555,12 +555,13 @@ def declared_streams(cls: type) -> Streams:
     return streams
 
 
-def in_process(cls: type) -> SparseSpout | SparseBolt:
+def in_process(cls: type, resources: Resources | None = None) -> SparseSpout | SparseBolt:
     """The squall spout or bolt that runs the streamparse (pystorm) class ``cls`` in process,
     declaring its ``outputs``: what a Flux ``className`` naming such a class gives, where Storm's
     Flux needed a ``FluxShellBolt`` running ``streamparse_run module.Class``. The class is not
     made here: a pystorm component made outside a worker wraps the process's stdout, and closes
-    it when it is collected.
+    it when it is collected. ``resources``: the project's ``src/`` the class comes from, made
+    importable in each worker (`importable`), as `squall sparse run` ships it.
 
     Raises:
         TypeError: the class could do no work, or cannot run in process, saying why.
@@ -569,4 +570,4 @@ def in_process(cls: type) -> SparseSpout | SparseBolt:
     problem = missing_method_problem(cls) or in_process_problem(cls)
     if problem is not None:
         raise TypeError(problem)
-    return (SparseSpout if issubclass(cls, PystormSpout) else SparseBolt)(cls, declared_streams(cls))
+    return (SparseSpout if issubclass(cls, PystormSpout) else SparseBolt)(cls, declared_streams(cls), resources)

@@ -2,6 +2,7 @@
 ``test.out.dir`` (the tests run in another process than the workers)."""
 
 import json
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -165,12 +166,17 @@ class RecordsTypes(BasicBolt):
 
 
 class RecordsConf(BasicBolt):
-    """Writes the configuration its task got, as ``conf-<task>.json`` (key -> repr of the value)."""
+    """Writes the configuration its task got, as ``conf-<task>.json`` (key -> repr of the value),
+    whole at once: a test that waits for the file reads it the moment it appears."""
 
     def prepare(self, conf, context):
         super().prepare(conf, context)
-        with _out(conf, f"conf-{context.get_this_task_id()}.json") as f:
-            f.write(json.dumps({k: repr(v) for k, v in conf.items()}))
+        out = Path(conf["test.out.dir"])
+        name = f"conf-{context.get_this_task_id()}.json"
+        # written under another name and renamed: a test globbing conf-*.json on a loaded
+        # machine read a file created but not yet written (test_secrets failed once so)
+        (out / f".{name}.part").write_text(json.dumps({k: repr(v) for k, v in conf.items()}))
+        os.replace(out / f".{name}.part", out / name)
 
     def execute(self, tup, collector):
         pass

@@ -406,7 +406,12 @@ async def _handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     nonce = secrets.token_bytes(16)
     writer.write(pack({"hello": "squall", "v": _VERSION, "nonce": nonce}))
     await writer.drain()
-    auth = _unpack(await asyncio.wait_for(_read_body(reader, PREAUTH_MAX_FRAME), timeout))
+    # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the read's result when the
+    # read ends in the loop step its task is cancelled in, and the cancel is lost (CPython
+    # gh-86296): a master stopping (SIGTERM) then kept serving that connection, and never exited
+    async with asyncio.timeout(timeout):
+        body = await _read_body(reader, PREAUTH_MAX_FRAME)
+    auth = _unpack(body)
     given, client_nonce, encrypt = auth.get("auth"), auth.get("nonce"), auth.get("encrypt", False)
     if not (isinstance(given, bytes) and isinstance(client_nonce, bytes) and isinstance(encrypt, bool)):
         given, client_nonce, encrypt = None, b"", False  # refused below; nothing of it is used

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +175,7 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
                 keeper.check()
         ready.cancel()
         stopped.cancel()
+        await asyncio.wait({ready, stopped})  # ended here: `_run_to_the_end` leaves no task to end
         if stop.is_set():
             # where the next start finds the topologies: ZooKeeper under Nimbus HA, else the local dir
             kept = ("in ZooKeeper (Nimbus HA)" if conf.get(Config.STORM_ZOOKEEPER_SERVERS)
@@ -187,9 +188,9 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
             server.result()  # serve ended by itself: raise why (say, the port is taken)
         server.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await server  # closes the listening socket
+            await server  # closes the listening socket, then every connection, within a bound
     try:
-        asyncio.run(main())
+        _run_to_the_end(main())
     finally:
         if keeper is not None:
             keeper.stop()
@@ -197,6 +198,23 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
             os.close(lock)
     log.info("squall nimbus stopped")
     return 0
+
+
+def _run_to_the_end(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` in a new event loop and close the loop: `asyncio.run` without its last
+    wait. asyncio.run cancels the tasks ``main`` left and waits for them with no bound, so one
+    that did not end (a connection whose cancel Python 3.11's ``wait_for`` lost) kept a master
+    sent SIGTERM alive for good. ``main`` ends its own tasks, the server its connections within a
+    bound (`squall.cluster.server.MasterServer`); one left after that, logged there, is dropped
+    with the loop."""
+    loop = asyncio.new_event_loop()
+    try:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(main)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 def _stop_supervisor(pid: int, timeout: float = 15.0) -> None:

@@ -45,6 +45,10 @@ log = logging.getLogger("squall.master")
 
 ELECTION_TICK_SECS = 0.25  # with Nimbus HA, a follower takes the lead within this of winning it
 
+STOP_CONNECTIONS_SECS = 2.0
+"""How long a stopping master waits for its open connections to end once it has closed them: a
+reply being written gets this long to go out, then the connection is cut (`MasterServer.serve`)."""
+
 
 class Keeper:
     """Keeps what the master's stimuli changed: `keep` hands the master's store the changes of
@@ -161,6 +165,7 @@ class MasterServer:
         master.election = self.election
         self.rpc: Any = None  # the RPC server's settings, once `serve` runs
         self._connections: Any = None  # the RPC server's ConnectionTable, once `serve` runs
+        self._open: dict[asyncio.Task[None], asyncio.StreamWriter] = {}  # each connection's task and writer
 
     @property
     def port(self) -> int | None:
@@ -168,14 +173,15 @@ class MasterServer:
         return self.master.port
 
     async def serve(self, ready: asyncio.Event | None = None) -> None:
-        """Listen until cancelled; ``ready`` is set once listening.
+        """Listen until cancelled, then close every connection (within about twice
+        `STOP_CONNECTIONS_SECS`); ``ready`` is set once listening.
 
         Raises:
             SquallError: ``squall.encryption`` or ``nimbus.thrift.max_buffer_size`` is invalid (named).
         """
         from .._connlimit import ACCEPT_BACKLOG, ConnectionTable, FullTableLog, connection_cap, open_files_limit
         from .._wire import rpc_settings
-        master, election, keep = self.master, self.election, self.keeper.keep
+        master, election = self.master, self.election
         self.rpc = rpc_settings(self.conf)
         host = conf_value(self.conf, Config.NIMBUS_HOST)
         port = int(conf_value(self.conf, Config.NIMBUS_THRIFT_PORT))  # 0: any free port (tests, SparkCluster)
@@ -193,30 +199,75 @@ class MasterServer:
         freq = min(float(conf_value(self.conf, Config.NIMBUS_MONITOR_FREQ_SECS)), 1.0)
         # with Nimbus HA, the election is watched 4 times a second; only the leader monitors
         tick = freq if election is None else min(freq, ELECTION_TICK_SECS)
-        monitored = time.monotonic()
         try:
             async with server:
-                while True:
-                    await asyncio.sleep(tick)
-                    now = time.monotonic()
-                    try:
-                        leading = election is None or election.tick(now)
-                        if election is not None and leading:
-                            keep(master.pending())  # a new leader's whole state goes at once
-                        if leading and now - monitored >= freq:
-                            monitored = now
-                            self.keeper.tick(master.monitor())
-                            if election is not None:
-                                keep(master.pending(full=True))  # the leader's second: all that differs
-                                keep(Outcome(changes=tuple(election.monitor(now))))
-                    except Exception:
-                        log.exception("monitor failed")
+                try:
+                    await self._monitor(tick, freq)
+                finally:
+                    # cancelled (the master stops): no new connection, then the open ones end,
+                    # here and within a bound (the server's exit waits for them on Python 3.12+),
+                    # before the election's session: an HA submission cancelled midway writes its
+                    # abandonment to ZooKeeper as it ends
+                    server.close()
+                    await self._end_connections()
         finally:
             if election is not None:
                 election.ha.close()  # our election node goes now: a follower leads at once
 
+    async def _monitor(self, tick: float, freq: float) -> None:
+        """The master's timer, until cancelled: with Nimbus HA the election each ``tick``, and
+        on the leader every ``freq`` seconds `Master.monitor`."""
+        master, election, keep = self.master, self.election, self.keeper.keep
+        monitored = time.monotonic()
+        while True:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            try:
+                leading = election is None or election.tick(now)
+                if election is not None and leading:
+                    keep(master.pending())  # a new leader's whole state goes at once
+                if leading and now - monitored >= freq:
+                    monitored = now
+                    self.keeper.tick(master.monitor())
+                    if election is not None:
+                        keep(master.pending(full=True))  # the leader's second: all that differs
+                        keep(Outcome(changes=tuple(election.monitor(now))))
+            except Exception:
+                log.exception("monitor failed")
+
+    async def _end_connections(self, grace: float = STOP_CONNECTIONS_SECS) -> None:
+        """End every open connection, within about twice ``grace`` seconds, as the master stops.
+
+        Each connection's task is cancelled and its socket closed: a peer's idle connection (a
+        worker or supervisor keeps one between its calls) would otherwise be read for ever, and
+        a task that let a cancel pass (Python 3.11's ``wait_for``, CPython gh-86296) kept the
+        master from exiting while the worker held it open. Closing lets a reply already written
+        go out; one still not gone after ``grace`` is cut (`asyncio.Transport.abort`). Nothing
+        the master keeps is lost: a request's changes are written before its reply, in the loop
+        step that reads it (`Keeper`), so a request is either kept, its reply sent (unless its
+        peer reads none for ``grace``), or never read; a Nimbus HA submission waiting for its
+        code's replication is cancelled, and writes that it was abandoned."""
+        if not self._open:
+            return
+        open_now = dict(self._open)
+        for task, writer in open_now.items():
+            task.cancel()
+            writer.close()
+        _done, left = await asyncio.wait(open_now, timeout=grace)
+        for task in left:
+            open_now[task].transport.abort()  # a peer that does not read its reply: cut
+        if left:
+            _done, left = await asyncio.wait(left, timeout=grace)
+        if left:
+            log.warning("%d of the master's %d connections did not end within %.0f s of its stop; "
+                        "it stops without them: %s", len(left), len(open_now), 2 * grace,
+                        ", ".join(str(open_now[t].get_extra_info("peername")) for t in left))
+
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from .._wire import serve_connection
+        task = asyncio.current_task()
+        assert task is not None  # start_server runs each connection in a task of its own
+        self._open[task] = writer
         try:
             await serve_connection(reader, writer, self.master.secret, self._handle, log, self.rpc,
                                    self._connections)
@@ -224,6 +275,8 @@ class MasterServer:
             # the master is stopping. Ending quietly: Python 3.11's start_server calls
             # task.exception() on a cancelled connection task, logging a traceback per client
             pass
+        finally:
+            del self._open[task]
 
     async def _handle(self, op: str, args: dict[str, Any], session: dict[str, Any]) -> Any:
         """The RPC server's handler (`squall._wire.serve_connection`; ``session`` unused): the

@@ -2,6 +2,7 @@
 ZooKeeper, and the leader discovery on its own."""
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -166,6 +167,8 @@ class _Running:
             await serve
         except asyncio.CancelledError:
             serve.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serve  # its stop: the connections closed, then the election's session
 
     @property
     def address(self):

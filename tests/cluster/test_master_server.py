@@ -62,3 +62,58 @@ def test_a_conf_value_that_cannot_cross_to_the_master_is_refused_naming_its_key_
         assert type(plan.conf["my.int64"]) is int
     finally:
         running.stop()
+
+
+def test_a_stopping_master_closes_the_connections_it_holds_and_leaves_no_task_running():
+    """The master's stop (``squall nimbus`` sent SIGTERM cancels `MasterServer.serve`) with a
+    worker's authenticated connection idle between its calls and a stranger's that has not
+    answered the hello: serve ends within its bound, each peer sees its connection closed, and no
+    connection's task is left for ``asyncio.run`` to wait for. Before, serve closed only its
+    listening socket and left every connection to asyncio.run's last cancel, which one connection
+    could let pass (Python 3.11's wait_for, CPython gh-86296): the master never exited."""
+    import asyncio
+    import os
+    import socket
+
+    from squall._wire import _mac, _transcript, pack
+    from squall.cluster.server import MasterServer
+
+    from ..worker.test_rpc import _next_frame
+
+    def connect(port):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.setblocking(False)
+        return sock
+
+    async def closed(sock):
+        while True:
+            try:
+                return sock.recv(4096) == b""
+            except BlockingIOError:
+                await asyncio.sleep(0.01)
+            except ConnectionResetError:
+                return True
+
+    async def main():
+        master = Master(CONF, store=MemoryStore.for_conf(CONF))
+        ready = asyncio.Event()
+        serve = asyncio.create_task(MasterServer(master).serve(ready))
+        await ready.wait()
+        worker, stranger = connect(master.port), connect(master.port)
+        try:
+            hello = await _next_frame(worker)
+            nonce = os.urandom(16)
+            transcript = _transcript(hello["nonce"], nonce, False)
+            worker.send(pack({"auth": _mac(master.secret, b"client", transcript), "nonce": nonce, "encrypt": False}))
+            assert (await _next_frame(worker))["ok"]  # authenticated; now idle, as between heartbeats
+            await _next_frame(stranger)  # the hello, never answered
+            serve.cancel()
+            done, _ = await asyncio.wait([serve], timeout=10)
+            assert done, "the master's serve did not end once cancelled"
+            left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            assert not left, f"tasks left running after the master stopped: {left}"
+            assert await asyncio.wait_for(closed(worker), 5) and await asyncio.wait_for(closed(stranger), 5)
+        finally:
+            worker.close()
+            stranger.close()
+    asyncio.run(main())

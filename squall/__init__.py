@@ -12,21 +12,21 @@ Every name re-exported here is loaded at its first use (PEP 562's module ``__get
 process imports only the modules of the names it asks for. Importing any module of squall first
 runs this file, and Spark's Python processes for Trident on Spark (``squall.trident.spark``) each
 import squall anew to unpickle a source, so this file imports no other part of squall than
-`squall._native` (its compiled module's check).
+`squall._native` (its compiled module's check) and `squall._lazy` (its names' loading).
 
 The features (windowing, state, metrics) register on the builder's and the engine's extension
 points when their package is imported. A windowed or stateful bolt's class is defined in its
 feature's package, so having one imports the feature; the metrics' parts (the consumers as
 system components, the timers, the records) are needed wherever a topology is planned or run,
-and every host is in ``squall.cluster``, whose ``__init__`` imports them.
+and every host imports them through `squall.cluster.features`.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-# the one module loaded with the package: a compiled module older than its C source refuses
-# `import squall` (StaleBuildError), in every process, before any of it runs
+# loaded with the package: a compiled module older than its C source refuses `import squall`
+# (StaleBuildError), in every process, before any of it runs
 from . import _native as _native
+from ._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._collectors import BasicOutputCollector as BasicOutputCollector
@@ -128,18 +128,7 @@ _LAZY: dict[str, str] = {
 """Each name re-exported here, by the module it is imported from at its first use."""
 
 
-def __getattr__(name: str) -> Any:
-    """A re-exported name, imported at its first use (see the module docstring)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'squall' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later uses find it without this call
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __version__ = "0.1.0"

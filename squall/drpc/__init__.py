@@ -21,8 +21,9 @@ with it this package, but needs the builder, the spout and the local server only
 topology has them (which its unpickling then imports).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .client import DRPCClient as DRPCClient
@@ -49,18 +50,7 @@ _LAZY: dict[str, str] = {
 """Each name re-exported here, by the module it is imported from at its first use."""
 
 
-def __getattr__(name: str) -> Any:
-    """A re-exported name, imported at its first use (see the module docstring)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later uses find it without this call
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = ["DRPCClient", "DRPCExceptionType", "DRPCExecutionException", "DRPCMessageId", "DRPCRequest",

@@ -9,8 +9,9 @@ Every name re-exported here is loaded at its first use (PEP 562's module ``__get
 and with it this package, but need none of the builder, the planner or the states.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .builtin import Count as Count
@@ -116,18 +117,7 @@ _LAZY: dict[str, str] = {
 """Each name re-exported here, by the module it is imported from at its first use."""
 
 
-def __getattr__(name: str) -> Any:
-    """A re-exported name, imported at its first use (see the module docstring)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later uses find it without this call
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

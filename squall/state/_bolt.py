@@ -88,19 +88,37 @@ class AnchoringCollector(OutputCollector):
         self._held = held
         self.acked: list[Tuple] = []
 
-    def _anchored(self, anchors: Any, stream: str) -> None:
-        if anchors is None or (isinstance(anchors, (list, tuple)) and not anchors):
+    def _anchored(self, anchors: Any, stream: str) -> Any:
+        """``anchors`` as the engine will take them, checked: a set, a generator or any other
+        iterable is read once, here, into a list (read again by the engine, a generator would be
+        empty there), and none at all (None, or an empty list, tuple, set or generator) raises.
+
+        The check looked only at None and an empty list or tuple: ``anchors=set()`` or a
+        generator that yielded nothing passed it, and the engine emitted the tuple unanchored,
+        out of every spout's tree (a sink that failed 30 of 300 such tuples: 30 ids acked at the
+        spout, never written, nothing replayed)."""
+        given = type(anchors).__name__
+        if type(anchors) is not Tuple and type(anchors) is not list and type(anchors) is not tuple \
+                and anchors is not None:
+            try:
+                anchors = list(anchors)
+            except TypeError:
+                return anchors  # no iterable: the engine's error names it
+        if anchors is None or (type(anchors) is not Tuple and not anchors):
+            got = "None" if anchors is None else f"an empty {given}"
             raise EmitError(f"Bolts in a stateful topology must emit anchored tuples "
-                            f"(component [{self._component}], stream [{stream}])")
+                            f"(component [{self._component}], stream [{stream}]; got {got}: "
+                            f"pass the input(s) the tuple comes from as anchors)")
+        return anchors
 
     def emit(self, values, anchors=None, stream=DEFAULT_STREAM):
-        self._anchored(anchors, stream)
+        anchors = self._anchored(anchors, stream)
         if type(anchors) is not Tuple and self._held is not None:  # one anchor: its child is as it is
             anchors = with_lineage(anchors, self._held)
         return self._out.emit(values, anchors, stream)
 
     def emit_direct(self, task_id, values, anchors=None, stream=DEFAULT_STREAM):
-        self._anchored(anchors, stream)
+        anchors = self._anchored(anchors, stream)
         if type(anchors) is not Tuple and self._held is not None:
             anchors = with_lineage(anchors, self._held)
         self._out.emit_direct(task_id, values, anchors, stream)

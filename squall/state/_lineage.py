@@ -35,6 +35,7 @@ worker lost it for good (`tests/process/test_window_lineage_sigkill.py`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .._config import Config
@@ -64,6 +65,43 @@ def held_streams(components: dict[str, Any], persistent: set[str]) -> dict[str, 
                 grew = True
     return {cid: frozenset((src, stream) for src, stream in spec.inputs if carries(src, stream))
             for cid, spec in components.items() if spec.kind == "bolt"}
+
+
+@dataclass(frozen=True)
+class ResultsRoute:
+    """How a persistent window's results reach a bolt, for an error that names it: the window,
+    the stream they leave it on, and the hops between (upstream first, each ``[bolt]`` or
+    ``[window]'s late-tuple stream [late]``)."""
+
+    window: str
+    stream: str
+    hops: tuple[str, ...]
+
+    def __str__(self) -> str:
+        through = f", through {', '.join(self.hops)}" if self.hops else ""
+        return f"the persistent window [{self.window}] (stream [{self.stream}]{through})"
+
+
+def results_route(components: dict[str, Any], held: dict[str, frozenset[tuple[str, str]]], persistent: set[str],
+                  bolt: str) -> ResultsRoute | None:
+    """How the results of one of the ``persistent`` windows reach ``bolt``, following the
+    streams `held_streams` found (``held``) back to a window's own results, or None: none do."""
+    seen: set[str] = set()
+
+    def back(here: str, hops: tuple[str, ...]) -> ResultsRoute | None:
+        for src, stream in sorted(held.get(here, ())):
+            late = src in persistent and stream == components[src].conf.get(Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM)
+            if src in persistent and not late:
+                return ResultsRoute(src, stream, hops)
+            if src not in seen:  # a bolt fed by results, or a fed window's late stream: its inputs carry them
+                seen.add(src)
+                hop = f"[{src}]'s late-tuple stream [{stream}]" if late else f"[{src}]"
+                found = back(src, (hop, *hops))
+                if found is not None:
+                    return found
+        return None
+
+    return back(bolt, ())
 
 
 LINEAGE_ANCHOR = Tuple([], Source("$lineage", "$lineage", -1, Fields()), 0, UNROOTED_LINEAGE)

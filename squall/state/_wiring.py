@@ -14,10 +14,9 @@ from .._config import Config
 from .._errors import InvalidTopologyException
 from .._fields import GlobalStreamId
 from .._grouping import ALL, Grouping
-from .._system import CONTROL_STREAMS
 from .._topology import ComponentSpec
 from ._bolt import BaseStatefulBolt, CheckpointTupleForwarder, StatefulBoltExecutor
-from ._lineage import held_streams
+from ._lineage import held_streams, results_route
 from ._windowed import PersistentWindowedBoltExecutor, StatefulWindowedBoltExecutor
 from .checkpoint import CHECKPOINT_COMPONENT_ID, CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, CheckpointSpout
 
@@ -27,11 +26,12 @@ def add_checkpointing(components: dict[str, ComponentSpec]) -> dict[str, Compone
     as given (a transform of `squall._topology.register_topology_transform`)."""
     if not any(_stateful(c.obj) for c in components.values()):
         return components
-    _check_unanchored_inputs(components)
     # the inputs that may carry a persistent window's results: the only ones in no spout's tree
-    # that checkpoints wait for (`squall.state._lineage`)
-    held = held_streams(components, {cid for cid, spec in components.items()
-                                     if isinstance(spec.obj, PersistentWindowedBoltExecutor)})
+    # that checkpoints wait for (`squall.state._lineage`), and the ones a window that drops its
+    # contents must not take
+    persistent = {cid for cid, spec in components.items() if isinstance(spec.obj, PersistentWindowedBoltExecutor)}
+    held = held_streams(components, persistent)
+    _check_unanchored_inputs(components, held, persistent)
     out = {}
     for cid, spec in components.items():
         if spec.kind != "bolt":
@@ -57,9 +57,11 @@ def _stateful(obj: Any) -> bool:
     return isinstance(obj, (BaseStatefulBolt, StatefulWindowedBoltExecutor))
 
 
-def _check_unanchored_inputs(components: dict[str, ComponentSpec]) -> None:
+def _check_unanchored_inputs(components: dict[str, ComponentSpec], held: dict[str, frozenset[tuple[str, str]]],
+                             persistent: set[str]) -> None:
     """Refuse a stateful windowed bolt without persistence that takes, directly or through other
-    bolts, the results of a persistent window.
+    bolts, the results of a persistent window: on one of the streams ``held`` names
+    (`squall.state._lineage.held_streams`, the rule the checkpoints follow too).
 
     A persistent window's results are emitted unanchored (Storm's), in no spout's tuple tree. A
     stateful window without persistence drops its windows at a ROLLBACK and fails what they held
@@ -68,31 +70,20 @@ def _check_unanchored_inputs(components: dict[str, ComponentSpec]) -> None:
     that commit were lost (a rollback while such a bolt held 3 of them: 3 results, 6 records,
     missing from its windows, nothing failed or reported). Persistent, the bolt keeps them in its
     committed window state, and the results after the commit come again from the re-fired
-    windows. A persistent window's late-tuple stream is anchored to its inputs, so it is allowed.
+    windows. A persistent window's late-tuple stream is anchored to its inputs, so it is allowed
+    unless those inputs are another persistent window's results (then its late tuples are such
+    results, and the error names that stream among the hops).
 
     Raises:
-        InvalidTopologyException: naming both components and what to do.
+        InvalidTopologyException: naming both components, the way between them and what to do.
     """
     for cid, spec in sorted(components.items()):
         if type(spec.obj) is not StatefulWindowedBoltExecutor:  # its persistent subclass keeps them
             continue
-        seen: set[str] = set()
-        todo = [cid]
-        while todo:
-            here = todo.pop()
-            for src, stream in sorted(components[here].inputs):
-                upstream = components.get(src)
-                if upstream is None or stream in CONTROL_STREAMS:
-                    continue
-                if isinstance(upstream.obj, PersistentWindowedBoltExecutor) \
-                        and stream != upstream.conf.get(Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM):
-                    via = "" if here == cid else f", through [{here}]"
-                    raise InvalidTopologyException(
-                        f"Component [{cid}]: a stateful windowed bolt without persistence cannot take the results of "
-                        f"the persistent window [{src}] (stream [{stream}]{via}): they are unanchored, so when a "
-                        f"rollback drops [{cid}]'s windows nothing replays the ones it held from before the last "
-                        f"commit, and they are lost. Make [{cid}] persistent too (with_persistence()): its windows "
-                        f"are then restored as committed")
-                if src not in seen:
-                    seen.add(src)
-                    todo.append(src)
+        route = results_route(components, held, persistent, cid)
+        if route is not None:
+            raise InvalidTopologyException(
+                f"Component [{cid}]: a stateful windowed bolt without persistence cannot take the results of "
+                f"{route}: they are unanchored, so when a rollback drops [{cid}]'s windows nothing replays the "
+                f"ones it held from before the last commit, and they are lost. Make [{cid}] persistent too "
+                f"(with_persistence()): its windows are then restored as committed")

@@ -254,6 +254,25 @@ def test_a_persistent_windows_late_stream_may_feed_a_stateful_window_without_per
     b.create_topology()
 
 
+def test_a_stateful_window_without_persistence_on_a_late_stream_of_results_is_refused_naming_that_stream():
+    """A persistent window's late-tuple stream is anchored to its inputs; when those are another
+    persistent window's results, its late tuples are such results, in no spout's tree, and a
+    rollback of a window without persistence lost the ones it held. Refused by the rule the
+    checkpoints follow (`held_streams`), and the error names the late stream the results take
+    (until 2026-12-07 it said "through [windows]", as if they came on its results' stream)."""
+    b = TopologyBuilder()
+    b.set_spout("values", FeederSpout(Fields("v", "ts")))
+    b.set_bolt("pairs", PairSums().with_tumbling_window(Count(2)).with_persistence()).shuffle_grouping("values")
+    b.set_bolt("windows", PairSums().with_tumbling_window(Duration.of(10)).with_timestamp_field("v")
+               .with_late_tuple_stream("late").with_persistence()).shuffle_grouping("pairs")
+    b.set_bolt("totals", WindowSums().with_tumbling_window(Count(5))).shuffle_grouping("windows", "late")
+    with pytest.raises(InvalidTopologyException) as e:
+        b.create_topology()
+    assert str(e.value).startswith(
+        "Component [totals]: a stateful windowed bolt without persistence cannot take the results of the "
+        "persistent window [pairs] (stream [default], through [windows]'s late-tuple stream [late]): ")
+
+
 def test_a_persistent_window_after_a_persistent_one_counts_every_record_across_a_rollback():
     """The way out the refusal names: the second window persistent too keeps the pairs it
     committed through a rollback, and the first re-fires those after the commit. 20 records of

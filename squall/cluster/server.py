@@ -24,6 +24,7 @@ from typing import Any
 
 from .._config import Config, conf_value
 from .._nimbus import decoded_request, verb_named
+from .._open_connections import STOP_CONNECTIONS_SECS, OpenConnections
 from .master import Master
 from .master_ha import Election
 from .master_records import Outcome
@@ -44,10 +45,6 @@ from .store import (
 log = logging.getLogger("squall.master")
 
 ELECTION_TICK_SECS = 0.25  # with Nimbus HA, a follower takes the lead within this of winning it
-
-STOP_CONNECTIONS_SECS = 2.0
-"""How long a stopping master waits for its open connections to end once it has closed them: a
-reply being written gets this long to go out, then the connection is cut (`MasterServer.serve`)."""
 
 
 class Keeper:
@@ -165,7 +162,7 @@ class MasterServer:
         master.election = self.election
         self.rpc: Any = None  # the RPC server's settings, once `serve` runs
         self._connections: Any = None  # the RPC server's ConnectionTable, once `serve` runs
-        self._open: dict[asyncio.Task[None], asyncio.StreamWriter] = {}  # each connection's task and writer
+        self._open = OpenConnections(log, "the master")
 
     @property
     def port(self) -> int | None:
@@ -236,7 +233,8 @@ class MasterServer:
                 log.exception("monitor failed")
 
     async def _end_connections(self, grace: float = STOP_CONNECTIONS_SECS) -> None:
-        """End every open connection, within about twice ``grace`` seconds, as the master stops.
+        """End every open connection, within about twice ``grace`` seconds, as the master stops
+        (`OpenConnections.end`).
 
         Each connection's task is cancelled and its socket closed: a peer's idle connection (a
         worker or supervisor keeps one between its calls) would otherwise be read for ever, and
@@ -246,28 +244,15 @@ class MasterServer:
         the master keeps is lost: a request's changes are written before its reply, in the loop
         step that reads it (`Keeper`), so a request is either kept, its reply sent (unless its
         peer reads none for ``grace``), or never read; a Nimbus HA submission waiting for its
-        code's replication is cancelled, and writes that it was abandoned."""
-        if not self._open:
-            return
-        open_now = dict(self._open)
-        for task, writer in open_now.items():
-            task.cancel()
-            writer.close()
-        _done, left = await asyncio.wait(open_now, timeout=grace)
-        for task in left:
-            open_now[task].transport.abort()  # a peer that does not read its reply: cut
-        if left:
-            _done, left = await asyncio.wait(left, timeout=grace)
-        if left:
-            log.warning("%d of the master's %d connections did not end within %.0f s of its stop; "
-                        "it stops without them: %s", len(left), len(open_now), 2 * grace,
-                        ", ".join(str(open_now[t].get_extra_info("peername")) for t in left))
+        code's replication is cancelled, and writes that it was abandoned. A connection whose
+        task first runs after this (accepted just before the listening socket closed) is closed
+        unserved."""
+        await self._open.end(grace)
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from .._wire import serve_connection
-        task = asyncio.current_task()
-        assert task is not None  # start_server runs each connection in a task of its own
-        self._open[task] = writer
+        if not self._open.opened(writer):
+            return  # the master is stopping: accepted just before, closed unserved
         try:
             await serve_connection(reader, writer, self.master.secret, self._handle, log, self.rpc,
                                    self._connections)
@@ -276,7 +261,7 @@ class MasterServer:
             # task.exception() on a cancelled connection task, logging a traceback per client
             pass
         finally:
-            del self._open[task]
+            self._open.closed()
 
     async def _handle(self, op: str, args: dict[str, Any], session: dict[str, Any]) -> Any:
         """The RPC server's handler (`squall._wire.serve_connection`; ``session`` unused): the

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple, Protocol
 
 from .._config import Config, setting
 from .._errors import SquallError
+from .._open_connections import OpenConnections
 from .client import ClusterLinks, outcome_reply
 from .core import HOLDER_GRACE_SECS, HOLDER_MAX_CHARS, MAX_GRACE_SECS, Outcome, RequestBook
 
@@ -131,6 +132,7 @@ class DRPCServer:
         self.listening: Listening | None = None
         self._in_flight = 0  # execute calls waiting for their outcome
         self._all_answered = asyncio.Event()
+        self._open = OpenConnections(log, "the DRPC server")  # both ports' connections, ended by its stop
 
     async def serve(self, addresses: list[str], ready: asyncio.Event | None = None) -> None:
         """Listen on ``addresses`` at ``drpc.port`` and ``drpc.invocations.port`` (0: a free
@@ -152,6 +154,8 @@ class DRPCServer:
 
         def on(handle: Any, table: ConnectionTable[asyncio.StreamWriter], idle_evictable: bool) -> Any:
             async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                if not self._open.opened(writer):
+                    return  # the server is stopping: accepted just before, closed unserved
                 sessions: list[dict[str, Any]] = []  # this connection's, once it made a call
 
                 async def handle_here(op: str, args: dict[str, Any], session: dict[str, Any]) -> Any:
@@ -163,6 +167,7 @@ class DRPCServer:
                         await serve_connection(reader, writer, self.links.secret, handle_here, log, self.links.rpc,
                                                table, idle_evictable)
                 finally:
+                    self._open.closed()
                     if sessions:
                         self._closed(sessions[0])
             return connection
@@ -192,14 +197,23 @@ class DRPCServer:
             ready.set()
         try:
             async with callers, invocations:
-                await asyncio.Event().wait()  # until cancelled
+                try:
+                    await asyncio.Event().wait()  # until cancelled
+                finally:
+                    # here, not after the servers' exit: on Python 3.12+ it waits until every
+                    # connection has closed, and a caller or spout keeps its own open between its
+                    # calls (a `squall drpc` sent SIGTERM never exited)
+                    callers.close()
+                    invocations.close()
+                    self.book.close()
+                    # let every waiting caller have its SERVER_SHUTDOWN answer before its
+                    # connection ends: its connection writes it in the step that ends `execute`
+                    if self._in_flight:
+                        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                            await asyncio.wait_for(self._all_answered.wait(), SHUTDOWN_ANSWER_SECS)
+                    await self._open.end()
         finally:
-            self.book.close()
-            # let every waiting caller have its SERVER_SHUTDOWN answer before the loop ends: its
-            # connection writes it in the step that ends `execute`
-            if self._in_flight:
-                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-                    await asyncio.wait_for(self._all_answered.wait(), SHUTDOWN_ANSWER_SECS)
+            self.book.close()  # (done above unless entering the servers failed)
             if http is not None:
                 await http.stop(SHUTDOWN_ANSWER_SECS)
             stats = self.book.stats()

@@ -567,3 +567,53 @@ def test_a_kept_client_whose_server_restarted_connects_again_before_its_call(tmp
                 server.stop()
     finally:
         client.close()
+
+
+def test_a_stopped_server_answers_its_waiting_caller_and_closes_every_connection_it_holds(server_conf):
+    """`DRPCServer.serve` cancelled (``squall drpc`` sent SIGTERM) with a caller's connection
+    idle between its calls, a spout's idle after a fetch and a caller waiting for its request:
+    serve ends within a bound, the waiting caller has its SERVER_SHUTDOWN answer, and every
+    connection is closed by then, no task of one left. Before, serve left them open for
+    ``asyncio.run``'s last cancel; on Python 3.12+, whose ``async with server`` waits for every
+    connection to close, it never ended while a client kept its own open: ``squall drpc`` sent
+    SIGTERM with a kept caller, a kept spout, or a waiting caller was still running 15 s later
+    (3 of 3 on 3.12.1; on 3.11 these left 3 connection tasks running once serve had ended)."""
+    import asyncio
+
+    from squall._wire import Client
+    from squall.drpc.server import DRPCServer
+
+    links = ClusterLinks.of(server_conf)
+
+    async def main():
+        server = DRPCServer(server_conf)
+        ready = asyncio.Event()
+        serve = asyncio.create_task(server.serve(["127.0.0.1"], ready))
+        await ready.wait()
+
+        def connect(port):
+            return Client("127.0.0.1", port, links.secret, timeout=10)
+        caller = await asyncio.to_thread(connect, links.drpc.port)  # authenticated; then idle
+        spout = await asyncio.to_thread(connect, links.drpc.invocations_port)
+        waiting = await asyncio.to_thread(connect, links.drpc.port)
+        held = [caller, spout, waiting]
+        try:
+            assert await asyncio.to_thread(spout.call, "fetch_request", function="f") is None
+            answer = asyncio.create_task(asyncio.to_thread(waiting.call, "execute", function="nobody", args="x"))
+            while server.book.stats().executed == 0:
+                await asyncio.sleep(0.005)
+            serve.cancel()
+            done, _ = await asyncio.wait([serve], timeout=10)
+            assert done, "the DRPC server's serve did not end within 10 s of its cancel"
+            assert await asyncio.wait_for(answer, 10) == {"failed": "SERVER_SHUTDOWN",
+                                                          "message": "Server Shutting Down"}
+            left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            assert not left, f"{len(left)} tasks left running after the DRPC server stopped: {left}"
+            open_ = [c for c in held if not c.closed_by_peer()]
+            assert not open_, f"{len(open_)} of the {len(held)} connections left open by the stopped server"
+        finally:
+            for c in held:
+                c.close()
+            serve.cancel()
+            await asyncio.wait([serve], timeout=10)
+    asyncio.run(main())

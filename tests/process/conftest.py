@@ -113,13 +113,31 @@ def crashing_cluster(tmp_path):
         c.stop()
 
 
-@pytest.fixture(scope="module")
-def shared_cluster(tmp_path_factory):
-    """One cluster for a whole module (each test submits its own topology)."""
-    c = Cluster(tmp_path_factory.mktemp("cluster"))
+@contextlib.contextmanager
+def module_cluster_of(tmp_path_factory, **extra):
+    """One cluster for a whole module (each test submits its own topology, under its own name
+    and directory: a master and supervisor per test cost ~1.5 s), with ``extra`` settings."""
+    c = Cluster(tmp_path_factory.mktemp("cluster"), **extra)
     try:
         yield c
     finally:
         c.stop()
+
+
+def clear_topologies(cluster: Cluster) -> None:
+    """Kill every topology of a module's ``cluster`` and wait for their workers to end, after a
+    test (one that failed before its own kill too): the next test finds both slots free and
+    counts only its own workers."""
+    with cluster.client() as m:
+        for t in m.list_topologies():
+            m.kill_topology(t["name"], wait_secs=0)
+    assert wait_until(lambda: not cluster.workers(), 30), cluster.workers()
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory):
+    """One cluster for a whole module (each test submits its own topology)."""
+    with module_cluster_of(tmp_path_factory) as c:
+        yield c
 
 

@@ -33,6 +33,7 @@ from ..state.counting import (
 from ..trident.exactly_once import held_pid
 from ..trident.windowing_ops import expected_windows
 from .event_time_topology import TICK_MS, IdWindows, LateIds, TimedIds, rows
+from .conftest import clear_topologies, module_cluster_of
 from .nodes import log_tail, placed
 from .semantics_topology import topology_conf
 from .trident_windows_topology import REDIS_STATE, component_running, held_windows_topology, window_conf
@@ -44,28 +45,20 @@ SECRET = "squall-rebalance-secret-0123456789"
 
 @pytest.fixture(scope="module")
 def module_cluster(tmp_path_factory):
-    """One process-host cluster (a master, its supervisor, 2 slots) for the module's tests: each
-    submits a topology of its own name, with its own output directory and Redis server, and kills
-    it; a master and supervisor started and stopped per test cost ~1.5 s each. ``squall.secret``:
+    """One process-host cluster (a master, its supervisor, 2 slots) for the module's tests, each
+    with its own topology name, output directory and Redis server. ``squall.secret``:
     `committed_counts` reads the tasks' states with the key it gives."""
-    from .conftest import Cluster
-    c = Cluster(tmp_path_factory.mktemp("cluster"), **{"squall.secret": SECRET})
-    try:
+    with module_cluster_of(tmp_path_factory, **{"squall.secret": SECRET}) as c:
         yield c
-    finally:
-        c.stop()
 
 
 @pytest.fixture
 def cluster(module_cluster):
-    """The module's cluster for one test; a topology the test left running (it failed before
-    its kill) is killed, so that the next test finds the slots free."""
+    """The module's cluster for one test, cleared after it."""
     try:
         yield module_cluster
     finally:
-        with module_cluster.client() as m:
-            for t in m.list_topologies():
-                m.kill_topology(t["name"], wait_secs=0)
+        clear_topologies(module_cluster)
 
 
 def _logs(cluster):

@@ -15,7 +15,7 @@ from squall import BasicBolt, Config, StormSubmitter, TopologyBuilder
 from squall.engine.loop import Backpressure
 
 from ..conftest import wait_until
-from .conftest import Cluster, _squall_processes, topology_errors
+from .conftest import Cluster, _squall_processes, clear_topologies, topology_errors
 from .recovery_topology import (RECOVERY_CONF, DurableSpout, Flood, Gated, LeaksUntilRestarted,
                                 UnimportableOnWorkers, acked, acked_lines, kill_a_worker_without, open_gate,
                                 recovery_topology, stop_and_wait, stop_spouts, wait_started)
@@ -24,28 +24,13 @@ from .semantics_topology import topology_conf
 N = 3000
 
 
-@pytest.fixture(scope="module")
-def module_cluster(tmp_path_factory):
-    """One cluster for the tests that kill no master or supervisor: each runs a topology of its
-    own name under its own directory (a master and supervisor per test cost ~1.5 s)."""
-    c = Cluster(tmp_path_factory.mktemp("cluster"))
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
 @pytest.fixture
-def cluster(module_cluster):
-    """The module's cluster for one test; after it, its topologies are killed and their workers
-    gone, so that the next test finds both slots free and counts only its own workers."""
+def cluster(shared_cluster):
+    """The module's cluster, for the tests that kill no master or supervisor; cleared after each."""
     try:
-        yield module_cluster
+        yield shared_cluster
     finally:
-        with module_cluster.client() as m:
-            for t in m.list_topologies():
-                m.kill_topology(t["name"], wait_secs=0)
-        assert wait_until(lambda: not module_cluster.workers(), 30), module_cluster.workers()
+        clear_topologies(shared_cluster)
 
 
 @pytest.fixture

@@ -30,7 +30,8 @@ from ..conftest import wait_until
 
 
 class Results(BaseStatefulWindowedBolt):
-    """Passes on each id of its window (persistent, of one id: each id a result)."""
+    """Passes on each id of its windows: persistent, of one id, each id a result; of 100, the
+    stateful window the error names as the way out."""
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("id"))
@@ -96,20 +97,6 @@ def test_a_windowed_bolt_without_state_may_take_a_late_stream_anchored_to_spout_
     b.create_topology()
 
 
-class KeptIds(BaseStatefulWindowedBolt):
-    """Passes on each id of its windows; stateful, with persistence (the way out)."""
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("id"))
-
-    def init_state(self, state):
-        self.state = state
-
-    def execute(self, window):
-        for t in window.get():
-            self.collector.emit([t[0]])
-
-
 class Bomb(Bolt):
     """Acks every id; raises on -1, which crashes its worker (topology.bolt.fail.fast)."""
 
@@ -142,7 +129,7 @@ def test_the_way_out_a_persistent_window_after_one_counts_every_id_across_a_work
     b = TopologyBuilder()
     b.set_spout("ids", feeder)
     b.set_bolt("results", Results().with_tumbling_window(Count(1)).with_persistence()).shuffle_grouping("ids")
-    b.set_bolt("windows", KeptIds().with_tumbling_window(Count(100)).with_persistence()).shuffle_grouping("results")
+    b.set_bolt("windows", Results().with_tumbling_window(Count(100)).with_persistence()).shuffle_grouping("results")
     b.set_bolt("sink", Written()).shuffle_grouping("windows")
     b.set_bolt("bomb", Bomb()).shuffle_grouping("ids")
     conf = Config()

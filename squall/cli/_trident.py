@@ -159,7 +159,7 @@ def _stop_spark(spark: Any, stop: StopRequest) -> None:
     try:
         spark.stop()
     except Exception:
-        jvm = gateway_jvm(JVM_EXIT_WAIT_SECS if stop.is_set() else 0.0, stop.signum)
+        jvm = gateway_jvm(JVM_EXIT_WAIT_SECS if stop.is_set() else 0.0, stop)
         if jvm is not None and (jvm.status is not None or jvm.handling is not None):
             return
         raise

@@ -77,6 +77,43 @@ def test_a_driver_whose_jvm_got_its_signal_too_says_its_last_line_after_the_jvm_
     assert last.startswith(f"squall trident: query wc stopped on SIGTERM (Spark's JVM (pid {jvm.pid}) got it too"), err
 
 
+def test_a_ctrl_c_then_the_groups_sigterm_is_a_stop_not_a_failure(capfd, monkeypatch):
+    """Ctrl-C (SIGINT to the group: the JVM ignores it), then, the stop seeming slow, SIGTERM to
+    the group: the JVM ends on the second signal and the query fails with it. Before, only the
+    first signal was asked about: "the query failed: Connection reset", exit 1."""
+    from pyspark import SparkContext
+
+    from squall.cli._trident import _run_until_stopped
+    from squall.trident.spark.stopping import StopRequest
+
+    jvm = subprocess.Popen([sys.executable, "-c", _JVM], stdout=subprocess.PIPE)
+    try:
+        assert jvm.stdout is not None and jvm.stdout.readline() == b"ready\n"
+        monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=jvm), raising=False)
+        stop = StopRequest()
+        restore = stop.install()
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: the driver (the JVM ignores SIGINT)
+            assert stop.wait(10)
+            os.kill(os.getpid(), signal.SIGTERM)  # then the group's SIGTERM: the driver...
+            jvm.send_signal(signal.SIGTERM)  # ...and its JVM
+        finally:
+            restore()
+        assert stop.signums == (signal.SIGINT, signal.SIGTERM)
+        assert _run_until_stopped(_FailedOnTheSignal, name="wc", stop=stop) == 0
+    finally:
+        try:
+            jvm.wait(10)
+        except subprocess.TimeoutExpired:
+            jvm.kill()
+            jvm.wait()
+    err = capfd.readouterr().err
+    assert "the query failed" not in err, err
+    last = err.rstrip("\n").rsplit("\n", 1)[-1]
+    assert last.startswith(f"squall trident: query wc stopped on SIGINT (Spark's JVM (pid {jvm.pid}) got the "
+                           f"SIGTERM that followed and ended with it)"), err
+
+
 def test_a_jvm_that_did_not_get_the_signal_is_not_waited_for(monkeypatch):
     """A stop to the driver's PID alone: the JVM runs no handler, and the driver's end does not
     wait on it (the driver's own spark.stop() ends its query)."""
@@ -89,7 +126,7 @@ def test_a_jvm_that_did_not_get_the_signal_is_not_waited_for(monkeypatch):
         assert jvm.stdout is not None and jvm.stdout.readline() == b"ready\n"
         monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=jvm), raising=False)
         stop = StopRequest()
-        stop.signum = signal.SIGTERM
+        stop.signums = (signal.SIGTERM,)
         stop.set()
         seen = let_jvm_end(stop, wait_secs=600)  # would outlast the test's timeout if it waited
         assert seen is not None and seen.status is None and seen.handling is None

@@ -17,9 +17,9 @@ pyspark lets its gateway be started in another process group (``launch_gateway``
 ``popen_kwargs``), but that protects against ``kill -PGID`` only, not systemd's stop,
 and the JVM then outlives a SIGKILLed driver until it notices its stdin closed. So the driver does
 not shield its helpers; instead, once a signal asked it to stop, what ends the query afterwards is
-judged by what the signal did: `StopRequest` remembers the signal, `signalled_too` says whether the
-query's end is that signal's work (the JVM ended, or ending, by the same signal), and anything
-else stays a failure.
+judged by what the signals did: `StopRequest` remembers every signal that came (a Ctrl-C, then the
+group's SIGTERM), `signalled_too` says whether the query's end is their work (the JVM ended, or
+ending, by one of them), and anything else stays a failure.
 
 A JVM seen running the signal's handler is still alive: its shutdown hooks stop the SparkContext,
 the query's thread logs its error, py4j connections break. The driver's last line ("stopped on
@@ -35,7 +35,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,9 @@ machine (`JVM_EXIT_WAIT_SECS`); past this wait the line is said anyway."""
 
 
 class StopRequest:
-    """Set by SIGTERM or SIGINT once `install` ran; remembers which signal came first.
+    """Set by SIGTERM or SIGINT once `install` ran; remembers which signal came first, and every
+    signal that came (a Ctrl-C, then the group's SIGTERM when the stop seemed slow: the JVM,
+    which ignores SIGINT, ends on the second).
 
     Install it after the SparkContext exists: pyspark installs its own SIGINT handler then (it
     cancels every job through the JVM from inside the handler, a py4j call that fails as a
@@ -64,7 +66,7 @@ class StopRequest:
 
     def __init__(self) -> None:
         self._event = threading.Event()
-        self.signum: int | None = None
+        self.signums: tuple[int, ...] = ()
 
     def install(self) -> Callable[[], None]:
         """Handle SIGTERM and SIGINT (in the main thread only: elsewhere signals cannot be set, and
@@ -80,8 +82,8 @@ class StopRequest:
         return restore
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
-        if self.signum is None:
-            self.signum = signum
+        if signum not in self.signums:
+            self.signums += (signum,)
         self._event.set()
 
     def set(self) -> None:
@@ -93,6 +95,11 @@ class StopRequest:
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._event.wait(timeout)
+
+    @property
+    def signum(self) -> int | None:
+        """The signal that asked for the stop (the first that came), or None."""
+        return self.signums[0] if self.signums else None
 
     @property
     def signal_name(self) -> str | None:
@@ -110,15 +117,19 @@ class GatewayJvm:
     status: int | None
     handling: int | None = None
 
-    def ended_or_ending_by(self, signum: int) -> bool:
-        """Whether signal ``signum`` ended the JVM, or it is ending on it now."""
-        return ended_by(self.status, signum) or self.handling == signum
+    def ended_or_ending_by(self, signums: Collection[int]) -> int | None:
+        """Which of ``signums`` ended the JVM, or is ending it now; None when none did."""
+        for signum in signums:
+            if ended_by(self.status, signum) or self.handling == signum:
+                return signum
+        return None
 
 
-def gateway_jvm(wait_secs: float = 0.0, signum: int | None = None) -> GatewayJvm | None:
+def gateway_jvm(wait_secs: float = 0.0, stop: StopRequest | None = None) -> GatewayJvm | None:
     """This process's gateway JVM, waiting up to ``wait_secs`` for it to end (or, given
-    ``signum``, to be seen running that signal's handler); None when pyspark did not start one
-    here (no SparkContext yet, a gateway given to pyspark from elsewhere)."""
+    ``stop``, to be seen running the handler of a signal that came to stop the driver, those
+    that come during the wait included); None when pyspark did not start one here (no
+    SparkContext yet, a gateway given to pyspark from elsewhere)."""
     from pyspark import SparkContext
 
     proc = getattr(SparkContext._gateway, "proc", None)  # the Popen pyspark's launch_gateway keeps
@@ -127,42 +138,47 @@ def gateway_jvm(wait_secs: float = 0.0, signum: int | None = None) -> GatewayJvm
     deadline = time.monotonic() + wait_secs
     while True:
         status = proc.poll()
-        handling = None if signum is None or status is not None else _handling(proc.pid, signum)
+        handling = None if stop is None or status is not None else _handling(proc.pid, stop.signums)
         if status is not None or handling is not None or time.monotonic() >= deadline:
             return GatewayJvm(proc.pid, status, handling)
         time.sleep(0.05)
 
 
 def let_jvm_end(stop: StopRequest, wait_secs: float = JVM_END_WAIT_SECS) -> GatewayJvm | None:
-    """When the signal that asked for ``stop`` reached the gateway JVM too and it is still
-    running that signal's handler (its shutdown hooks), wait up to ``wait_secs`` for it to exit:
-    what it writes as it ends (its query's error) and what its end breaks (py4j's connections)
-    then comes before the driver's last line. A JVM that did not get the signal (a stop to the
-    driver's PID alone) is not waited for: the driver's own ``spark.stop()`` ended its query.
-    Returns the JVM as last seen (None without one)."""
+    """When a signal that asked for ``stop`` reached the gateway JVM too and it is still running
+    that signal's handler (its shutdown hooks), wait up to ``wait_secs`` for it to exit: what it
+    writes as it ends (its query's error) and what its end breaks (py4j's connections) then comes
+    before the driver's last line. A JVM that did not get the signal (a stop to the driver's PID
+    alone) is not waited for: the driver's own ``spark.stop()`` ended its query. Returns the JVM
+    as last seen (None without one)."""
     if stop.signum is None:
         return gateway_jvm()
-    jvm = gateway_jvm(0.0, stop.signum)
+    jvm = gateway_jvm(0.0, stop)
     if jvm is None or jvm.status is not None or jvm.handling is None:
         return jvm
     return gateway_jvm(wait_secs)
 
 
-def _handling(pid: int, signum: int) -> int | None:
-    """``signum`` when JVM ``pid`` has the thread Java starts to run that signal's handler
-    (``jdk.internal.misc.Signal`` names it ``SIGTERM handler``; Java's shutdown hooks run from
-    it, and under load they took longer than any fixed wait), else None."""
-    name = f"{signal.Signals(signum).name} handler"[:15]  # Linux keeps 15 bytes of a thread's name
+def _handling(pid: int, signums: Collection[int]) -> int | None:
+    """The one of ``signums`` whose handler JVM ``pid`` is running: it has the thread Java starts
+    to run that signal's handler (``jdk.internal.misc.Signal`` names it ``SIGTERM handler``;
+    Java's shutdown hooks run from it, and under load they took longer than any fixed wait).
+    None when it runs none of them."""
+    # Linux keeps 15 bytes of a thread's name
+    names = {f"{signal.Signals(signum).name} handler"[:15]: signum for signum in signums}
+    if not names:
+        return None
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
         return None
     for task in tasks:
         try:
-            if (task / "comm").read_text().strip() == name:
-                return signum
+            signum = names.get((task / "comm").read_text().strip())
         except OSError:
             continue
+        if signum is not None:
+            return signum
     return None
 
 
@@ -173,13 +189,20 @@ def ended_by(status: int | None, signum: int) -> bool:
 
 
 def signalled_too(stop: StopRequest, wait_secs: float = JVM_EXIT_WAIT_SECS) -> str | None:
-    """Why the query's end after ``stop`` was asked for by a signal is that signal's work and no
+    """Why the query's end after ``stop`` was asked for by a signal is a signal's work and no
     failure, in a few words for the driver's last line; None when it is not (no signal asked, or
-    the JVM, waited for up to ``wait_secs``, neither ended by it nor runs its handler): the
-    query's error or the JVM call's is then a failure."""
+    the JVM, waited for up to ``wait_secs``, neither ended by one of the signals that came to the
+    driver nor runs its handler): the query's error or the JVM call's is then a failure.
+
+    Any of them counts, not only the first: after a Ctrl-C (SIGINT, which the JVM ignores) a user
+    whose stop seemed slow sends the group SIGTERM, which ends the JVM under the stop; that
+    second signal is the stop's as much as the first."""
     if stop.signum is None:
         return None
-    jvm = gateway_jvm(wait_secs, stop.signum)
-    if jvm is not None and jvm.ended_or_ending_by(stop.signum):
+    jvm = gateway_jvm(wait_secs, stop)
+    which = None if jvm is None else jvm.ended_or_ending_by(stop.signums)
+    if jvm is None or which is None:
+        return None
+    if which == stop.signum:
         return f"Spark's JVM (pid {jvm.pid}) got it too and ended with it"
-    return None
+    return f"Spark's JVM (pid {jvm.pid}) got the {signal.Signals(which).name} that followed and ended with it"

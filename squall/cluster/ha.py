@@ -9,8 +9,9 @@ With ``storm.zookeeper.servers`` set, every master (`squall.cluster.master.Maste
                                     recipe: the lowest sequence leads), data ``host:port``
 ``nimbuses/<host:port>``            ephemeral: each running master (`NimbusSummary`)
 ``storms/<storm-id>``               a topology's base: name, status, waits, debug, code digest
-``assignments/<storm-id>``          its executors per slot, the slots' launch ids and the
+``assignments/<storm-id>``          its executors per slot, the slots' launch ids, the
                                     topology's error count (beside the error batches counted)
+                                    and the last word of its ended launches (their counters)
 ``errors/<storm-id>``               its errors (the master's records, newest last)
 ``workerbeats/<storm-id>/<slot>``   heartbeat summaries (exact counters, pid, address), written
                                     by the leader every ``task.heartbeat.frequency.secs``

@@ -139,6 +139,7 @@ from .master_records import (
     Planned,
     SlotState,
     SupervisorInfo,
+    ended_from_json,
 )
 from .persisted import Persisted
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
@@ -312,6 +313,8 @@ class Master:
         self._dirty = False  # the persisted part may have changed since the last outcome
         self._noted: list[Change] = []  # changes that are not a diff of the state (plans, Trident's state)
         self._submitted: str | None = None  # the topology this stimulus started, if one
+        # (topology, where, problem) of each refusal of kept ended launches said (`_ended_checked`)
+        self._ended_refused: set[tuple[str, str, str]] = set()
         # Nimbus HA (`squall.cluster.ha`): with a store several masters share, this master leads
         # or follows. Its server gives it its ``election`` (`Leadership`) and joins the election
         # once it listens; only the leader hands over its state
@@ -406,6 +409,7 @@ class Master:
             if problem:
                 log.warning("the assignment of %s in ZooKeeper ignored: %s", storm_id, problem)
                 t.update(assignment={}, slots={})
+            self._ended_checked(name, t, f"ZooKeeper's node assignments/{storm_id}")
             topo = TopologyRecord.from_json(plan, t, self.mono())
             for slot, beat in state.beats.get(storm_id, {}).items():
                 if slot in topo.assignment:
@@ -506,6 +510,7 @@ class Master:
                 log.error("the state's record of topology %s in %s is malformed (%s); dropped", name,
                           self.store.directory / "state.json" if self.store.directory else "memory", problem)
                 continue
+            self._ended_checked(name, t, str(self.store.directory / "state.json") if self.store.directory else "memory")
             try:
                 self.topologies[name] = TopologyRecord.from_json(plan, t, self.mono())
             except (KeyError, TypeError, ValueError) as e:
@@ -514,6 +519,23 @@ class Master:
         self._persisted = Persisted.of(self.counter, self.topologies, self.supervisors)
         if stored.topologies:
             log.info("recovered %d topologies from %s", len(self.topologies), self.store.directory or "memory")
+
+    def _ended_checked(self, name: str, t: dict[str, Any], where: str) -> None:
+        """Refuse the ended launches of topology ``name``'s kept record ``t`` (read from
+        ``where``) if they are malformed (`squall.cluster.master_records.EndedLaunch.from_json`),
+        with an error naming the topology, the place and the problem, said once per problem (a
+        follower reads the state every second): their counts would be added to what `squall
+        monitor` and the UI's history show. The topology itself is kept: its readers count its
+        current launches on, as they did before ended launches were kept."""
+        try:
+            ended_from_json(t.get("ended"))
+        except ValueError as e:
+            t["ended"] = None
+            said = (name, where, str(e))
+            if said not in self._ended_refused:
+                self._ended_refused.add(said)
+                log.error("the ended launches' figures of topology %s in %s are refused (%s): squall monitor and the "
+                          "UI's history count on from its current launches", name, where, e)
 
     def _stored_plan(self, stored: StoredPlan) -> TopologyPlan | None:
         """The plan a store kept (unsealed if sealed: see `unseal_plan`)."""

@@ -11,8 +11,12 @@ edges, and `SlotState.to_json` / `PendingAction.to_json` write ``state.json``, w
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from ..worker.stats_history import ALL_TIME
 
 if TYPE_CHECKING:
     from ..engine.plan import TopologyPlan
@@ -49,6 +53,13 @@ MAX_ENDED_LAUNCHES = 64
 """Ended launches a topology keeps the last word of (`EndedLaunch`): a reader polling every few
 seconds finds each one that ended since its last poll, unless that many more ended between."""
 
+MAX_KEPT_ENDED_CHARS = 256 * 1024
+"""At most this much JSON text of a topology's ended launches goes into its kept record, the
+newest launches first (`kept_ended`): the record is written whole at each change (``state.json``,
+fsynced; Nimbus HA's ``assignments/<storm-id>`` node, which ZooKeeper caps at 1 MB), and a
+topology of many tasks per worker has large last words (~500 bytes a task). A launch that does
+not fit is known until the master restarts, as before."""
+
 
 @dataclass(frozen=True, slots=True)
 class EndedLaunch:
@@ -60,13 +71,133 @@ class EndedLaunch:
     last read them a poll earlier: what the launch counted and reported between that poll and
     its death was dropped with it (5 dead letters written 1 to 4 s before a kill never showed in
     `squall monitor`). Kept here, the reader takes the rest of the launch from its last word;
-    only what it counted after its last heartbeat is lost. Not persisted: a restarted master
-    knows only the current launches, as before."""
+    only what it counted after its last heartbeat is lost. Kept with the topology's record too
+    (`to_json`, within `MAX_KEPT_ENDED_CHARS`): a master restarted, or a Nimbus HA leader that
+    took over, before the reader's next poll still has it (before, it had none, and `squall
+    monitor` read 100 of 200 emits, the UI's history 90 of 180 acks and 10 of 20 failures)."""
 
     slot: str
     launch_id: int
     stats: dict[str, Any]                 # task -> its exact counters (the heartbeat's ``stats``)
-    windows: dict[Any, Any]               # task -> Storm's windowed statistics (the heartbeat's)
+    windows: dict[Any, Any]               # task -> {":all-time": rows}: the beat's all-time figures
+                                          # (the readers add up all-time counts; the 10-minute,
+                                          # 3-hour and day windows of a launch that is over are in
+                                          # no page, and would triple what is kept)
+
+    def to_json(self) -> dict[str, Any]:
+        """The launch as a topology's record keeps it; `from_json` reads it back."""
+        return {"slot": self.slot, "launch_id": self.launch_id,
+                "stats": {str(t): st for t, st in self.stats.items()},
+                "windows": {str(t): w for t, w in self.windows.items()}}
+
+    @classmethod
+    def from_json(cls, v: Any) -> EndedLaunch:
+        """A launch as `to_json` wrote it, checked: the record is read from a file or a
+        ZooKeeper node, and a reader adds these counts to what it shows.
+
+        Raises:
+            ValueError: what is wrong with it (its slot, launch id, or which task's figure).
+        """
+        problem = _launch_problem(v)
+        if problem is not None:
+            raise ValueError(problem)
+        return cls(v["slot"], v["launch_id"], v["stats"], v["windows"])
+
+
+def _launch_problem(v: Any) -> str | None:
+    """What is wrong with an ended launch as a record keeps it (`EndedLaunch.to_json`); None: nothing."""
+    if not isinstance(v, dict):
+        return "an ended launch is not a map"
+    slot, launch = v.get("slot"), v.get("launch_id")
+    host, sep, port = slot.rpartition(":") if isinstance(slot, str) else ("", "", "")
+    if not (host and sep and port.isdigit()):
+        return f"an ended launch's slot {slot!r} is not host:port"
+    if not _is_count(launch):
+        return f"the launch id {launch!r} of an ended launch of {slot} is not a whole number"
+    stats, windows = v.get("stats"), v.get("windows")
+    if not isinstance(stats, dict) or not isinstance(windows, dict):
+        return f"launch {launch} of {slot}: its stats or windows are not maps"
+    for task, st in stats.items():
+        problem = _task_stats_problem(task, st)
+        if problem:
+            return f"launch {launch} of {slot}, task {task!r}: {problem}"
+    for task, w in windows.items():
+        if not str(task).isdigit() or not isinstance(w, dict) or set(w) - {ALL_TIME} \
+                or not isinstance(w.get(ALL_TIME, []), list) or not all(
+                isinstance(r, list) and len(r) == 4 and all(isinstance(x, str) for x in r[:3])
+                and _is_number(r[3]) for r in w.get(ALL_TIME, [])):
+            return f"launch {launch} of {slot}, task {task!r}: its all-time rows are malformed"
+    return None
+
+
+_COUNTS = ("acked", "failed", "executed", "backlog")
+_BY_STREAM = ("emitted", "transferred")
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _task_stats_problem(task: Any, st: Any) -> str | None:
+    """What is wrong with one task's counters (`squall.engine.worker.Worker.statistics`) as an
+    ended launch keeps them (None: nothing). The figures readers add up must be counts: a
+    negative or fractional one, or a string, would be added to a user's totals."""
+    if not str(task).isdigit() or not isinstance(st, dict):
+        return "not a task id with a map of counters"
+    for key in _COUNTS:
+        if key in st and not _is_count(st[key]):
+            return f"{key} is {st[key]!r}, not a count"
+    for key in _BY_STREAM:
+        by = st.get(key, {})
+        if not isinstance(by, dict) or not all(isinstance(s, str) and _is_count(n) for s, n in by.items()):
+            return f"{key} is not a count per stream"
+    for key in ("complete_latency_sum", "complete_latency_count"):
+        if key in st and not _is_number(st[key]):
+            return f"{key} is {st[key]!r}, not a number"
+    dead = st.get("dead_lettered") or []
+    if not isinstance(dead, list) or not all(isinstance(d, list) and len(d) == 3 and isinstance(d[1], str)
+                                             and (d[0] is None or isinstance(d[0], str)) and _is_count(d[2])
+                                             for d in dead):
+        return "dead_lettered is not a list of [component, reason, count]"
+    return None
+
+
+def ended_launch(slot: str, launch_id: int, stats: dict[Any, Any], windows: dict[Any, Any]) -> EndedLaunch:
+    """The `EndedLaunch` of a heartbeat's ``stats`` and ``windows``: the windows' all-time rows only."""
+    all_time = {t: {ALL_TIME: w[ALL_TIME]} for t, w in windows.items() if isinstance(w, dict) and ALL_TIME in w}
+    return EndedLaunch(slot, launch_id, stats, all_time)
+
+
+def kept_ended(ended: list[EndedLaunch]) -> list[dict[str, Any]]:
+    """The newest of ``ended`` (oldest first) whose JSON fits in `MAX_KEPT_ENDED_CHARS`, as a
+    topology's record keeps them."""
+    out: list[dict[str, Any]] = []
+    size = 0
+    for e in reversed(ended):
+        j = e.to_json()
+        size += len(json.dumps(j))
+        if size > MAX_KEPT_ENDED_CHARS:
+            break
+        out.append(j)
+    return out[::-1]
+
+
+def ended_from_json(raw: Any) -> list[EndedLaunch]:
+    """A topology record's ended launches (`kept_ended`), oldest first; none kept: empty.
+
+    Raises:
+        ValueError: what is wrong with them (the first problem found).
+    """
+    if raw is None:
+        return []
+    launches = raw if isinstance(raw, list) else None
+    if launches is None:
+        raise ValueError("the ended launches are not a list")
+    return [EndedLaunch.from_json(v) for v in launches][-MAX_ENDED_LAUNCHES:]
 
 
 @dataclass(slots=True)

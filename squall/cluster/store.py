@@ -404,7 +404,11 @@ class ZooKeeperStore(MasterStore):
             # the nodes are written one by one, and a leader that died after the base, which held
             # the count, left the next one the count with a batch in it but not its number, so the
             # worker's resent batch counted twice (16 errors of 8). In one node, both or neither
-            assignment = {"assignment": r["assignment"], "slots": r["slots"], "errors_happened": r.get("errors_happened")}
+            # so are the ended launches' last words with the slots' launch ids: a leader that died
+            # between two nodes left the next one a slot's new launch without its old launch's
+            # rest, which `squall monitor` and the UI's history then lost
+            assignment = {"assignment": r["assignment"], "slots": r["slots"], "errors_happened": r.get("errors_happened"),
+                          "ended": r.get("ended") or []}
             m.topologies[change.storm_id] = TopologyRecord(change.storm_id, base, assignment, r["errors"], {})
             self._stale = True
         elif isinstance(change, RemoveTopology):

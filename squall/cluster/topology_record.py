@@ -24,6 +24,9 @@ from .master_records import (
     LastBeat,
     PendingAction,
     SlotState,
+    ended_from_json,
+    ended_launch,
+    kept_ended,
     slots_from_json,
 )
 from .state import TopologyStatus
@@ -68,7 +71,8 @@ class TopologyRecord:
         # the deaths workers are told of in their heartbeat replies (`WorkerLost`)
         self.lost: list[WorkerLost] = []
         self.lost_generation = 0
-        # the last word of the launches that ended, oldest first (`EndedLaunch`)
+        # the last word of the launches that ended, oldest first (`EndedLaunch`): kept with the
+        # record (the newest that fit, `kept_ended`), so a restarted master or a new leader has them
         self.ended: list[EndedLaunch] = []
         self.code: str | None = None  # the digest of its sealed plan file (Nimbus HA: `squall.cluster.ha`)
 
@@ -104,7 +108,7 @@ class TopologyRecord:
         hb = state.heartbeat if state is not None else None
         if state is None or hb is None or state.launch_id is None or not (hb.stats or hb.windows):
             return
-        self.ended.append(EndedLaunch(slot, state.launch_id, hb.stats, hb.windows))
+        self.ended.append(ended_launch(slot, state.launch_id, hb.stats, hb.windows))
         del self.ended[:-MAX_ENDED_LAUNCHES]
         state.heartbeat = dataclasses.replace(hb, stats={}, windows={})
 
@@ -213,6 +217,10 @@ class TopologyRecord:
                 "errors": [e.as_dict() for e in self.errors], "errors_happened": self.errors_happened,
                 "pending_action": self.pending_action.to_json() if self.pending_action else None,
                 "debug": self.debug, "code": self.code,
+                # the readers that add up launches (`squall monitor`, the UI's history) take a dead
+                # launch's rest from its last word: a master that restarts before their next poll
+                # must still have it (`EndedLaunch`)
+                "ended": kept_ended(self.ended),
                 # a rebalance changes these, never the code (Storm's StormBase holds them too): a
                 # follower that holds the submitted code can lead after a rebalance
                 "num_workers": self.plan.num_workers, "parallelism": dict(self.plan.parallelism),
@@ -235,6 +243,7 @@ class TopologyRecord:
         topo.launch_floor = int(t.get("launch_floor") or 0)
         topo.trim_slots()  # a state an earlier squall saved kept every slot ever used
         topo.errors = [ErrorRecord.from_dict(e) for e in t.get("errors", [])]
+        topo.ended = ended_from_json(t.get("ended"))  # checked by the master first (`Master._ended_checked`)
         kept = sum(e.count for e in topo.errors)  # a state saved before the count was kept: its records'
         happened = t.get("errors_happened")
         topo.errors_happened = max(kept, happened) if isinstance(happened, int) else kept

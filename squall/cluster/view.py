@@ -114,8 +114,9 @@ def counted_across(before: LaunchCount | None, launches: Sequence[LaunchCount]) 
     reading (`counted_since`: all of it if the count went down); each later one adds its whole
     count. Only the current launch was read before this (the master dropped an ended launch's
     figures at once): what the dead one counted between a poll and its last heartbeat was lost,
-    though the master had heard it. A launch read before that the master no longer keeps (a
-    restarted master, or too many ended since) leaves the later ones' order unknown: the current
+    though the master had heard it. A launch read before that the master no longer keeps (more
+    than 64 ended since, or, after a restart, it did not fit its kept record's 256 KiB) leaves
+    the later ones' order unknown: the current
     launch is counted whole, as before. A task new to the reader counts its current launch."""
     if not launches:
         return 0, before

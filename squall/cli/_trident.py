@@ -81,7 +81,7 @@ def cmd_trident(args: argparse.Namespace) -> int:
     except ImportError:
         raise UserError("squall trident --host spark needs pyspark 4.2 or later (pip install 'squall[trident-spark]')") \
             from None
-    from ..cluster.spark import checked_master
+    from ..cluster.spark import checked_master, quiet_accumulator_hangups
     from ..trident.spark import compile_topology, start
     from ..trident.spark.checkpoint import CheckpointDamaged, check_checkpoint
     from ..trident.spark.launcher import use_installed_pyspark
@@ -116,6 +116,7 @@ def cmd_trident(args: argparse.Namespace) -> int:
         for key, value in spark_conf.items():
             builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
         spark = builder.getOrCreate()
+        quiet_accumulator_hangups(spark.sparkContext)
         stop = StopRequest()
         stop.install()  # after the SparkContext, which installs pyspark's own SIGINT handler
         shipped = tempfile.TemporaryDirectory(prefix="squall-ship-")

@@ -164,10 +164,34 @@ def spark_session(master: str | None = None, app_name: str = "squall", settings:
             raise SquallError(said) from e
         raise
     session.sparkContext.setLogLevel("WARN")
+    quiet_accumulator_hangups(session.sparkContext)
     # the caller's settings (-c spark.*) may override FORCED: checked as a given session's are
     warn_once(check_session(session.sparkContext) if settings else
               [w for w in [security_warning(session.sparkContext)] if w])
     return session
+
+
+def quiet_accumulator_hangups(sc: Any) -> None:
+    """Keep pyspark's accumulator server quiet when the JVM hangs up on it.
+
+    The driver's accumulator server reads updates from a connection the JVM holds open for the
+    SparkContext's life. A JVM that ends first (a SIGTERM to the driver's process group reaches it
+    too: systemd's stop, ``kill -TERM -PGID``) closes it, the server's read raises ``EOFError``,
+    and socketserver printed "Exception occurred during processing of request" and pyspark's
+    traceback into the driver's stderr on every such stop, above a clean "stopped on SIGTERM".
+    Nothing is lost there: an ended JVM sends no more updates. Every other error is still
+    printed as before."""
+    server = getattr(sc, "_accumulatorServer", None)  # pyspark's; None once the context stopped
+    if server is None or not callable(getattr(server, "handle_error", None)):
+        return
+    loud = server.handle_error
+
+    def handle_error(request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (EOFError, ConnectionResetError)):  # the JVM's end of it closed
+            return
+        loud(request, client_address)
+
+    server.handle_error = handle_error
 
 
 def stopped_at_start(master: str | None, error: BaseException) -> str | None:

@@ -512,7 +512,7 @@ class StatefulBoltExecutor(_CheckpointAware):
         elif action == ROLLBACK:
             self._roll_back(f"checkpoint rollback at txid {txid}")
         elif action == INITSTATE and not self.initialized:
-            self._initialize()
+            self._initialize(txid)
         elif action == INITSTATE and self.acking_off:
             # A live task (its state initialized): with acking off the spout recovers only when
             # it restarted (its worker died; no failure reaches it), and nothing in this task
@@ -531,8 +531,18 @@ class StatefulBoltExecutor(_CheckpointAware):
             self._redo_since_prepare(txid)
         return True
 
-    def _initialize(self) -> None:
-        """``init_state`` with the last commit, then ``execute`` the inputs that waited for it."""
+    def _initialize(self, txid: int) -> None:
+        """``init_state`` with the last commit, then ``execute`` the inputs that waited for it.
+
+        With acking off, a task that initializes from a commit (``txid`` 0 or more: the first
+        INITSTATE of a topology carries -1) resumes after a crash that took what it held since
+        that commit, and nothing replays it: a window task is told (``squall_resumed_from_commit``)
+        before it takes an input, so that it does not fire the windows that span the crash
+        (`squall.windowing.restart`)."""
+        if self.acking_off and txid >= 0:
+            resumed = getattr(self.bolt, "squall_resumed_from_commit", None)
+            if resumed is not None:
+                resumed(txid)
         self.bolt.init_state(self.state)
         self.initialized = True
         waiting, self.waiting = self.waiting, []
@@ -552,7 +562,7 @@ class StatefulBoltExecutor(_CheckpointAware):
                     "comes again, so it initializes from its last commit now; what it took since that commit "
                     "before it restarted is lost (nothing replays with acking off)",
                     self._task[0], self._task[1], txid, Config.TOPOLOGY_ACKER_EXECUTORS)
-        self._initialize()
+        self._initialize(txid)
 
     def _redo_since_prepare(self, txid: int) -> None:
         """Back to the last commit, and the inputs taken since (acked, their acks deferred to the

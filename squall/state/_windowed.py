@@ -37,12 +37,16 @@ from __future__ import annotations
 from typing import Any
 
 from .._collectors import OutputCollector
+from .._config import Config, conf_value
 from .._failure import ROLLED_BACK, FailureCause, fail_all_because, fail_because, fail_for
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
+from ..metric._api import CountMetric
+from ..metric._builtin import BUCKET_KEY
 from ..windowing._api import BaseWindowedBolt
 from ..windowing.executor import WindowedBoltExecutor
 from ..windowing.manager import window_manager
+from ..windowing.restart import PARTIAL_WINDOWS_METRIC
 from ._api import StateError
 from ._kv import StateCodec
 from ._names import get_key_value_state, owner_of
@@ -99,6 +103,20 @@ class StatefulWindowedBoltExecutor(WindowedBoltExecutor):
     """Runs a `BaseStatefulWindowedBolt` (inside a `StatefulBoltExecutor`); see the module docstring."""
 
     bolt: BaseStatefulWindowedBolt
+
+    def prepare(self, conf: dict, context: Any, collector: Any) -> None:
+        super().prepare(conf, context, collector)
+        if conf.get(Config.TOPOLOGY_ACKER_EXECUTORS) == 0:  # where a restart can cut a window (below)
+            self.partial_windows = context.register_metric(PARTIAL_WINDOWS_METRIC, CountMetric(),
+                                                           int(conf_value(conf, BUCKET_KEY)))
+
+    def squall_resumed_from_commit(self, txid: int) -> None:
+        """Called by `StatefulBoltExecutor` before ``init_state`` when this task resumes from the
+        commit before ``txid`` with acking off: it died since (its worker did), and nothing
+        replays what it held. Its windows begin again empty (a persistent window's: as
+        committed), so those that span the crash would fire short, or again: they are not fired
+        (`squall.windowing.restart`)."""
+        self.cut_at_restart()
 
     def init_state(self, state: Any) -> None:
         self.bolt.init_state(state)
@@ -255,6 +273,9 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
 
     def on_activation(self, seqs: list[int], new: list[int], expired: list[int], end_ts: int | None) -> None:
         store = self.store
+        if self._cut is not None and self.spans_restart(len(seqs), end_ts):
+            store.forget(expired)
+            return
         self.fired_since_prepare = True
         self.run_window(store.tuples_of(seqs), store.tuples_of(new), store.tuples_of(expired), end_ts, None)
         store.forget(expired)

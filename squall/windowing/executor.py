@@ -28,9 +28,10 @@ from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..metric._api import CountMetric
 from ..metric._builtin import BUCKET_KEY
-from ._api import LATE_TUPLE_FIELD, BaseWindowedBolt, Duration, TupleWindow
+from ._api import LATE_TUPLE_FIELD, BaseWindowedBolt, Count, Duration, TupleWindow
 from .config import WindowSpec, check_window, watermark_idle_timeout_ms, watermark_sources, window_spec
 from .manager import WindowManager, window_manager
+from .restart import PARTIAL_WINDOWS_METRIC, RestartCut
 from .watermark import FIRST_WATERMARK, WatermarkGenerator
 
 KEEP_ALIVE_TICKS_PER_TIMEOUT = 6
@@ -151,6 +152,9 @@ class WindowedBoltExecutor(Bolt):
         self._in_arrival_order = True
         self._first_reset_secs = FIRST_RESET_SECS
         self._last_tick = 0.0  # engine clock of the last keep-alive tick (or of the timer's start)
+        self._started_ms = 0  # engine clock (ms) when this task's timers started (`squall_timers`)
+        self._cut: RestartCut | None = None  # resumed after a crash with acking off (`cut_at_restart`)
+        self.partial_total = 0  # windows not fired, spanning such a restart
 
     def squall_check_at_submit(self, component_id: str, conf: dict[str, Any], streams: dict[str, Any],
                                inputs: dict[Any, Any], spouts: dict[str, dict[str, Any]] | None = None) -> None:
@@ -181,6 +185,7 @@ class WindowedBoltExecutor(Bolt):
         one, as ``(period_secs, callback)``."""
         self._clock = clock
         self._last_tick = clock.wall()  # before the first input: every tuple arrives after it
+        self._started_ms = int(self._last_tick * 1000)  # where this task's processing time begins
         if self.manager is not None and self.spec is not None and not self.spec.event_time:
             self.manager.start(int(self._last_tick * 1000))  # where the windows' ends count from
         secs = self.spec.timer_secs() if self.spec is not None else None
@@ -246,6 +251,10 @@ class WindowedBoltExecutor(Bolt):
         # watermark between two window ends leaves the window that holds it open, as Storm does)
         if self.track(tup, ts) or (
                 ts == self.watermarks.last_watermark and not manager.trigger.evaluated_through(ts)):
+            cut = self._cut
+            if cut is not None:
+                src = tup._src
+                cut.saw((src.component, src.stream, src.task), ts)
             self.add(tup, ts)
             return
         self.late(tup, ts)
@@ -516,7 +525,44 @@ class WindowedBoltExecutor(Bolt):
 
     def on_activation(self, tuples: list[Any], new: list[Any], expired: list[Any], end_ts: int | None) -> None:
         """Run the user's ``execute`` on the window; unanchored emits anchor to all of it."""
+        if self._cut is not None and self.spans_restart(len(tuples), end_ts):
+            return
         self.run_window(tuples, new, expired, end_ts, tuples)
+
+    def cut_at_restart(self) -> None:
+        """This task resumed after its worker died, with acking off (nothing replays what it
+        held): the windows that span the crash are not fired (`spans_restart`). In processing
+        time the cut is where this task's time began (its timer's start, before its first
+        input): every tuple that reached it since is in its windows, and a window reaching back
+        before it, or holding a tuple restored from before it, is partial."""
+        assert self.spec is not None, "prepare() reads the window's settings first"
+        self._cut = RestartCut(None if self.spec.event_time else self._started_ms)
+
+    def spans_restart(self, count: int, end_ts: int | None) -> bool:
+        """Whether the window firing now (``count`` tuples, ending at ``end_ts``) reaches back
+        over this task's restart (`RestartCut.partial`): then it is logged and counted, not
+        fired. Its tuples expire as any window's."""
+        cut, spec, manager = self._cut, self.spec, self.manager
+        assert cut is not None and spec is not None and manager is not None  # the caller checked the cut
+        length = spec.length
+        by_count = isinstance(length, Count)
+        start = end_ts - length.value if end_ts is not None and not by_count else None
+        oldest = min(e.ts for e in manager.firing)
+        if not cut.partial(start, oldest, count, length.value if by_count else None):
+            self._cut = None  # every later window lies after the restart
+            return False
+        self.partial_total += 1
+        metric = getattr(self, "partial_windows", None)
+        if metric is not None:
+            metric.incr()
+        span = f"({start}, {end_ts}]" if start is not None else f"of {count} tuples ending at {end_ts}"
+        log.warning(
+            "Component [%s] task %s: the window %s is not fired: it reaches back over this task's restart, with "
+            "acking off (%s 0), and what the task held before it died is lost (nothing replays it), so it holds "
+            "only part of its tuples, and may have fired before the crash; %d such windows so far (metric %s)",
+            self.component, self.task, span, Config.TOPOLOGY_ACKER_EXECUTORS, self.partial_total,
+            PARTIAL_WINDOWS_METRIC)
+        return True
 
     def on_empty_window(self, end_ts: int) -> None:
         """A processing-time window ended at ``end_ts`` with no tuple: the user's ``execute`` is

@@ -57,6 +57,7 @@ class WindowManager:
         self.since_expiry = 0
         self.by_timestamp = False  # event time: scans go in timestamp order (`in_timestamp_order`)
         self.out_of_order = False  # an event was added with a timestamp before the queue's last
+        self.firing: list[Event] = []  # the window being fired, while the listener runs
         self.eviction: EvictionPolicy = None  # type: ignore[assignment]  # set by `window_manager`
         self.trigger: TriggerPolicy = None  # type: ignore[assignment]
 
@@ -107,10 +108,12 @@ class WindowManager:
                 new = [e.value for e in window if e not in prev]
                 self.prev_window = set(window)
                 ctx = self.eviction.context
+                self.firing = window
                 self.listener.on_activation(events, new, expired, ctx.reference_time if ctx is not None else None)
             else:
                 self.prev_window = set()
         finally:  # a bolt that raised (fail-fast off) must not shift every later count window
+            self.firing = []
             self.trigger.reset()
         return bool(events)
 

@@ -1,0 +1,155 @@
+"""Components for the process-host tests of a window task whose own worker is SIGKILLed with
+acking off (shipped to the workers by value): numbered records -> a windowed bolt that sums each
+window (plain, stateful, or persistent; event or processing time; tumbling or sliding, by
+duration or by count) -> a sink that appends every window result it gets, under
+``test.out.dir``.
+
+The spout emits ids 0..n-1 at ``per_sec`` a second, id i stamped ``START_MS + i * STEP_MS``,
+then one closing record far ahead that moves the watermark past every window holding an id.
+In event time a duration window's ids are known from its bounds (`expected_ids`), so a result
+holding fewer is a short window."""
+
+import json
+import time
+from pathlib import Path
+
+from squall import BaseWindowedBolt, Bolt, Config, Count, Duration, Fields, Spout, TopologyBuilder
+from squall.state import BaseStatefulWindowedBolt
+
+START_MS = 1_000_000
+STEP_MS = 10
+CLOSING_ID = -1
+
+SHAPES = {
+    # name: (length, sliding); duration lengths in ms
+    "tumbling": (Duration.of(500), Duration.of(500)),
+    "sliding": (Duration.of(1000), Duration.of(500)),
+    "count-tumbling": (Count.of(50), Count.of(50)),
+    "count-sliding": (Count.of(100), Count.of(50)),
+}
+
+
+def expected_ids(start: int, end: int, n: int) -> list[int]:
+    """The ids 0..n-1 whose timestamp is in ``(start, end]`` (an event-time duration window)."""
+    return [i for i in range(n) if start < START_MS + i * STEP_MS <= end]
+
+
+class Numbers(Spout):
+    """Ids 0..n-1 at ``per_sec`` a second (with message ids: with acking off each is acked in
+    ``emit``), then the closing record; writes how many it emitted to ``emitted-<task>``."""
+
+    def __init__(self, n: int, per_sec: int) -> None:
+        self.n = n
+        self.per_sec = per_sec
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id", "ts"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.out = Path(conf["test.out.dir"]) / f"emitted-{context.get_this_task_id()}"
+        self.started = None
+        self.next = 0
+
+    def next_tuple(self):
+        now = time.monotonic()
+        if self.started is None:
+            self.started = now
+        if self.next >= self.n:
+            return
+        due = min(self.n, int((now - self.started) * self.per_sec))
+        while self.next < due:
+            self.collector.emit([self.next, START_MS + self.next * STEP_MS], self.next)
+            self.next += 1
+        if self.next == self.n:
+            self.collector.emit([CLOSING_ID, START_MS + (self.n + 500) * STEP_MS], CLOSING_ID)
+            written = self.out.with_suffix(".tmp")
+            written.write_text(str(self.n))
+            written.replace(self.out)  # whole or absent: the test reads it as soon as it exists
+
+
+def _result(window) -> list:
+    ids = sorted(t[0] for t in window.get() if t[0] != CLOSING_ID)
+    return [window.get_start_timestamp(), window.get_end_timestamp(), ids, sum(ids)]
+
+
+class PlainSums(BaseWindowedBolt):
+    """Emits each window's bounds, ids and sum."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("start", "end", "ids", "sum"))
+
+    def execute(self, window):
+        self.collector.emit(_result(window))
+
+
+class StatefulSums(BaseStatefulWindowedBolt):
+    """`PlainSums` as a stateful windowed bolt (persistent or not)."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("start", "end", "ids", "sum"))
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, window):
+        self.collector.emit(_result(window))
+
+
+class WindowSink(Bolt):
+    """Records every window result it gets, with the wall time, to ``sink-<task>.jsonl`` (an
+    append: a user's sink)."""
+
+    def declare_output_fields(self, declarer):
+        pass
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.log = Path(conf["test.out.dir"]) / f"sink-{context.get_this_task_id()}.jsonl"
+
+    def execute(self, tup):
+        if tup[2]:  # a window of the closing record alone
+            row = {"start": tup[0], "end": tup[1], "ids": tup[2], "sum": tup[3], "at": time.time()}
+            with open(self.log, "a") as f:
+                f.write(json.dumps(row) + "\n")
+        self.collector.ack(tup)
+
+
+def topology(n: int, per_sec: int, kind: str, shape: str, event_time: bool):
+    """numbers -> window (1 task; ``kind`` plain, stateful or persistent) -> sink (1 task)."""
+    bolt = PlainSums() if kind == "plain" else StatefulSums()
+    length, sliding = SHAPES[shape]
+    bolt = bolt.with_window(length, sliding)
+    if event_time:
+        bolt = bolt.with_timestamp_field("ts").with_lag(Duration.of(200)).with_watermark_interval(Duration.of(100))
+    if kind == "persistent":
+        bolt = bolt.with_persistence()
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers(n, per_sec))
+    b.set_bolt("window", bolt).global_grouping("numbers")
+    b.set_bolt("sink", WindowSink()).global_grouping("window")
+    return b.create_topology()
+
+
+def conf(out: Path, workers: int, interval_ms: int = 300) -> Config:
+    """Acking off, ``workers`` workers, a checkpoint every ``interval_ms``."""
+    c = Config()
+    c.set_num_workers(workers)
+    c[Config.TOPOLOGY_ACKER_EXECUTORS] = 0
+    c[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = interval_ms
+    c["test.out.dir"] = str(out)
+    return c
+
+
+def emitted(out: Path) -> int | None:
+    """How many ids the spout emitted, once it emitted them all (None before)."""
+    files = [f for f in out.glob("emitted-*") if f.suffix != ".tmp"]
+    return int(files[0].read_text()) if files else None
+
+
+def sink_rows(out: Path) -> list[dict]:
+    """Every window result the sink recorded, in the order it got them."""
+    rows: list[dict] = []
+    for f in sorted(out.glob("sink-*.jsonl")):
+        rows += [json.loads(line) for line in f.read_text().split("\n")[:-1]]
+    return rows

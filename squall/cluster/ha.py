@@ -13,7 +13,7 @@ With ``storm.zookeeper.servers`` set, every master (`squall.cluster.master.Maste
                                     topology's error count (beside the error batches counted)
                                     and the last word of its ended launches (their counters)
 ``errors/<storm-id>``               its errors (the master's records, newest last)
-``workerbeats/<storm-id>/<slot>``   heartbeat summaries (exact counters, pid, address), written
+``workerbeats/<storm-id>/<slot>``   heartbeat summaries (exact counters, pid, address, launch id), written
                                     by the leader every ``task.heartbeat.frequency.secs``
 ``supervisors/<supervisor-id>``     each supervisor's host, ports and first sync
 ``supervisors-alive/<id>``          ephemeral, written by the supervisor itself: its session
@@ -821,7 +821,8 @@ def check_beat(v: Any) -> str | None:
     if not isinstance(v, dict) or not _is_number(v.get("time")) or not isinstance(v.get("stats"), dict) \
             or not (v.get("figures") is None or isinstance(v["figures"], dict)) \
             or not (v.get("pid") is None or _is_int(v["pid"])) \
-            or not (v.get("address") is None or isinstance(v["address"], str)):
+            or not (v.get("address") is None or isinstance(v["address"], str)) \
+            or not (v.get("launch_id") is None or _is_int(v["launch_id"])):
         return "not a heartbeat summary"
     return None
 

@@ -137,6 +137,7 @@ from .master_records import (
     Outcome,
     PendingAction,
     Planned,
+    SlotBeat,
     SlotState,
     SupervisorInfo,
     ended_from_json,
@@ -412,11 +413,18 @@ class Master:
             self._ended_checked(name, t, f"ZooKeeper's node assignments/{storm_id}")
             topo = TopologyRecord.from_json(plan, t, self.mono())
             for slot, beat in state.beats.get(storm_id, {}).items():
-                if slot in topo.assignment:
-                    # the leader's time of the beat is on its own monotonic clock: "heard now" here
-                    topo.slot(slot).heartbeat = LastBeat(self.mono(), stats=beat["stats"],
-                                                          figures=beat.get("figures"), pid=beat.get("pid"),
-                                                          address=beat.get("address"))
+                if slot not in topo.assignment:
+                    continue
+                slot_state = topo.slot(slot)
+                if beat.get("launch_id", slot_state.launch_id) != slot_state.launch_id:
+                    # a slot whose launch ended keeps the dead launch's last beat in its node until
+                    # the next launch beats: taken for the current launch, its counts were counted
+                    # twice by `squall monitor` and the UI's history, as that launch's and as the
+                    # ended one's (`EndedLaunch`). An older leader's beat names no launch: taken
+                    continue
+                # the leader's time of the beat is on its own monotonic clock: "heard now" here
+                slot_state.heartbeat = LastBeat(self.mono(), stats=beat["stats"], figures=beat.get("figures"),
+                                              pid=beat.get("pid"), address=beat.get("address"))
             topologies[name] = topo
         self.topologies = topologies
         self.counter = max(self.counter, state.counter)
@@ -428,13 +436,13 @@ class Master:
                             for sid, s in state.supervisors.items()}
         return complete
 
-    def heartbeats(self) -> list[tuple[str, str, LastBeat]]:
-        """(storm id, slot, its last heartbeat) of each assigned worker that has beaten (Nimbus
-        HA's leader writes them for the followers' pages), its time the wall time it came at."""
+    def heartbeats(self) -> list[SlotBeat]:
+        """The last heartbeat of each assigned worker that has beaten, with the launch it is of
+        (Nimbus HA's leader writes them for the followers' pages), its time the wall time it came at."""
         to_wall = self.clock.wall() - self.mono()
-        return [(t.plan.storm_id, slot, dataclasses.replace(hb, time=hb.time + to_wall))
+        return [SlotBeat(t.plan.storm_id, slot, state.launch_id, dataclasses.replace(hb, time=hb.time + to_wall))
                 for t in self.topologies.values() for slot in t.assignment
-                if (hb := t.slot(slot).heartbeat) is not None]
+                if (hb := (state := t.slot(slot)).heartbeat) is not None]
 
     def _changes(self) -> tuple[list[Change], Persisted]:
         """What changed in the persisted part of the state since the last outcome, and that part now."""

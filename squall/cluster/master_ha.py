@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .. import _nimbus as nimbus_verbs
 from .._config import Config, conf_value
 from .._errors import NotLeaderException
-from .master_records import LastBeat, Outcome, Planned
+from .master_records import Outcome, Planned, SlotBeat
 from .store import PutBeat, StoredState
 
 if TYPE_CHECKING:
@@ -68,8 +68,8 @@ class ElectedMaster(Protocol):
         """Take the leader's ``state`` (``plans``: the code held, by digest); whether every topology's code was held."""
         ...
 
-    def heartbeats(self) -> list[tuple[str, str, LastBeat]]:
-        """(storm id, slot, last heartbeat) of each assigned worker that has beaten."""
+    def heartbeats(self) -> list[SlotBeat]:
+        """The last heartbeat of each assigned worker that has beaten, with its launch id."""
         ...
 
     def unseal_plan(self, blob: bytes, path: Any) -> TopologyPlan | None:
@@ -186,7 +186,7 @@ class Election:
         beats = []
         # kept for the workers of now only: a killed topology's, a moved worker's are forgotten
         written, self._beats_written = self._beats_written, {}
-        for storm_id, slot, hb in self.master.heartbeats():
+        for storm_id, slot, launch_id, hb in self.master.heartbeats():
             key = (storm_id, slot)
             last = written.get(key, -every)
             if hb.starting or now - last < every:
@@ -194,7 +194,8 @@ class Election:
                     self._beats_written[key] = last
                 continue
             beats.append(PutBeat(storm_id, slot, {"time": hb.time, "stats": hb.stats, "figures": hb.figures,
-                                                  "pid": hb.pid, "address": hb.address}))
+                                                  "pid": hb.pid, "address": hb.address,
+                                                  "launch_id": launch_id}))
             self._beats_written[key] = now
         try:
             self._sync_code(self.ha.code_keys())

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..worker.stats_history import ALL_TIME
 
@@ -47,6 +47,16 @@ class LastBeat:
         """What a new launch (or one a restarted master does not know yet) counts as: not heard
         from, waiting since ``now``."""
         return cls(now, starting=True)
+
+
+class SlotBeat(NamedTuple):
+    """A slot's last heartbeat (`LastBeat`) and the launch it is of (None: the slot has none
+    yet), as Nimbus HA's leader writes it for the followers (`squall.cluster.master_ha`)."""
+
+    storm_id: str
+    slot: str
+    launch_id: int | None
+    beat: LastBeat
 
 
 MAX_ENDED_LAUNCHES = 64

@@ -14,6 +14,7 @@ import pytest
 from squall.cluster.served_ui import statistics_pages
 from squall.cluster.server import MasterServer
 from squall.cluster.store import ZooKeeperStore
+from squall.cluster.view import LaunchCount
 from squall.engine.clock import SimulatedClock
 
 from .served import served
@@ -172,3 +173,61 @@ def test_a_real_zookeeper_keeps_the_ended_launches_sealed_in_the_assignment_node
         leader.delete(leader.root)
         leader.close()
         reader.close()
+
+
+def _counted_since(reader_read, m, task):
+    """What `squall monitor` adds to the spout task's acks since it read ``reader_read`` (its
+    `LaunchCount`), reading ``m``'s ``info`` as it does (`_launches`, `counted_across`)."""
+    from squall.cli._cluster import _launches
+    from squall.cluster.view import counted_across
+
+    launches = _launches(m.op_info(name="t")["components"]["feed"], lambda st: int(st.get("acked") or 0))
+    return counted_across(reader_read, launches[str(task)])[0]
+
+
+def test_a_new_nimbus_ha_leader_does_not_count_a_dead_launchs_last_beat_twice(tmp_path):
+    """The leader writes each worker's beat summary to ``workerbeats/<id>/<slot>``, and the next
+    launch of a slot overwrites it only once it beats. A leader that died between a launch's
+    death and its relaunch's first beat left the dead launch's beat there beside its last word
+    in ``assignments/<id>``: the new leader took that beat for the relaunch's, and `squall
+    monitor`, which had read all 180 acks of the dead launch, added 180 acks no worker made."""
+    from squall.cluster.master_records import Outcome
+    from squall.cluster.seeds import NimbusAddress
+
+    ensemble = SimpleNamespace(nodes={}, leader=None)
+    clock = SimulatedClock(50.0)
+    conf = {**CONF, "storm.local.dir": str(tmp_path)}
+
+    def master(port):
+        m = served(conf, clock=clock, store=ZooKeeperStore(_Session(ensemble), tmp_path / "nimbus", b"s" * 32))
+        m.port = port
+        MasterServer(m.master)
+        m.election.join()
+        return m
+
+    a = master(1)
+    ensemble.leader = NimbusAddress("127.0.0.1", 1)
+    assert a.election.tick(clock.now()) and a.leading
+    _register(a)
+    a.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    b = master(2)
+    topo = a.topologies["t"]
+    task = topo.plan.component_tasks["feed"][0]
+    slot = next(s for s, idx in topo.assignment.items() if any(task in topo.plan.executors[i].tasks for i in idx))
+    launch = topo.launch_ids[slot]
+    a.op_heartbeat(storm_id=topo.plan.storm_id, slot=slot, launch_id=launch, stats=_spout_stats(task),
+                   windows=_windows(task))
+    a.keeper.keep(Outcome(changes=tuple(a.election.monitor(clock.now()))))  # the leader's second: the beats
+    assert ensemble.nodes[f"/storm/workerbeats/{topo.plan.storm_id}/{slot}"]["stats"][task]["acked"] == ACKED
+    read = LaunchCount((slot, launch), ACKED)  # monitor read the launch's 180 acks
+    assert _counted_since(read, a, task) == 0
+    a.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001],
+                         exits=[{"storm_id": topo.plan.storm_id, "slot": slot, "launch_id": launch, "status": -9,
+                                 "started": True}])
+    a.pending(full=True)
+    assert _counted_since(read, a, task) == 0  # the old leader: the dead launch, over, and a relaunch not heard
+    ensemble.leader = NimbusAddress("127.0.0.1", 2)
+    assert b.election.tick(clock.now()) and b.leading
+    assert _ended(b) == {task: [(slot, launch, ACKED, FAILED)]}
+    assert _counted_since(read, b, task) == 0
+    assert str(task) not in b.op_info(name="t")["components"]["feed"]["task_stats"]  # the relaunch has not beaten

@@ -6,14 +6,14 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from squall.cluster.master_ha import Election
-from squall.cluster.master_records import LastBeat
+from squall.cluster.master_records import LastBeat, SlotBeat
 
 
 class _Master:
     def __init__(self) -> None:
         self.conf = {"task.heartbeat.frequency.secs": 3}
         self.secret = b"s" * 32
-        self.beating: list[tuple[str, str, LastBeat]] = []
+        self.beating: list[SlotBeat] = []
 
     def heartbeats(self):
         return list(self.beating)
@@ -37,7 +37,7 @@ def test_the_leader_forgets_when_it_wrote_the_beats_of_workers_that_are_gone():
     election = Election(master, store)
     now = 0.0
     for n in range(2_000):  # topologies submitted, run for a while and killed, one after the other
-        master.beating = [(f"t-{n}-1", f"10.0.0.{n % 7}:{6700 + p}", LastBeat(now, stats={}))
+        master.beating = [SlotBeat(f"t-{n}-1", f"10.0.0.{n % 7}:{6700 + p}", 1, LastBeat(now, stats={}))
                           for p in range(4)]
         for _ in range(3):
             now += 3.0

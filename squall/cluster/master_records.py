@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..engine.stats import GAUGES
 from ..worker.stats_history import ALL_TIME
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ def _launch_problem(v: Any) -> str | None:
         return "an ended launch is not a map"
     slot, launch = v.get("slot"), v.get("launch_id")
     host, sep, port = slot.rpartition(":") if isinstance(slot, str) else ("", "", "")
-    if not (host and sep and port.isdigit()):
+    if not (host and sep and _is_decimal(port)):
         return f"an ended launch's slot {slot!r} is not host:port"
     if not _is_count(launch):
         return f"the launch id {launch!r} of an ended launch of {slot} is not a whole number"
@@ -131,17 +132,24 @@ def _launch_problem(v: Any) -> str | None:
         problem = _task_stats_problem(task, st)
         if problem:
             return f"launch {launch} of {slot}, task {task!r}: {problem}"
+    # a row's count or latency below zero (a gauge's may be) would go into the UI history's totals
     for task, w in windows.items():
-        if not str(task).isdigit() or not isinstance(w, dict) or set(w) - {ALL_TIME} \
+        if not _is_decimal(str(task)) or not isinstance(w, dict) or set(w) - {ALL_TIME} \
                 or not isinstance(w.get(ALL_TIME, []), list) or not all(
                 isinstance(r, list) and len(r) == 4 and all(isinstance(x, str) for x in r[:3])
-                and _is_number(r[3]) for r in w.get(ALL_TIME, [])):
+                and _is_number(r[3]) and (r[3] >= 0 or r[0] in GAUGES) for r in w.get(ALL_TIME, [])):
             return f"launch {launch} of {slot}, task {task!r}: its all-time rows are malformed"
     return None
 
 
 _COUNTS = ("acked", "failed", "executed", "backlog")
 _BY_STREAM = ("emitted", "transferred")
+
+
+def _is_decimal(s: str) -> bool:
+    # ASCII digits only: str.isdigit() also takes "²" (which int() refuses: every info and page
+    # of the topology then failed with a bare ValueError) and "٣" (which int() reads as 3)
+    return s.isascii() and s.isdigit()
 
 
 def _is_count(v: Any) -> bool:
@@ -156,7 +164,7 @@ def _task_stats_problem(task: Any, st: Any) -> str | None:
     """What is wrong with one task's counters (`squall.engine.worker.Worker.statistics`) as an
     ended launch keeps them (None: nothing). The figures readers add up must be counts: a
     negative or fractional one, or a string, would be added to a user's totals."""
-    if not str(task).isdigit() or not isinstance(st, dict):
+    if not _is_decimal(str(task)) or not isinstance(st, dict):
         return "not a task id with a map of counters"
     for key in _COUNTS:
         if key in st and not _is_count(st[key]):

@@ -115,6 +115,11 @@ def test_a_new_nimbus_ha_leader_has_the_last_word_of_a_launch_that_died_under_th
     (lambda e, t: e.update(slot="nowhere"), "slot 'nowhere' is not host:port"),
     (lambda e, t: e.update(launch_id=True), "launch id True"),
     (lambda e, t: e["windows"][t].update({"600": []}), "all-time rows are malformed"),
+    (lambda e, t: e["windows"][t][":all-time"][0].__setitem__(3, -180.0), "all-time rows are malformed"),
+    # digits to str.isdigit(), not to int(): passed, and every info and page then raised ValueError
+    (lambda e, t: e.update(slot="127.0.0.1:\u00b2"), "slot '127.0.0.1:\u00b2' is not host:port"),
+    (lambda e, t: e["stats"].update({"\u00b2": e["stats"].pop(t)}), "task '\u00b2': not a task id"),
+    (lambda e, t: e["windows"].update({"\u00b2": e["windows"].pop(t)}), "task '\u00b2': its all-time rows"),
 ])
 def test_a_malformed_ended_launch_in_state_json_is_refused_naming_it_and_the_topology_resumes(
         tmp_path, caplog, edit, why):
@@ -128,8 +133,9 @@ def test_a_malformed_ended_launch_in_state_json_is_refused_naming_it_and_the_top
     data = json.loads(path.read_text())
     edit(data["topologies"]["t"]["ended"][0], task)
     path.write_text(json.dumps(data))
-    again = served(conf, clock=SimulatedClock(6.0))
+    again = served(conf, clock=SimulatedClock(6.0), pages=statistics_pages())
     assert again.op_info(name="t")["id"] == storm_id and _ended(again) == {}
+    assert again.op_statistics(name="t")["ended"] == [] and again.op_topology_page(name="t")["name"] == "t"
     assert f"the ended launches' figures of topology t in {path} are refused" in caplog.text and why in caplog.text
 
 

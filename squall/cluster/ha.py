@@ -892,4 +892,6 @@ def _is_slot(slot: Any) -> bool:
     if not isinstance(slot, str):
         return False
     host, sep, port = slot.rpartition(":")
-    return bool(host and sep and port.isdigit())
+    # ASCII digits: str.isdigit() takes "²" too, which int() refuses, and a slot "h:²" kept its
+    # topology, whose info, pages and every supervisor's sync then failed with a bare ValueError
+    return bool(host and sep and port.isascii() and port.isdigit())

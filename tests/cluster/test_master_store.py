@@ -237,6 +237,7 @@ def test_a_plan_of_an_earlier_submission_of_a_topology_does_not_replace_the_one_
     (lambda t: t.update(launched=float("nan")), "launched is not a time"),
     (lambda t: t.update(assignment={slot: [999] for slot in t["assignment"]}), "executor indexes of the plan"),
     (lambda t: t.update(assignment={"nothost": [0]}), "slot 'nothost'"),
+    (lambda t: t.update(assignment={"127.0.0.1:\u00b2": [0]}), "slot '127.0.0.1:\u00b2'"),
     (lambda t: t.update(pending_action={"kind": "X", "due": 1.0}), "malformed pending action"),
 ])
 def test_a_malformed_topology_record_is_dropped_naming_it_and_the_others_resume(tmp_path, caplog, edit, why):

@@ -35,19 +35,31 @@ def _windows(task):
     return {task: {"600": rows, ":all-time": rows}}
 
 
-def _spout_dies(m):
-    """The spout's worker beats its counts, then dies (its supervisor says so); returns its
-    slot and the launch that died."""
+def _spout_beats(m):
+    """The spout's worker beats its counts; returns its slot and launch."""
     topo = m.topologies["t"]
     task = topo.plan.component_tasks["feed"][0]
     slot = next(s for s, idx in topo.assignment.items() if any(task in topo.plan.executors[i].tasks for i in idx))
     launch = topo.launch_ids[slot]
     m.op_heartbeat(storm_id=topo.plan.storm_id, slot=slot, launch_id=launch, stats=_spout_stats(task),
                    windows=_windows(task))
+    return slot, launch
+
+
+def _dies(m, slot, launch):
+    """``slot``'s worker (``launch``) dies: its supervisor says so, and the slot is relaunched."""
+    topo = m.topologies["t"]
     m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001],
                          exits=[{"storm_id": topo.plan.storm_id, "slot": slot, "launch_id": launch, "status": -9,
                                  "started": True}])
     assert topo.launch_ids[slot] == launch + 1
+
+
+def _spout_dies(m):
+    """The spout's worker beats its counts, then dies (its supervisor says so); returns its
+    slot and the launch that died."""
+    slot, launch = _spout_beats(m)
+    _dies(m, slot, launch)
     return slot, launch
 
 
@@ -78,7 +90,9 @@ def test_a_restarted_master_still_has_the_last_word_of_a_launch_that_died_before
     assert list(kept["windows"][str(task)]) == [":all-time"]
 
 
-def test_a_new_nimbus_ha_leader_has_the_last_word_of_a_launch_that_died_under_the_old_one(tmp_path):
+def _leader_and_follower(tmp_path):
+    """Nimbus HA on a `SimulatedClock`, ZooKeeper stood in for: master ``a`` leads and runs
+    topology t, ``b`` follows; returns them and a function that ends ``a``'s lead (b wins)."""
     from squall.cluster.seeds import NimbusAddress
 
     ensemble = SimpleNamespace(nodes={}, leader=None)
@@ -98,12 +112,21 @@ def test_a_new_nimbus_ha_leader_has_the_last_word_of_a_launch_that_died_under_th
     _register(a)
     a.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     b = master(2)
+
+    def failover():
+        ensemble.leader = NimbusAddress("127.0.0.1", 2)  # a's session ends: b wins the election
+        assert b.election.tick(clock.now()) and b.leading
+
+    return a, b, failover
+
+
+def test_a_new_nimbus_ha_leader_has_the_last_word_of_a_launch_that_died_under_the_old_one(tmp_path):
+    a, b, failover = _leader_and_follower(tmp_path)
     slot, launch = _spout_dies(a)
     a.pending(full=True)  # the leader's tick writes what the verbs changed
     task = a.topologies["t"].plan.component_tasks["feed"][0]
     assert _ended(a) == {task: [(slot, launch, ACKED, FAILED)]}
-    ensemble.leader = NimbusAddress("127.0.0.1", 2)  # a's session ends: b wins the election
-    assert b.election.tick(clock.now()) and b.leading
+    failover()
     assert _ended(b) == _ended(a)
 
 
@@ -198,42 +221,19 @@ def test_a_new_nimbus_ha_leader_does_not_count_a_dead_launchs_last_beat_twice(tm
     in ``assignments/<id>``: the new leader took that beat for the relaunch's, and `squall
     monitor`, which had read all 180 acks of the dead launch, added 180 acks no worker made."""
     from squall.cluster.master_records import Outcome
-    from squall.cluster.seeds import NimbusAddress
 
-    ensemble = SimpleNamespace(nodes={}, leader=None)
-    clock = SimulatedClock(50.0)
-    conf = {**CONF, "storm.local.dir": str(tmp_path)}
-
-    def master(port):
-        m = served(conf, clock=clock, store=ZooKeeperStore(_Session(ensemble), tmp_path / "nimbus", b"s" * 32))
-        m.port = port
-        MasterServer(m.master)
-        m.election.join()
-        return m
-
-    a = master(1)
-    ensemble.leader = NimbusAddress("127.0.0.1", 1)
-    assert a.election.tick(clock.now()) and a.leading
-    _register(a)
-    a.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
-    b = master(2)
+    a, b, failover = _leader_and_follower(tmp_path)
     topo = a.topologies["t"]
     task = topo.plan.component_tasks["feed"][0]
-    slot = next(s for s, idx in topo.assignment.items() if any(task in topo.plan.executors[i].tasks for i in idx))
-    launch = topo.launch_ids[slot]
-    a.op_heartbeat(storm_id=topo.plan.storm_id, slot=slot, launch_id=launch, stats=_spout_stats(task),
-                   windows=_windows(task))
-    a.keeper.keep(Outcome(changes=tuple(a.election.monitor(clock.now()))))  # the leader's second: the beats
-    assert ensemble.nodes[f"/storm/workerbeats/{topo.plan.storm_id}/{slot}"]["stats"][task]["acked"] == ACKED
+    slot, launch = _spout_beats(a)
+    a.keeper.keep(Outcome(changes=tuple(a.election.monitor(a.clock.now()))))  # the leader's second: the beats
+    assert a.store.coordinator.read(f"/storm/workerbeats/{topo.plan.storm_id}/{slot}")["stats"][task]["acked"] == ACKED
     read = LaunchCount((slot, launch), ACKED)  # monitor read the launch's 180 acks
     assert _counted_since(read, a, task) == 0
-    a.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001],
-                         exits=[{"storm_id": topo.plan.storm_id, "slot": slot, "launch_id": launch, "status": -9,
-                                 "started": True}])
+    _dies(a, slot, launch)
     a.pending(full=True)
     assert _counted_since(read, a, task) == 0  # the old leader: the dead launch, over, and a relaunch not heard
-    ensemble.leader = NimbusAddress("127.0.0.1", 2)
-    assert b.election.tick(clock.now()) and b.leading
+    failover()
     assert _ended(b) == {task: [(slot, launch, ACKED, FAILED)]}
     assert _counted_since(read, b, task) == 0
     assert str(task) not in b.op_info(name="t")["components"]["feed"]["task_stats"]  # the relaunch has not beaten

@@ -237,3 +237,21 @@ def test_a_new_nimbus_ha_leader_does_not_count_a_dead_launchs_last_beat_twice(tm
     assert _ended(b) == {task: [(slot, launch, ACKED, FAILED)]}
     assert _counted_since(read, b, task) == 0
     assert str(task) not in b.op_info(name="t")["components"]["feed"]["task_stats"]  # the relaunch has not beaten
+
+
+def test_a_beat_summary_an_older_leader_wrote_without_its_launch_is_still_taken(tmp_path):
+    """An older leader's ``workerbeats`` node names no launch (and it kept no ended launches):
+    the new leader takes it for the slot's current launch, as it did."""
+    from squall.cluster.master_records import Outcome
+
+    a, b, failover = _leader_and_follower(tmp_path)
+    topo = a.topologies["t"]
+    task = topo.plan.component_tasks["feed"][0]
+    slot, launch = _spout_beats(a)
+    a.keeper.keep(Outcome(changes=tuple(a.election.monitor(a.clock.now()))))
+    node = f"/storm/workerbeats/{topo.plan.storm_id}/{slot}"
+    older = {k: v for k, v in a.store.coordinator.read(node).items() if k != "launch_id"}
+    a.store.coordinator.write(node, older)
+    failover()
+    [stats] = [st for t, st in b.op_info(name="t")["components"]["feed"]["task_stats"].items() if int(t) == task]
+    assert (stats["slot"], stats["launch_id"], stats["acked"], stats["failed"]) == (slot, launch, ACKED, FAILED)

@@ -2022,6 +2022,15 @@ class FileSinkBolt(Bolt):
                 or (self.max_bytes is not None and self.size >= self.max_bytes)):
             self._rotate()
 
+    def squall_flush_for_checkpoint(self) -> None:
+        """In a stateful topology, a checkpoint waits here for tuples the current file holds (a
+        persistent window's results): rotate it now, as a tick would, so that the checkpoint
+        passes at once instead of at the file's ``max_records``, ``max_bytes`` or tick
+        (`squall.state._bolt.CheckpointTupleForwarder`). Behind such a window a file therefore
+        holds at most a checkpoint interval of tuples."""
+        if self.held:
+            self._rotate()
+
     def _name(self) -> str:
         return f"{self.stem}{self.run}-{self.sequence:06d}{self.suffix}"
 

@@ -93,7 +93,7 @@ class InputsInFlight:
             self._release()
 
     def hold(self, release: Callable[[bool], None], *, action: str, txid: int,
-             keeps_failure: bool = False) -> None:
+             keeps_failure: bool = False) -> bool:
         """A checkpoint ``(action, txid)`` arrived: call ``release(failed)`` once every input
         given before it is settled (at once if none is open); ``failed`` says whether an input
         was failed since the last PREPARE or ROLLBACK was released (one given after this
@@ -103,10 +103,15 @@ class InputsInFlight:
         next transaction, and the INITSTATE that recovers a restarted task after a worker died
         changes nothing in the live tasks, whose windows fired meanwhile. (Cleared by that
         INITSTATE, the failure of the results a live window fired as the worker died let the
-        next PREPARE through: the commit recorded the windows as fired, their results lost.)"""
+        next PREPARE through: the commit recorded the windows as fired, their results lost.)
+
+        Returns True if the checkpoint waits (an input given before it is still open), False if
+        it was released at once."""
         with self._lock:
-            self._held.append(_Held(self._arrived, release, keeps_failure, action, txid, self._now()))
+            held = _Held(self._arrived, release, keeps_failure, action, txid, self._now())
+            self._held.append(held)
             self._release()
+            return bool(self._held) and self._held[-1] is held
 
     def overdue(self, after_secs: float) -> HeldCheckpoint | None:
         """The oldest checkpoint held here, if it has waited ``after_secs`` or more and was not

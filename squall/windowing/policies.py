@@ -192,9 +192,14 @@ class TimeEvictionPolicy(EvictionPolicy):
                 self.delta = 1 << 62  # the first window: every event so far
             else:
                 self.delta = context.reference_time - prev.reference_time - context.sliding_interval
-                if abs(self.delta) > 100:
-                    log.warning("window fired %d ms off its interval (a busy loop or a long "
-                                "execute); that window is lengthened to cover the gap", self.delta)
+                if self.delta > 100:
+                    log.warning("window fired %d ms late (a busy loop or a long execute); that window "
+                                "is lengthened to cover the gap", self.delta)
+                elif self.delta < -100:
+                    # the trigger keeps its schedule: the window after a late one comes early, and
+                    # is shortened to begin where that one ended (no event in both)
+                    log.warning("window fired %d ms early, after a late one; that window is shortened to "
+                                "begin where the late one ended", -self.delta)
 
 
 class WatermarkTimeEvictionPolicy(TimeEvictionPolicy):

@@ -176,3 +176,28 @@ def test_events_sharing_a_timestamp_across_count_windows_are_each_counted_once()
     assert lis.got()[2:] == [["e5", "f"]]
     assert [w[3] for w in lis.windows] == [5, 5, 6]  # each ends at its last event's timestamp
     assert lis.expired == ["e1", "e2", "e3", "e4"]
+
+
+def test_a_late_processing_time_window_and_the_early_one_after_it_split_the_events_between_them(caplog):
+    """A sliding processing-time trigger that fires late by 300 ms lengthens that window; the
+    next, on schedule, comes 300 ms early against it and is shortened: every event is in exactly
+    one tumbling window, and the logs say late, then early (before, both "off its interval",
+    the early one "lengthened" with a negative figure)."""
+    import logging
+
+    from squall.windowing.policies import Action, Event, EvictionContext, TimeEvictionPolicy
+
+    policy = TimeEvictionPolicy(1000)
+    events = [Event(i, ts) for i, ts in enumerate(range(10, 3001, 10))]
+    windows = []
+    with caplog.at_level(logging.WARNING, logger="squall.windowing.policies"):
+        for end in (1000, 2300, 3000):  # on time, 300 ms late, on schedule again
+            policy.set_context(EvictionContext(end, sliding_interval=1000))
+            windows.append([e.value for e in events if policy.evict(e) is Action.PROCESS])
+    seen = [i for w in windows for i in w]
+    assert sorted(seen) == list(range(len(events)))  # each event once
+    assert [len(w) for w in windows] == [100, 130, 70]
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["window fired 300 ms late (a busy loop or a long execute); that window is lengthened to cover the gap",
+                    "window fired 300 ms early, after a late one; that window is shortened to begin where the late "
+                    "one ended"], said

@@ -525,6 +525,12 @@ def batch_items(out: list, targets: list, values: list, src: Any, roots: Any, va
     """Append a decoded batch run's targets and Tuples to ``out``, flat: ``target, tuple_type(values[i],
     src, roots[i], vals[i]), ...`` (``roots`` None: untracked tuples; a root None: the previous one,
     the same object); columns of different lengths raise ValueError."""
+    # checked first, as the compiled one does: map() stops at its shortest column, so a damaged
+    # batch whose values column was longer than its targets' was decoded, into Tuples whose
+    # values were whatever that column held (a float, an int), where the compiled path refused it
+    n = len(targets)
+    if len(values) != n or roots is not None and (len(roots) != n or len(vals) != n):
+        raise ValueError("a batch's run has columns of different lengths")
     if roots is None:
         tuples = list(map(tuple_type, values, repeat(src)))
     else:

@@ -3528,7 +3528,10 @@ group_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyTypeObject *tt = (PyTypeObject *)args[1];
-    PyObject *items = PySequence_Fast(args[0], "a batch's items are not a sequence");
+    /* a copy of the items, which holds each of them: a source's task or stream read below, or a
+       root's truth, may run Python code that changes the list (a list walked in place was read
+       past its end once a property cleared it: a crash) */
+    PyObject *items = PySequence_Tuple(args[0]);
     if (items == NULL)
         return NULL;
     PyObject *runs = PyList_New(0), *sources = PyList_New(0), *ack_targets = PyList_New(0),
@@ -3538,11 +3541,11 @@ group_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *prev_root = NULL;  /* the run's previous Tuple's root, borrowed from it */
     if (!runs || !sources || !ack_targets || !acks || !reply_targets || !replies)
         goto done;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+    Py_ssize_t n = PyTuple_GET_SIZE(items);
     if (n % 2)
         goto unknown;
     for (Py_ssize_t i = 0; i < n; i += 2) {
-        PyObject *target = PySequence_Fast_GET_ITEM(items, i), *item = PySequence_Fast_GET_ITEM(items, i + 1);
+        PyObject *target = PyTuple_GET_ITEM(items, i), *item = PyTuple_GET_ITEM(items, i + 1);
         if (Py_TYPE(item) == tt) {
             TupleBase *t = (TupleBase *)item;
             if (t->src != cur) {
@@ -3788,22 +3791,39 @@ w_plain(Writer *w, PyObject *o)
     return 0;
 }
 
-/* the attribute of a run's source, packed (task or stream); as w_plain */
-static int
-w_attr(Writer *w, PyObject *src, PyObject *name)
-{
-    PyObject *v = PyObject_GetAttr(src, name);
-    if (v == NULL)
-        return -1;
-    int rc = w_plain(w, v);
-    Py_DECREF(v);
-    return rc;
-}
-
 /* the i-th (target, item) of pack_batch's flat list */
 #define TARGET(i) PyList_GET_ITEM(items, 2 * (i))
 #define ITEM(i) PyList_GET_ITEM(items, 2 * (i) + 1)
 #define W(call) do { int rc_ = (call); if (rc_ != 0) { result = rc_ < 0 ? NULL : Py_NewRef(Py_None); goto done; } } while (0)
+
+/* pack_batch's walk of its items (no Python code runs in it): each run's first item into starts
+ * (nruns + 1 of them, the last n), the acker messages and replies counted; 1 when an item is none
+ * of the three kinds */
+static int
+pack_runs(PyObject *items, PyTypeObject *tt, Py_ssize_t *starts, Py_ssize_t *nruns, Py_ssize_t *nacks,
+          Py_ssize_t *nreplies)
+{
+    Py_ssize_t n = PyList_GET_SIZE(items) / 2;
+    PyObject *cur = NULL;
+    *nruns = *nacks = *nreplies = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = ITEM(i);
+        if (Py_TYPE(item) == tt) {
+            if (((TupleBase *)item)->src != cur) {
+                cur = ((TupleBase *)item)->src;
+                starts[(*nruns)++] = i;
+            }
+        } else if (PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 4) {
+            (*nacks)++;
+        } else if (PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 3) {
+            (*nreplies)++;
+        } else {
+            return 1;
+        }
+    }
+    starts[*nruns] = n;
+    return 0;
+}
 
 static PyObject *
 pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -3820,34 +3840,43 @@ pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t n = PyList_GET_SIZE(items) / 2, nruns = 0, nacks = 0, nreplies = 0;
     Py_ssize_t *starts = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));  /* each run's first item */
     Writer w = {PyMem_Malloc(8192), 0, 8192};
-    PyObject *result = NULL, *cur = NULL;
+    PyObject *result = NULL, **heads = NULL;  /* heads: each run's source, task and stream (held) */
     if (starts == NULL || w.buf == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     /* first: the runs (consecutive Tuples of one source; acker messages and replies between the
        Tuples of a run do not end it), and whether every item is one of the three */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = ITEM(i);
-        if (Py_TYPE(item) == tt) {
-            if (((TupleBase *)item)->src != cur) {
-                cur = ((TupleBase *)item)->src;
-                starts[nruns++] = i;
-            }
-        } else if (PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 4) {
-            nacks++;
-        } else if (PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 3) {
-            nreplies++;
-        } else {
-            goto plain_not;
-        }
+    if (pack_runs(items, tt, starts, &nruns, &nacks, &nreplies))
+        goto plain_not;
+    /* then each run's source's task and stream (held, with the source): reading them may run
+       Python code (a property), which may change the items or free them; so the items are walked
+       again after, and the batch is left to msgpack's path unless the runs' sources are the same
+       objects. Nothing below runs Python code (written in place, the list was read past its end
+       once such a property cleared it: a crash) */
+    heads = PyMem_Calloc((size_t)(3 * nruns + 1), sizeof(PyObject *));
+    if (heads == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
-    starts[nruns] = n;
+    for (Py_ssize_t r = 0; r < nruns; r++) {
+        PyObject *src = heads[3 * r] = Py_NewRef(((TupleBase *)ITEM(starts[r]))->src);
+        if ((heads[3 * r + 1] = PyObject_GetAttr(src, str_task)) == NULL ||
+                (heads[3 * r + 2] = PyObject_GetAttr(src, str_stream)) == NULL)
+            goto done;
+        if (PyList_GET_SIZE(items) != 2 * n)  /* changed: starts has no room for another walk */
+            goto plain_not;
+    }
+    Py_ssize_t nheads = nruns;
+    if (pack_runs(items, tt, starts, &nruns, &nacks, &nreplies) || nruns != nheads)
+        goto plain_not;
+    for (Py_ssize_t r = 0; r < nruns; r++)
+        if (((TupleBase *)ITEM(starts[r]))->src != heads[3 * r])
+            goto plain_not;
     w.buf[w.len++] = (char)0x96;
     w.buf[w.len++] = (char)0x02;  /* serialize.FORMAT */
     W(W_ARRAY(&w, nruns));
     for (Py_ssize_t r = 0; r < nruns; r++) {
-        PyObject *src = ((TupleBase *)ITEM(starts[r]))->src;
         Py_ssize_t count = 0;
         int tracked = 0;
         for (Py_ssize_t i = starts[r]; i < starts[r + 1]; i++) {
@@ -3865,8 +3894,8 @@ pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 #endif
         }
         W(W_ARRAY(&w, 6));
-        W(w_attr(&w, src, str_task));
-        W(w_attr(&w, src, str_stream));
+        W(w_plain(&w, heads[3 * r + 1]));
+        W(w_plain(&w, heads[3 * r + 2]));
         for (int column = 0; column < 4; column++) {  /* targets, values, roots, vals */
             if (column >= 2 && !tracked) {
                 W(w_plain(&w, Py_None));
@@ -3927,6 +3956,11 @@ pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 plain_not:
     result = Py_NewRef(Py_None);
 done:
+    if (heads != NULL) {
+        for (Py_ssize_t k = 0; heads[k] != NULL; k++)  /* filled in order, up to the first NULL */
+            Py_DECREF(heads[k]);
+        PyMem_Free(heads);
+    }
     PyMem_Free(starts);
     PyMem_Free(w.buf);
     return result;
@@ -3957,6 +3991,9 @@ done:
 typedef struct {
     Writer head, targets, values, roots, vals;  /* the open run's task and stream, and its columns without their headers */
     PyObject *src;                              /* the open run's source (held), or NULL */
+    /* the source whose task and stream head holds (held), or NULL: kept when the run closes, so
+     * that its source's next run (after a batch is closed) is begun with no attribute read */
+    PyObject *head_src;
     Py_ssize_t count;
     int tracked, has_prev;
     unsigned long long prev_root;
@@ -4097,8 +4134,7 @@ outbox_close_run(Outbox *ob)
     ob->body.len = p - ob->body.buf;  /* within size: a generated run's state takes at most 9 bytes */
     ob->nruns++;
     ob->credit = 0;
-    Py_CLEAR(run->src);
-    w_reset(&run->head);
+    Py_CLEAR(run->src);  /* head is kept, for head_src's next run */
     w_reset(&run->targets);
     w_reset(&run->values);
     w_reset(&run->roots);
@@ -4205,8 +4241,9 @@ outbox_grant(Outbox *ob)
  * is the outbox's to draw (a tracked emit's new edge, send_edge): it is put in *drawn.
  * Compiled into its callers (send_edge's crossing word): its call's frame was 17 instructions a word. */
 static inline Py_ALWAYS_INLINE int
-outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, PyObject *root,
-                 unsigned long long val, unsigned long long *drawn)
+outbox_put_tuple_fields(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, PyObject *root,
+                        unsigned long long val, unsigned long long *drawn, PyObject *head_task,
+                        PyObject *head_stream)
 {
     unsigned long long t, rb;
     if (!ob->write || ob->chunks == NULL || !PyList_CheckExact(values) || !PyLong_CheckExact(root))
@@ -4263,12 +4300,18 @@ outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, Py
         if (src != run->src || (run->count > 0 && run->gen != gen)) {  /* a run's edges are all drawn here, or all given */
             if (outbox_close_run(ob) < 0)
                 return -1;
-            run->head.len = 0;
-            rc = w_attr(&run->head, src, str_task);
-            if (rc == 0)
-                rc = w_attr(&run->head, src, str_stream);
-            if (rc != 0)
-                return rc;  /* nothing of this item written: the run is empty, with no source */
+            if (src != run->head_src) {
+                if (head_task == NULL)  /* not read before (outbox_put_tuple): cannot be, and not ours */
+                    return 1;
+                Py_CLEAR(run->head_src);
+                run->head.len = 0;
+                rc = w_plain(&run->head, head_task);
+                if (rc == 0)
+                    rc = w_plain(&run->head, head_stream);
+                if (rc != 0)
+                    return rc;  /* nothing of this item written: the run is empty, with no source */
+                run->head_src = Py_NewRef(src);
+            }
             run->src = Py_NewRef(src);
             run->gen = gen;
             run->gen_start = ob->edge_state;
@@ -4307,6 +4350,45 @@ outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, Py
     if (word != NULL && !credited)
         outbox_grant(ob);
     return 0;
+}
+
+/* outbox_put_tuple_fields for a Tuple that may begin a new run: its source's task and stream read
+ * first, before anything of the item or the outbox is looked at, since reading them may run
+ * Python code (a property) that changes the Tuple's values or puts into this outbox; its
+ * values, source and root are held across it. (Read in the middle of the put, a property that
+ * cleared the values freed the word being copied: a use after free.) */
+static Py_NO_INLINE int
+outbox_put_new_run(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, PyObject *root,
+                   unsigned long long val, unsigned long long *drawn)
+{
+    if (!ob->write || ob->chunks == NULL || !PyList_CheckExact(values) || !PyLong_CheckExact(root))
+        return 1;
+    Py_INCREF(values);
+    Py_INCREF(src);
+    Py_INCREF(root);
+    int rc = -1;
+    PyObject *head_task = PyObject_GetAttr(src, str_task);
+    PyObject *head_stream = head_task ? PyObject_GetAttr(src, str_stream) : NULL;
+    if (head_stream != NULL)
+        rc = outbox_put_tuple_fields(ob, task, values, src, root, val, drawn, head_task, head_stream);
+    Py_XDECREF(head_task);
+    Py_XDECREF(head_stream);
+    Py_DECREF(values);
+    Py_DECREF(src);
+    Py_DECREF(root);
+    return rc;
+}
+
+/* a Tuple's fields written into the open batch, as outbox_put_tuple_fields; one of the source whose
+ * task and stream are written already (every crossing word but a new source's first) with no look
+ * at its source's attributes */
+static inline Py_ALWAYS_INLINE int
+outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, PyObject *root,
+                 unsigned long long val, unsigned long long *drawn)
+{
+    if (src == ob->run.head_src)  /* its task and stream written already: no attribute to read */
+        return outbox_put_tuple_fields(ob, task, values, src, root, val, drawn, NULL, NULL);
+    return outbox_put_new_run(ob, task, values, src, root, val, drawn);
 }
 
 /* a message of kind k (0: an acker message, 1: a spout reply) to task t begun in the open batch,
@@ -4476,6 +4558,7 @@ Outbox_traverse(Outbox *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->chunks);
     Py_VISIT(self->run.src);
+    Py_VISIT(self->run.head_src);
     return 0;
 }
 
@@ -4484,6 +4567,7 @@ Outbox_clear(Outbox *self)
 {
     Py_CLEAR(self->chunks);
     Py_CLEAR(self->run.src);
+    Py_CLEAR(self->run.head_src);
     Py_CLEAR(self->last_task);
     Py_CLEAR(self->last_root);
     return 0;
@@ -4629,23 +4713,35 @@ deliver_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "a received batch is flat, task then item: got %zd values", n);
         goto fail;
     }
-    for (Py_ssize_t i = 0; i < n; i += 2) {
-        PyObject *t = PySequence_Fast_GET_ITEM(items, i);
+    /* an inbox's append, a task's __eq__ or __hash__ may run Python code that changes items (a
+     * list is walked in place): its length is read again at each item, and the task and item held
+     * across the calls (read past its end, or freed under the call, it was a crash) */
+    for (Py_ssize_t i = 0; i + 1 < PySequence_Fast_GET_SIZE(items); i += 2) {
+        PyObject *t = Py_NewRef(PySequence_Fast_GET_ITEM(items, i));
         int same = task == NULL ? 0 : PyObject_RichCompareBool(t, task, Py_EQ);
-        if (same < 0)
+        if (same < 0) {
+            Py_DECREF(t);
             goto fail;
+        }
         if (!same) {
             Py_CLEAR(append);
             Py_XSETREF(task, Py_NewRef(t));
             PyObject *q = PyDict_GetItemWithError(inboxes, t);
-            if (q == NULL && PyErr_Occurred())
+            if (q == NULL && PyErr_Occurred()) {
+                Py_DECREF(t);
                 goto fail;
-            if (q != NULL && (append = PyObject_GetAttr(q, str_append)) == NULL)
+            }
+            if (q != NULL && (append = PyObject_GetAttr(q, str_append)) == NULL) {
+                Py_DECREF(t);
                 goto fail;
+            }
         }
-        if (append == NULL)  /* not (or no longer) a task here: dropped */
+        Py_DECREF(t);
+        if (append == NULL || i + 1 >= PySequence_Fast_GET_SIZE(items))  /* not (or no longer) a task here: dropped */
             continue;
-        PyObject *r = PyObject_CallOneArg(append, PySequence_Fast_GET_ITEM(items, i + 1));
+        PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(items, i + 1));
+        PyObject *r = PyObject_CallOneArg(append, item);
+        Py_DECREF(item);
         if (r == NULL)
             goto fail;
         Py_DECREF(r);

@@ -36,6 +36,91 @@ def run_child(code: str) -> str:
     return run.stdout.strip()
 
 
+# --- re-entrant Python code while a C loop walks a list it was given ---------------------------
+# Each: a list walked in place, or an object borrowed from it, while a property, __len__, an
+# inbox's append or a combine (Python) cleared the list: read past its end, or freed under the
+# call. Each crashed the interpreter (SIGSEGV) before the fix.
+CLEARING_SOURCE = """
+    from squall import _native
+    from squall._tuple import Tuple
+    items = []
+    class Source:  # a source whose task, read by the packer, clears the items being packed
+        stream = "default"
+        @property
+        def task(self):
+            items.clear()
+            return 1
+    def fill():
+        items[:] = [5, Tuple(["a"], Source(), 0, 0)] * 1000
+"""
+
+
+def test_grouping_a_batch_whose_source_clears_the_items_groups_the_items_it_was_given():
+    out = run_child(CLEARING_SOURCE + """
+    fill()
+    columns = _native.group_items(items, Tuple)
+    runs = columns[0] if columns is not None else None
+    print(None if runs is None else (len(runs), len(runs[0][2])))
+    """)
+    assert out == ("(1, 1000)" if _native.COMPILED else "None")
+
+
+def test_packing_a_batch_whose_source_clears_the_items_leaves_it_to_msgpack():
+    out = run_child(CLEARING_SOURCE + """
+    fill()
+    print(_native.pack_batch(items, Tuple), len(items))
+    """)
+    # the items changed under it: msgpack's path packs what is there now (the twin packs nothing)
+    assert out == ("None 0" if _native.COMPILED else "None 2000")
+
+
+def test_delivering_to_an_inbox_that_clears_the_items_stops_where_they_end():
+    out = run_child("""
+    from squall import _native
+    items = []
+    class Inbox:
+        def __init__(self):
+            self.got = []
+        def append(self, item):
+            items.clear()
+            self.got.append(item)
+    inbox = Inbox()
+    items[:] = [5, "first"] + [5, "later"] * 1000
+    print(_native.deliver_items({5: inbox}, items), inbox.got)
+    """)
+    # the twin walks a copy of the items and delivers all 1,001; the compiled one walks them in
+    # place, without a copy per batch, and stops where they end now: after the first
+    assert out == ("1 ['first']" if _native.COMPILED else "1001 " + str(["first"] + ["later"] * 1000))
+
+
+def test_an_outbox_writes_a_tuple_s_values_as_they_are_after_its_source_s_attributes_are_read():
+    """The word of a Tuple's one value was copied after the source's task was read: a property
+    that cleared the values freed it first, and the freed str's bytes went out (a use after free,
+    ASan: heap-use-after-free in outbox_put_tuple)."""
+    out = run_child("""
+    from squall import _native
+    from squall._tuple import Tuple
+    from squall.engine.serialize import Serializer
+    values = ["w" * 20 + str(7)]  # a short ASCII word made at run time (not an interned constant)
+    class Source:
+        stream = "default"
+        component = "c"
+        @property
+        def task(self):
+            values.clear()
+            return 1
+    src = Source()
+    box = _native.Outbox(100, 1 << 20)
+    box.put(5, Tuple(values, src, 0, 0), Tuple)
+    [chunk] = box.take()
+    ser = Serializer({}, lambda task, stream: src)
+    # bytes: written at the put; a list (the twin's): the serializer writes it at the flush
+    items = ser.decode_batch(chunk if type(chunk) is bytes else ser.encode_batch(chunk))
+    print(items[0], items[1].values)
+    """)
+    assert out == "5 []"
+
+
 # --- a damaged batch the twin decoded -----------------------------------------------------------
 def test_the_twin_refuses_a_run_whose_values_column_is_longer_than_its_targets_as_the_compiled_path_does():
     """A run of one target, one root and one edge value but two values lists: map() stopped at

@@ -82,7 +82,9 @@ opaque_commit(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyList_SET_ITEM(ret, i, Py_NewRef(Py_None));
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    /* as far as both lists still reach, as the twin's zip goes: combine (Python) may shorten them
+     * (read at their first length, a cleared list was read past its end: a crash) */
+    for (Py_ssize_t i = 0; i < n && i < PyList_GET_SIZE(ks) && i < PyList_GET_SIZE(vals); i++) {
         /* references of their own: combine (Python) may change the lists and dicts */
         k = Py_NewRef(PyList_GET_ITEM(ks, i));
         arg = Py_NewRef(PyList_GET_ITEM(vals, i));
@@ -347,13 +349,16 @@ pack_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Py_ssize_t i = 0, transferred = 0;
     for (; i < PyList_GET_SIZE(rows); i++) {
-        PyObject *values = PyList_GET_ITEM(rows, i);
+        /* held before its len() (a row's __len__, or the grouping's choose, may change rows:
+         * read after them, it was freed under the call) */
+        PyObject *values = Py_NewRef(PyList_GET_ITEM(rows, i));
         Py_ssize_t size = PyObject_Size(values);
-        if (size < 0)
-            return NULL;
-        if (size != nfields)
+        if (size != nfields) {
+            Py_DECREF(values);
+            if (size < 0)
+                return NULL;
             break;
-        Py_INCREF(values);  /* the grouping's choose (Python) may change rows */
+        }
         PyObject *full = PyList_New(nfields + 1);
         if (full == NULL) {
             Py_DECREF(values);
@@ -377,13 +382,15 @@ pack_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(values);
             return NULL;
         }
-        Py_ssize_t ntasks = PySequence_Fast_GET_SIZE(seq);
-        transferred += ntasks;
-        for (Py_ssize_t t = 0; t < ntasks; t++) {
+        transferred += PySequence_Fast_GET_SIZE(seq);
+        /* the tasks may be a list the grouping keeps, which a task's __eq__ or __hash__ (Python,
+         * in the dict look-ups) may change: its length read at each, each task held */
+        for (Py_ssize_t t = 0; t < PySequence_Fast_GET_SIZE(seq); t++) {
             PyObject *task = PySequence_Fast_GET_ITEM(seq, t);
             PyObject *key = PyTuple_Pack(2, stream, task);
             if (key == NULL)
                 goto fail_row;
+            Py_INCREF(task);
             PyObject *pack = PyDict_GetItemWithError(packs, key);
             int r;
             if (pack != NULL) {
@@ -400,14 +407,15 @@ pack_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 Py_XDECREF(fresh);
             }
             Py_DECREF(key);
-            if (r < 0)
-                goto fail_row;
-            PyObject *old = PyDict_GetItemWithError(counts, task);
+            PyObject *old = r < 0 ? NULL : PyDict_GetItemWithError(counts, task);
             if (old == NULL && PyErr_Occurred())
-                goto fail_row;
-            PyObject *n = old == NULL ? Py_NewRef(ONE) : PyNumber_Add(old, ONE);
-            r = n == NULL ? -1 : PyDict_SetItem(counts, task, n);
-            Py_XDECREF(n);
+                r = -1;
+            else if (r == 0) {
+                PyObject *n = old == NULL ? Py_NewRef(ONE) : PyNumber_Add(old, ONE);
+                r = n == NULL ? -1 : PyDict_SetItem(counts, task, n);
+                Py_XDECREF(n);
+            }
+            Py_DECREF(task);
             if (r < 0)
                 goto fail_row;
         }
@@ -419,7 +427,8 @@ pack_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(values);
         return NULL;
     }
-    return Py_BuildValue("(nn)", i, transferred);
+    /* all done (not a break): the rows' length now, as the twin's len(rows) */
+    return Py_BuildValue("(nn)", i < PyList_GET_SIZE(rows) ? i : PyList_GET_SIZE(rows), transferred);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -565,8 +574,10 @@ combine_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (rows == NULL)
         return NULL;
     Py_INCREF(groups);
-    Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(rows);
-    for (; i < n; i++) {
+    Py_ssize_t i = 0;
+    /* rows' length read at each row: combine, a value's __add__ or a group's __eq__ (Python) may
+     * shorten a list of rows (read at its first length, past its end: a crash) */
+    for (; i < PySequence_Fast_GET_SIZE(rows); i++) {
         PyObject *row = PySequence_Fast_GET_ITEM(rows, i);
         if (!(PyList_CheckExact(row) || PyTuple_CheckExact(row)) || Py_SIZE(row) != width)
             break;
@@ -584,12 +595,14 @@ combine_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
         PyObject *new;
+        Py_XINCREF(old);  /* borrowed from groups, which combine (Python) may change */
         if (old == NULL)
             new = Py_NewRef(value);
         else if (combine == Py_None)
             new = PyNumber_Add(old, value);
         else
             new = PyObject_CallFunctionObjArgs(combine, old, value, NULL);
+        Py_XDECREF(old);
         int r = new == NULL ? -1 : PyDict_SetItem(groups, group, new);
         Py_XDECREF(new);
         Py_DECREF(group);
@@ -597,6 +610,8 @@ combine_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (r < 0)
             goto fail;
     }
+    if (i > PySequence_Fast_GET_SIZE(rows))  /* all done, the rows shortened: their length now, as the twin's len(rows) */
+        i = PySequence_Fast_GET_SIZE(rows);
     Py_DECREF(groups);
     Py_DECREF(rows);
     return PyLong_FromSsize_t(i);

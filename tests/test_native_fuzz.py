@@ -121,6 +121,51 @@ def test_an_outbox_writes_a_tuple_s_values_as_they_are_after_its_source_s_attrib
     assert out == "5 []"
 
 
+def test_combining_rows_whose_combine_clears_them_stops_as_the_twin_does():
+    out = run_child("""
+    from squall import _native
+    rows = [["k", 1]] * 1000
+    def combine(old, value):
+        rows.clear()
+        return old + value
+    groups = {}
+    print(_native.combine_rows(rows, groups, 2, 0, 1, combine), groups)
+    """)
+    assert out == "0 {('k',): 2}"
+
+
+def test_an_opaque_commit_whose_combine_clears_its_keys_stops_as_the_twin_s_zip_does():
+    out = run_child("""
+    from squall import _native
+    from squall.trident.state.map import OpaqueValue
+    ks = [("k%d" % i,) for i in range(1000)]
+    vals = [1] * 1000
+    committed = {k: OpaqueValue(0, 5, None) for k in ks}
+    def combine(base, arg):
+        ks.clear()
+        vals.clear()
+        return base + arg
+    new, left, encode = _native.opaque_commit(committed, {}, ks, vals, 1, combine, OpaqueValue)
+    print(new[:2], new.count(None), left, encode)
+    """)
+    assert out == "[6, None] 999 [] []"
+
+
+def test_packing_rows_whose_len_clears_them_stops_as_the_twin_does():
+    out = run_child("""
+    from squall import _native
+    rows = []
+    class Row(list):
+        def __len__(self):
+            rows.clear()
+            return 1
+    rows += [Row(["x%d" % i]) for i in range(1000)]
+    packs, counts = {}, {}
+    print(_native.pack_rows(rows, 1, lambda full: [0], 1, packs, "s", counts), counts)
+    """)
+    assert out == "(0, 1) {0: 1}"
+
+
 # --- a damaged batch the twin decoded -----------------------------------------------------------
 def test_the_twin_refuses_a_run_whose_values_column_is_longer_than_its_targets_as_the_compiled_path_does():
     """A run of one target, one root and one edge value but two values lists: map() stopped at
@@ -145,3 +190,16 @@ def test_damaged_batches_decode_in_every_compiled_decoder_as_in_the_twin_or_are_
     assert decoded > 2000, counts  # damage the compiled decoders took (and matched), not only gave up
     assert findings == [], "\n".join(map(str, findings[:5]))
 
+
+@compiled_only
+def test_odd_values_and_re_entrant_callables_neither_crash_the_compiled_entry_points_nor_part_them_from_the_twins():
+    out = run_child(f"""
+    import sys
+    sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+    from tests import native_fuzz
+    findings, n = native_fuzz.fuzz_objects(seed=20261207, seconds=60, max_inputs=8000)
+    print(n, len(findings))
+    for f in findings[:5]:
+        print(f)
+    """)
+    assert out == "8000 0"

@@ -5350,6 +5350,9 @@ r_messages(Reader *r, Sink *out, Py_ssize_t size)
     if (targets == NULL)
         return -1;
     int rc = -1;
+    for (Py_ssize_t i = 0; i < n; i++)  /* task ids: ints, else msgpack's path refuses the batch */
+        if (!PyLong_CheckExact(PyList_GET_ITEM(targets, i)))
+            goto done;
     if (r_array(r, &k) < 0 || k != n * size)
         goto done;
     if (size == 4 && n > 0)

@@ -658,6 +658,7 @@ class Serializer:
             extend = out.extend
             source_of = self.source_of
             for src_task, stream, targets, values, roots, vals in runs:
+                _task_ids(targets)
                 try:
                     src = source_of(src_task, stream)
                 except Exception as e:
@@ -666,6 +667,8 @@ class Serializer:
                 if type(vals) is int:  # the state the sender's outbox drew the run's edge ids from
                     vals = edge_values(vals, len(targets))
                 batch_items(out, targets, values, src, roots, vals, Tuple)
+            _task_ids(ack_targets)
+            _task_ids(reply_targets)
             if ack_targets:
                 it = iter(acks)
                 extend(interleave(ack_targets, list(zip(it, it, it, it, strict=True))))
@@ -678,6 +681,17 @@ class Serializer:
         except Exception as e:  # msgpack's errors, and a well-formed document of the wrong shape
             raise SerializationError(
                 f"cannot decode batch of {len(data)} bytes: {type(e).__name__}: {e}") from e
+
+
+def _task_ids(targets: Any) -> None:
+    """Raise `SerializationError` unless ``targets`` (a decoded batch's column of targets) is a
+    list of ints, as every encoder writes them: a map or a list there (a peer's bug, another
+    version's layout) could not be looked up among the inboxes, and its TypeError, raised while
+    the transport read the connection, took the rest of the connection's frames with it, and a
+    worker's loop with it when the loop was the reader."""
+    if type(targets) is not list or not all(type(t) is int for t in targets):
+        shown = next((t for t in targets if type(t) is not int), targets) if type(targets) is list else targets
+        raise SerializationError(f"a batch's targets are task ids (ints): got a {type(shown).__name__} {shown!r:.80}")
 
 
 def source_cache(plan: Any) -> Any:

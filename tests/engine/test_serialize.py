@@ -462,6 +462,26 @@ def test_garbage_bytes_are_a_serialization_error(data):
     assert info.value.__cause__ is not None
 
 
+@pytest.mark.parametrize("data", [
+    msgpack.packb([FORMAT, [[3, "default", [{"x": 1}], [["a"]], None, None]], [], [], [], []]),
+    msgpack.packb([FORMAT, [[3, "default", [[7]], [["a"]], None, None]], [], [], [], []]),
+    msgpack.packb([FORMAT, [[3, "default", [7, "8"], [["a"], ["b"]], None, None]], [], [], [], []]),
+    msgpack.packb([FORMAT, [], [[1]], [1, 2, 3, 4], [], []]),
+    msgpack.packb([FORMAT, [], ["1"], [1, 2, 3, 4], [], []]),
+    msgpack.packb([FORMAT, [], [], [], [{}], [1, 2, 3.5]]),
+    msgpack.packb([FORMAT, [], [], [], [True], [1, 2, 3.5]]),
+], ids=["run-target-map", "run-target-list", "run-target-str", "ack-target-list", "ack-target-str",
+        "reply-target-map", "reply-target-bool"])
+def test_a_batch_whose_targets_are_not_task_ids_is_refused_on_both_paths(data):
+    """A target that is not an int (a peer's bug, another version's layout): the compiled decoder
+    gives the batch up and msgpack's path refuses it, rather than handing the worker items whose
+    target it cannot look up (a map or a list raised TypeError in the delivery, on the transport's
+    reading of the connection: see tests/worker/test_tcp.py)."""
+    assert _native.unpack_batch(data, source_of, Tuple, [None] * 8) is None
+    with pytest.raises(SerializationError, match="targets are task ids"):
+        serializer().decode_batch(data)
+
+
 _NESTED_BYTES = r"""
 import threading, msgpack
 from squall import Fields

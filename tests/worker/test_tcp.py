@@ -9,9 +9,15 @@ import socket
 import threading
 import time
 
+from collections import deque
+
+import msgpack
 import pytest
 
+from squall import Fields, _native
 from squall._errors import SquallError
+from squall._tuple import Source
+from squall.engine.serialize import Serializer
 from squall.worker import tcp as tcp_module
 from squall.worker.envelope import Origin
 from squall.worker.process import open_transport
@@ -224,6 +230,36 @@ def test_a_forged_or_replayed_message_is_dropped_and_counted_before_it_is_decode
     a.sender(7)((2,))  # the genuine sender goes on
     assert wait_until(lambda: len(got.got) == 2)
     assert got.got == [(7, (1,)), (7, (2,))]
+
+
+def test_an_authentic_batch_whose_targets_are_not_task_ids_is_dropped_and_counted_and_the_next_arrive(monkeypatch):
+    """A peer that knows the key (a bug of its own, or another version) sends a batch whose target
+    is a map: it decoded, and its delivery raised TypeError inside the transport's read, which
+    lost the frames read with it and, read by a worker's loop, ended the worker. Counted: 5 items
+    sent in 3 batches, the middle one's target a map; 2 arrived before the fix, 4 now."""
+    monkeypatch.setattr(tcp_module, "STALE_SECS", 60.0)  # the loop reads, not the watchman
+    src = Source("split", "words", 3, Fields("word"))
+    inboxes = {7: deque()}
+    b = TcpTransport("tcp://127.0.0.1:0", {}, Serializer({}, lambda task, stream: src), b"s3cret", None,
+                     origin=Origin(STORM, "h:2", 1))
+    b.set_receiver(lambda task, item: None, lambda items: _native.deliver_items(inboxes, items))
+    a = TcpTransport("tcp://127.0.0.1:0", {7: b.address}, Serializer({}, lambda task, stream: src), b"s3cret",
+                     None, origin=Origin(STORM, "h:1", 1))
+    loops = [Loop(a), Loop(b)]
+    try:
+        good = msgpack.packb([2, [[3, "words", [7, 7], [["a"], ["b"]], None, None]], [], [], [], []])
+        bad = msgpack.packb([2, [[3, "words", [{"x": 1}], [["c"]], None, None]], [], [], [], []])
+        with a._send_lock:  # sealed and sent as the peer's transport sends a batch its outbox wrote
+            for data in (good, bad, good):
+                a._send_data(b.address, data)
+        assert wait_until(lambda: b.statistics()["dropped"]["undecodable"] == 1 and len(inboxes[7]) == 4)
+        assert [t.values for t in inboxes[7]] == [["a"], ["b"], ["a"], ["b"]]
+        assert loops[1].error is None
+    finally:
+        for lp in loops:
+            lp.stop()
+        a.close()
+        b.close()
 
 
 def test_a_frame_over_the_bound_closes_its_connection_before_it_is_read(monkeypatch):

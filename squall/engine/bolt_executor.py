@@ -113,6 +113,9 @@ class BoltExecutor(Executor):
             else:
                 obj.prepare(self.conf, self.contexts[t], collector)
                 self.execute[t] = self.tick_execute[t] = obj.execute  # (its collector tells a tick's ack)
+            watch = getattr(obj, "squall_activation", None)
+            if watch is not None:  # a persistent window: whether a commit was taken while stopped
+                watch(self.wiring.state)
         if ticked:
             self.drain = self._drain_ticked  # type: ignore[method-assign]
         self.opened = True

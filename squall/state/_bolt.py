@@ -317,6 +317,13 @@ class _CheckpointAware(Bolt):
         own = getattr(self.bolt, "squall_timers", None)
         return own(clock) if own is not None else []
 
+    def squall_activation(self, activation: Any) -> None:
+        """Hand the topology's activity as this worker sees it (`squall.engine.loop.TopologyActivation`)
+        to the wrapped bolt, if it watches it (a persistent window, `PersistentWindowedBoltExecutor.pre_prepare`)."""
+        own = getattr(self.bolt, "squall_activation", None)
+        if own is not None:
+            own(activation)
+
 
 class StatefulBoltExecutor(_CheckpointAware):
     """Runs a `BaseStatefulBolt` in Storm's checkpoint protocol; see the module docstring.

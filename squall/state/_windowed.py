@@ -34,6 +34,7 @@ or put them in a tree already complete, which nothing replays).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from .._collectors import OutputCollector
@@ -51,6 +52,8 @@ from ._api import StateError
 from ._kv import StateCodec
 from ._names import get_key_value_state, owner_of
 from ._window_store import DEFAULT_MAX_EVENTS_IN_MEMORY, WindowStore, runs, unruns
+
+log = logging.getLogger("squall.windowing")
 
 
 class BaseStatefulWindowedBolt(BaseWindowedBolt):
@@ -210,6 +213,13 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
         # rollback (`redo_since_prepare`): ("add", tuple, ts), ("late", tuple, ts),
         # ("watermark", ts), ("time", now_ms)
         self.since_prepare: list[tuple[Any, ...]] = []
+        self._activation: Any = None  # the topology's activity in this worker (`squall_activation`)
+        self.restored_settled = False  # the commit restored was taken stopped and settled (`pre_prepare`)
+
+    def squall_activation(self, activation: Any) -> None:
+        """The engine hands the topology's activity as this worker sees it
+        (`squall.engine.loop.TopologyActivation`), read at each PREPARE (`pre_prepare`)."""
+        self._activation = activation
 
     def add(self, tup: Tuple, ts: int) -> None:
         try:
@@ -282,6 +292,13 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
 
     def init_state(self, state: Any) -> None:
         self._restore()
+        if self._cut is not None and self.restored_settled:
+            # the last commit was taken stopped and settled: nothing came or fired after it
+            # (a rebalance, a kill and resubmission, a deactivation), so the windows resume whole
+            log.info("Component [%s] task %s resumes from a commit taken while its topology was inactive and "
+                     "after its window had settled: its windows resume whole, none is held back",
+                     self.component, self.task)
+            self._cut = None
         self.bolt.init_state(state)
 
     def pre_prepare(self, txid: int) -> None:
@@ -292,7 +309,15 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
         live.update(manager.expired)
         wm = self.watermarks.get_state() if self.watermarks is not None else None
         since, prev, expired, eviction, trigger = manager.get_state()
-        self.store.save(live, [[since, runs(prev), runs(expired), eviction, trigger], wm])
+        # settled: the topology is inactive here (its spouts stopped) and since the last PREPARE the
+        # window took no tuple and fired no window. A worker stopped after such a commit lost
+        # nothing (a kill's or rebalance's wait ends so: the checkpoints go on through it), so
+        # the restarted task resumes whole from it, where after a crash it holds back the windows
+        # that span it (`squall_resumed_from_commit`, `squall.windowing.restart`)
+        activation = self._activation
+        settled = (activation is not None and not activation.active and not self.fired_since_prepare
+                   and not any(entry[0] in ("add", "late") for entry in self.since_prepare))
+        self.store.save(live, [[since, runs(prev), runs(expired), eviction, trigger], wm, settled])
         self.window_state.prepare_commit(txid)
         self.fired_since_prepare = False
         self.since_prepare = []
@@ -310,8 +335,10 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
     def _restore(self) -> None:
         self.new_window()
         progress, events = self.store.restore()
+        # (a progress saved before 2026-12-07 has no third item: not known to be settled)
+        self.restored_settled = progress is not None and len(progress) > 2 and progress[2] is True
         if progress is not None:
-            (since, prev, expired, eviction, trigger), wm = progress
+            (since, prev, expired, eviction, trigger), wm = progress[0], progress[1]
             assert self.manager is not None  # new_window() made it
             self.manager.restore_state([since, unruns(prev), unruns(expired), eviction, trigger], events)
             if wm is not None and self.watermarks is not None:

@@ -9,7 +9,9 @@ twice), or a window with the tuples lost with the worker missing. Each looks lik
 (its start and end, a sum): a user adding the results up gets a wrong total and nothing says so.
 Acking off is at most once: losing a window is allowed, counting part of one as the whole, or
 one twice, is not. So such a window is not fired (`RestartCut.partial`): the task logs it, counts
-it, and goes on with the first window whose span lies wholly after the crash.
+it, and goes on with the first window whose span lies wholly after the crash. A persistent
+window resumed from a commit taken once its topology had stopped and the window had settled
+(a kill's or a rebalance's wait) lost nothing, and is not cut (`PersistentWindowedBoltExecutor`).
 
 Storm gives no answer here: its restarted stateful windowed bolt waits for an INITSTATE that,
 with acking off, never comes, and fires nothing more.

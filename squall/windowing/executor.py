@@ -536,7 +536,7 @@ class WindowedBoltExecutor(Bolt):
         input): every tuple that reached it since is in its windows, and a window reaching back
         before it, or holding a tuple restored from before it, is partial."""
         assert self.spec is not None, "prepare() reads the window's settings first"
-        self._cut = RestartCut(None if self.spec.event_time else self._started_ms)
+        self._cut = RestartCut(None, self.spec.lag_ms) if self.spec.event_time else RestartCut(self._started_ms)
 
     def spans_restart(self, count: int, end_ts: int | None) -> bool:
         """Whether the window firing now (``count`` tuples, ending at ``end_ts``) reaches back

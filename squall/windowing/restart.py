@@ -29,9 +29,11 @@ they spanned its restart with acking off (`RestartCut`)."""
 class RestartCut:
     """Where a window task's restart cut its input, with acking off: in processing time the
     moment the restarted task's time began (ms; every tuple that reached it since is in its
-    windows); in event time the first timestamp each source task delivered since
-    (a source task's tuples come in about its timestamp order, so its tuples before that one,
-    within the windows that reach back over it, went to the dead worker or died on the way).
+    windows); in event time the first timestamp each source task delivered since, plus the lag
+    (a source task's tuples come in its timestamp order but for the lag: one the dead worker
+    held, or that died on the way, may be as much as the lag newer than the first that came
+    after the restart; a window starting after that first one alone, and before it plus the
+    lag, lost such a tuple and went out short as if whole).
 
     A window is whole only when it lies after the cut for every source: its start (end less the
     length, for a duration window) and its oldest tuple at or after the cut, and, for a count
@@ -39,12 +41,13 @@ class RestartCut:
     hold fewer, the rest having died). Windows fire in order, so once one is whole every later
     one is: the cut is then over (`partial` returns False from then on, at no cost)."""
 
-    __slots__ = ("_at_ms", "_firsts", "over")
+    __slots__ = ("_at_ms", "_firsts", "_lag_ms", "over")
 
-    def __init__(self, at_ms: int | None) -> None:
+    def __init__(self, at_ms: int | None, lag_ms: int = 0) -> None:
         """``at_ms``: where the restarted task's time began (processing time); None in event time, where the
-        cut is where each source task's tuples begin again (`saw`)."""
+        cut is where each source task's tuples begin again (`saw`), ``lag_ms`` later."""
         self._at_ms = at_ms
+        self._lag_ms = lag_ms
         self._firsts: dict[Hashable, int] = {}
         self.over = False
 
@@ -55,12 +58,12 @@ class RestartCut:
 
     def bound(self) -> int | None:
         """The earliest time a window may reach back to and be whole: the restarted task's start
-        (processing time), else the latest of the source tasks' first timestamps since it; None in event
-        time before any tuple came since (a window fired then holds only what the task resumed
-        with: one it may have fired before it died)."""
+        (processing time), else the latest of the source tasks' first timestamps since it, plus
+        the lag; None in event time before any tuple came since (a window fired then holds only
+        what the task resumed with: one it may have fired before it died)."""
         if self._at_ms is not None:
             return self._at_ms
-        return max(self._firsts.values()) if self._firsts else None
+        return max(self._firsts.values()) + self._lag_ms if self._firsts else None
 
     def partial(self, start: int | None, oldest: int, count: int, length: int | None) -> bool:
         """Whether a window spanning the restart fires now: ``start`` its start (None: a count

@@ -68,6 +68,51 @@ class Numbers(Spout):
             written.replace(self.out)  # whole or absent: the test reads it as soon as it exists
 
 
+class Scripted(Spout):
+    """Emits ``order``'s ids (id i stamped ``START_MS + i * STEP_MS``, in that order: out of
+    order where it says so) at ``per_sec`` a second; after the first ``pause_after + 1`` writes
+    ``paused`` under ``test.out.dir`` and waits for ``go`` there; at the end the closing record,
+    and ``emitted-<task>`` (how many ids it emitted, as `Numbers`)."""
+
+    def __init__(self, order: list[int], pause_after: int, per_sec: int) -> None:
+        self.order, self.pause_after, self.per_sec = order, pause_after, per_sec
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id", "ts"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.out = Path(conf["test.out.dir"])
+        self.emitted = self.out / f"emitted-{context.get_this_task_id()}"
+        self.next, self.started, self.resumed = 0, None, False
+
+    def next_tuple(self):
+        if self.next > len(self.order):
+            return
+        now = time.monotonic()
+        if self.next == self.pause_after + 1 and not self.resumed:
+            if not (self.out / "go").exists():
+                (self.out / "paused").touch()
+                return
+            self.resumed = True
+            self.started = now - self.next / self.per_sec  # the pace goes on from here
+        if self.started is None:
+            self.started = now
+        due = min(len(self.order), int((now - self.started) * self.per_sec))
+        if self.next <= self.pause_after:
+            due = min(due, self.pause_after + 1)
+        while self.next < due:
+            i = self.order[self.next]
+            self.collector.emit([i, START_MS + i * STEP_MS], i)
+            self.next += 1
+        if self.next == len(self.order):
+            self.collector.emit([CLOSING_ID, START_MS + (len(self.order) + 500) * STEP_MS], CLOSING_ID)
+            written = self.emitted.with_suffix(".tmp")
+            written.write_text(str(self.next))
+            written.replace(self.emitted)
+            self.next += 1
+
+
 def _result(window) -> list:
     ids = sorted(t[0] for t in window.get() if t[0] != CLOSING_ID)
     return [window.get_start_timestamp(), window.get_end_timestamp(), ids, sum(ids)]
@@ -115,8 +160,9 @@ class WindowSink(Bolt):
         self.collector.ack(tup)
 
 
-def topology(n: int, per_sec: int, kind: str, shape: str, event_time: bool):
-    """numbers -> window (1 task; ``kind`` plain, stateful or persistent) -> sink (1 task)."""
+def topology(n: int, per_sec: int, kind: str, shape: str, event_time: bool, spout: Spout | None = None):
+    """numbers -> window (1 task; ``kind`` plain, stateful or persistent) -> sink (1 task);
+    ``spout`` instead of `Numbers`."""
     bolt = PlainSums() if kind == "plain" else StatefulSums()
     length, sliding = SHAPES[shape]
     bolt = bolt.with_window(length, sliding)
@@ -125,7 +171,7 @@ def topology(n: int, per_sec: int, kind: str, shape: str, event_time: bool):
     if kind == "persistent":
         bolt = bolt.with_persistence()
     b = TopologyBuilder()
-    b.set_spout("numbers", Numbers(n, per_sec))
+    b.set_spout("numbers", spout or Numbers(n, per_sec))
     b.set_bolt("window", bolt).global_grouping("numbers")
     b.set_bolt("sink", WindowSink()).global_grouping("window")
     return b.create_topology()

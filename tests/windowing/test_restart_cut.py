@@ -29,3 +29,14 @@ def test_processing_time_and_count_windows():
     assert counted.partial(None, 5100, 50, 100)  # a sliding count window's first, short of its length
     assert counted.partial(None, 4000, 100, 100)  # a restored tuple in it
     assert not counted.partial(None, 5100, 100, 100)
+
+
+def test_event_time_cut_is_a_lag_past_the_first_timestamp_since_the_restart():
+    """A source task's tuples are out of order within the lag: the dead worker may have held one
+    as much as the lag newer than the first that came after the restart (the process-host test
+    is tests/process/test_window_restart_acking_off.py)."""
+    cut = RestartCut(None, 200)
+    cut.saw(("numbers", "default", 3), 4980)
+    assert cut.bound() == 5180
+    assert cut.partial(5000, 5010, 49, None)  # starts after 4980, but may lack a tuple up to 5180
+    assert not cut.partial(5500, 5510, 50, None)

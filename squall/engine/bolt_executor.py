@@ -21,7 +21,7 @@ from typing import Any
 
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt
-from .._config import Config
+from .._config import Config, conf_value
 from .._errors import EmitError, FailedException, ReportedFailedException, WorkerStoppingError
 from .._failure import EXCEPTION, EXPLICIT, FailureCause
 from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, drain_inbox, own_methods, send_acks
@@ -238,6 +238,9 @@ class BoltExecutor(Executor):
         own = [(period, functools.partial(self._task_timer, t, cb))
                for t in self.task_ids if hasattr(self.objs[t], "squall_timers")
                for period, cb in self.objs[t].squall_timers(self.wiring.clock)]
+        horizon = self._sample_horizon()
+        if horizon is not None:
+            own.append((horizon / 2, functools.partial(self._expire_samples, horizon)))
         tick = self.tick  # (set by open)
         if tick is None:
             return own
@@ -253,6 +256,29 @@ class BoltExecutor(Executor):
                 queued[t] += 1
                 q.append(tick)  # through the inbox, so a tick is ordered with the data
         return own + [(float(tick.values[0]), send_ticks)]
+
+    def _sample_horizon(self) -> float | None:
+        """How long a sampled input's sample stays open for its ack (None: until the table's
+        cap, `MAX_OPEN_SAMPLES`, pushes it out): twice the message timeout. By then the spout
+        has failed the input's tree, if it was not acked (a timeout fails it between T and 2T),
+        or, with acking off, nothing waits for the ack at all; a bolt that never acks an input
+        (it drops it) left its sample, and the input it holds, in the table for good, up to
+        the cap: 16,384 inputs per task, 2.6 MB of 100-byte tuples or 16 MB of 1 KB ones. With
+        acking on and message timeouts off a tree may wait for any time, so its samples do."""
+        if not self.sampled or not next(iter(self.sampled.values())).freq:
+            return None  # statistics off: nothing is sampled
+        if self.wiring.plan.acking and not conf_value(self.conf, Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS):
+            return None
+        return 2.0 * float(conf_value(self.conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
+
+    def _expire_samples(self, horizon: float) -> None:
+        """The timer of `_sample_horizon`: forget the samples open for longer than it (run every
+        half horizon, so a sample is forgotten between 2T and 3T after it opened, when the
+        acker forgets a tree it was not told the end of). An ack that comes later still counts
+        in the exact counters, not in the sampled acked count and process latency."""
+        before = self.wiring.clock.now() - horizon
+        for sampled in self.sampled.values():
+            sampled.expire_samples(before)
 
     def _task_timer(self, task: int, callback: Any) -> None:
         self.current_task = task

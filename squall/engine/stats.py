@@ -73,9 +73,11 @@ def component_figures(component: Any) -> dict[StatKey, float]:
     return report() if report is not None else {}
 
 # a bolt that never acks what it sampled (they time out in it) must not grow its table of
-# sampled inputs without bound: past this, the oldest sample is forgotten, and its ack is not
-# counted. A bolt may hold many inputs on purpose (a batching writer, a count window): at rate
-# 1.0 (exact counts) it may hold this many unacked at once before its acked count reads low
+# sampled inputs without bound: its executor forgets a sample twice the message timeout after it
+# opened (`BoltExecutor._sample_horizon`), and, with acking on and message timeouts off, past
+# this the oldest sample is forgotten; a forgotten sample's ack is not counted. A bolt may hold
+# many inputs on purpose (a batching writer, a count window): at rate 1.0 (exact counts) it may
+# hold this many unacked at once before its acked count reads low
 MAX_OPEN_SAMPLES = 16_384
 # the countdown of a task whose statistics are off (``topology.stats.enabled: false``)
 NEVER = 1 << 62
@@ -190,6 +192,30 @@ class TaskStatistics:
             except (RuntimeError, StopIteration, KeyError):
                 pass  # another thread's ack changed the table meanwhile: it has room now
         samples[id(tup)] = (tup, start, ks)
+
+    def expire_samples(self, before: float) -> int:
+        """Forget the open samples opened before ``before`` (the clock's time), and the inputs
+        they hold; return how many. The table is in the order the samples opened (one thread
+        opens them, on a monotonic clock), so the walk stops at the first one still young: O(1)
+        when none is old, plus a copy of the table when one is (an ack on another thread may
+        close a sample meanwhile)."""
+        samples = self.open_samples
+        if not samples:
+            return 0
+        try:
+            first = next(iter(samples.values()))
+        except (RuntimeError, StopIteration):  # closed meanwhile by another thread's ack
+            return 0
+        if first[1] >= before:
+            return 0
+        old = []
+        for key, (_tup, start, _ks) in list(samples.items()):
+            if start >= before:
+                break
+            old.append(key)
+        for key in old:
+            samples.pop(key, None)
+        return len(old)
 
     def close_sample(self, tup_id: int, acked: bool, now: float) -> None:
         """The ack or fail of a bolt input: an ack is counted if it was sampled (Storm's rule),

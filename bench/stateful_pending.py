@@ -4,7 +4,8 @@ A spout of ids (message id = the id, key = id % 1000) -> a stateful bolt countin
 `KeyValueState` (``plain``), or a persistent window (``window``: tumbling 1,000 tuples, adding
 each window's keys into its state). The spout emits as fast as it may for ``--secs``, then stops
 and waits until every id it emitted is acked; the bolt writes its committed total once idle.
-Figures over the emitting time after a 1 s warm-up: acked records/s, mean complete latency
+Figures over the emitting time after a warm-up (``--warmup``, 1 s; longer for a steady rate, after
+a limit that climbs, as ``auto``'s does, has reached where it stays): acked records/s, mean complete latency
 (the spout's own clock, every tuple), commits/s, CPU µs per record (the process running the
 spout and the bolt: this one on LocalCluster, the one worker on the process host); and the
 count checks: ids acked once each, the state's total equal to the ids emitted.
@@ -52,8 +53,9 @@ class IdSpout(Spout):
     """Emits ids 0, 1, ... for ``secs`` from its first emit, then stops; replays a failed id.
     Writes ``spout.json`` under ``bench.out.dir`` once every emitted id is acked."""
 
-    def __init__(self, secs: float) -> None:
+    def __init__(self, secs: float, warmup: float = WARMUP) -> None:
         self.secs = secs
+        self.warmup = warmup
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("key", "id"))
@@ -104,7 +106,7 @@ class IdSpout(Spout):
         self._maybe_done(now)
 
     def _mark_cpu(self, now):
-        if len(self.cpu) < 2 and now - self.t0 >= (WARMUP, self.secs)[len(self.cpu)]:
+        if len(self.cpu) < 2 and now - self.t0 >= (self.warmup, self.secs)[len(self.cpu)]:
             self.cpu.append(_cpu())
 
     def fail(self, msg_id):
@@ -179,9 +181,9 @@ class WindowCount(_Committing, BaseStatefulWindowedBolt):
         self.executed += len(window.get())
 
 
-def topology(bolt: str, secs: float):
+def topology(bolt: str, secs: float, warmup: float = WARMUP):
     b = TopologyBuilder()
-    b.set_spout("ids", IdSpout(secs))
+    b.set_spout("ids", IdSpout(secs, warmup))
     obj = CountByKey() if bolt == "plain" else \
         WindowCount().with_window(Count(KEYS), Count(KEYS)).with_persistence()
     b.set_bolt("count", obj).shuffle_grouping("ids")
@@ -192,14 +194,15 @@ def _setting(text: str) -> int | str | None:
     return None if text == "null" else text if text == "auto" else int(text)
 
 
-def run_one(host: str, bolt: str, interval: int, setting: str, secs: float, cluster: Any = None) -> dict[str, Any]:
+def run_one(host: str, bolt: str, interval: int, setting: str, secs: float, cluster: Any = None,
+            warmup: float = WARMUP) -> dict[str, Any]:
     out = Path(tempfile.mkdtemp(prefix="squall-pending-"))
     conf = Config()
     conf["bench.out.dir"] = str(out)
     conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = interval
     conf.set_max_spout_pending(_setting(setting))
     name = f"sp{time.monotonic_ns()}"
-    topo = topology(bolt, secs)
+    topo = topology(bolt, secs, warmup)
     deadline = None
     if host == "local":
         ctx: Any = LocalCluster()
@@ -224,11 +227,11 @@ def run_one(host: str, bolt: str, interval: int, setting: str, secs: float, clus
     sp = json.loads((out / "spout.json").read_text())
     bo = json.loads((out / "bolt.json").read_text())
     t0 = sp["t0"]
-    lo, hi = round(WARMUP / SAMPLE), round(secs / SAMPLE)
+    lo, hi = round(warmup / SAMPLE), round(secs / SAMPLE)
     window = [v for k, v in sp["bins"].items() if lo <= int(k) < hi]
     acked = sum(v[0] for v in window)
-    dt = secs - WARMUP
-    commits = [c for c in bo["commits"] if t0 + WARMUP <= c < t0 + secs]
+    dt = secs - warmup
+    commits = [c for c in bo["commits"] if t0 + warmup <= c < t0 + secs]
     cpu = sp["cpu"][1] - sp["cpu"][0] if len(sp["cpu"]) == 2 else float("nan")
     return {"setting": setting, "rate": acked / dt, "latency_ms": 1000 * sum(v[1] for v in window) / max(1, acked),
             "commits_s": len(commits) / dt, "cpu_us": 1e6 * cpu / max(1, acked),
@@ -245,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settings", default="null,1000,5000,20000,auto")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--secs", type=float, default=6.0)
+    p.add_argument("--warmup", type=float, default=WARMUP, help="seconds left out of the figures at the start")
     args = p.parse_args(argv)
     settings = args.settings.split(",")
     rows: dict[str, list[dict[str, Any]]] = {s: [] for s in settings}
@@ -255,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for r in range(args.repeat):
             for s in settings:
-                row = run_one(args.host, args.bolt, args.interval, s, args.secs, cluster)
+                row = run_one(args.host, args.bolt, args.interval, s, args.secs, cluster, args.warmup)
                 rows[s].append(row)
                 print(f"[{r}] {args.host} {args.bolt} {args.interval} ms {s:>6}: {row['rate']:9.0f} rec/s "
                       f"latency {row['latency_ms']:7.1f} ms, {row['commits_s']:5.2f} commits/s, "

@@ -71,7 +71,10 @@ mean complete latency at the limit of that interval.
   probes upwards once, in case capacity grew without the throughput showing it.
 - **Transients.** A changed limit takes about one complete latency to show in the throughput; the
   interval after a change is used only if its latency is below `WARM_FRACTION` of the interval,
-  else it is skipped. An interval in which nothing completed says nothing and changes nothing,
+  or if it was a raise whose gain shows already (a transient delays a gain, it never makes one:
+  `PendingTuner._shows_gain`; before a stateful bolt, whose tuples complete at its commits, the
+  complete latency is about the checkpoint interval, and skipping every such interval halved the
+  climb), else it is skipped. An interval in which nothing completed says nothing and changes nothing,
   unless the task's tuples timed out meanwhile, or the spout was held at its limit for
   `RATE_WINDOW` intervals in a row (half the message timeout if shorter) with nothing acked,
   at a limit above every one under which tuples were acked (else a bolt that pauses holds them):
@@ -166,6 +169,7 @@ class PendingTuner:
         self._step = step
         self._direction = 1
         self._ref: Measurement | None = None  # the best limit known while climbing
+        self._ref_early = False  # it was measured right after its change (`_shows_gain`): a lower bound
         self._peak = 0.0                      # the best throughput seen while climbing
         self._base: Measurement | None = None  # settled: what an interval is compared with (a slow average)
         self._deviation = 0                   # settled: +n intervals of gain in a row, -n of rising latency
@@ -228,15 +232,18 @@ class PendingTuner:
             self._over = max(self._over, min(completes, self.high) + 1)
         n = latency_count - last[3]
         latency = (latency_sum - last[2]) / n if n > 0 else None
+        m = Measurement(self.limit, (acked - last[1]) / dt, latency)
+        early = False
         if self._fresh:
             self._fresh = False
             if latency is None or latency > WARM_FRACTION * dt:
-                return self.limit  # the interval was partly the last change's transient
-        m = Measurement(self.limit, (acked - last[1]) / dt, latency)
+                if not self._shows_gain(m):
+                    return self.limit  # the interval was partly the last change's transient
+                early = True
         if self.settled:
             self._watch(m)
         else:
-            self._climb(m)
+            self._climb(m, early)
         return self.limit
 
     def _restart_at(self, limit: int) -> None:
@@ -249,14 +256,29 @@ class PendingTuner:
         self._direction = 1
 
     # --- climbing --------------------------------------------------------------------------------------
-    def _climb(self, m: Measurement) -> None:
+    def _climb(self, m: Measurement, early: bool = False) -> None:
         ref = self._ref
         if ref is None or m.limit == ref.limit or self._better(m, ref):
-            self._ref = m
+            self._ref, self._ref_early = m, early
             self._peak = max(self._peak, m.throughput)
         else:  # no gain and no lower latency: back to the reference, the other way, finer
             self._turn()
         self._probe()
+
+    def _shows_gain(self, m: Measurement) -> bool:
+        """Whether ``m``, measured in the interval right after a probe, is already better than the
+        reference below it. After a raise, the tuples emitted under the new limit complete one
+        complete latency later: the transient only delays the gain, it never makes one, so an
+        interval that shows it counts, whatever its latency. Else a topology whose tuples take
+        most of an interval to complete (acks in bursts an interval apart: a stateful bolt acks
+        its inputs at its commits, once a checkpoint interval) had every interval after a change
+        skipped, and climbed one step every two intervals or more: from 16, before a stateful
+        bolt at Storm's 1 s checkpoint interval, it reached 4,096 in flight after 8 s, and 10 s
+        runs acked 1,033 records/s where the default limit acked 30,415 (measured with
+        ``python -m bench.stateful_pending``). No gain (or a lower limit, whose transient drains
+        what the higher one let in): skipped, as before."""
+        ref = self._ref
+        return not self.settled and ref is not None and m.limit > ref.limit and self._better(m, ref)
 
     def _better(self, m: Measurement, ref: Measurement) -> bool:
         """Whether ``m`` is better than ``ref``, judged by which side of the knee explains it.
@@ -308,7 +330,10 @@ class PendingTuner:
         assert self._ref is not None
         self._set(self._ref.limit)
         self.settled = True
-        self._base = self._ref if self._ref.limit == self.limit else None
+        # (not a measurement taken right after its change: the throughput was still rising, and
+        # measured against it every settled interval looked like a gain, which sent the tuner
+        # climbing again at once)
+        self._base = self._ref if self._ref.limit == self.limit and not self._ref_early else None
         self._deviation = 0
         self._settled_periods = 0
 
@@ -337,7 +362,7 @@ class PendingTuner:
 
     def _restart(self, m: Measurement, direction: int, step: float) -> None:
         self.settled = False
-        self._ref = m
+        self._ref, self._ref_early = m, False
         self._peak = m.throughput
         self._direction = direction
         self._step = step

@@ -57,6 +57,13 @@ def readme_classes() -> dict:
     return run(code.split("builder = TopologyBuilder()")[0], "README.md", {"__name__": "readme"})
 
 
+def printed_so_far() -> str:
+    """What the test printed so far under ``capsys``, read without resetting it: a component's
+    thread prints meanwhile, and ``readouterr`` (a read, then a reset) loses what is written
+    between the two, part of a line included."""
+    return sys.stdout.getvalue()
+
+
 def test_every_testing_md_example_passes_as_the_pytest_test_it_is():
     """docs/testing.md says its examples are complete pytest tests: run each test function.
     The `shared_state_dir` block is left out: it needs a MasterClient (`client`)."""
@@ -103,7 +110,7 @@ def test_the_metrics_md_parser_reports_every_tuple_to_the_printing_consumer(caps
         cluster.advance_cluster_time(61)
 
         def reported() -> dict:
-            lines = [line.split(" ", 4) for line in capsys.readouterr().out.splitlines()]
+            lines = [line.split(" ", 4) for line in printed_so_far().splitlines()]
             return {name: value for prefix, component, _task, name, value in
                     (line for line in lines if len(line) == 5)
                     if prefix == "doc" and component == "parse" and not name.startswith("__")}  # built-ins
@@ -120,10 +127,9 @@ def test_the_streams_md_example_prints_words_seen_at_least_5_times(capsys):
     out: list[str] = []
 
     def printed(cluster) -> None:
-        assert wait_until(lambda: out.extend(capsys.readouterr().out.splitlines()) or out, 20), \
-            "streams.md's example printed nothing in 20 s"
+        assert wait_until(lambda: printed_so_far().endswith("\n"), 20), "streams.md's example printed nothing in 20 s"
     run(code, "docs/streams.md", {"__name__": "streams_md", "printed": printed})
-    out.extend(capsys.readouterr().out.splitlines())
+    out.extend(capsys.readouterr().out.splitlines())  # the cluster has stopped: no thread prints now
     pairs = [ast.literal_eval(line) for line in out]
     words = {"nathan", "mike", "jackson", "golda", "bertels"}
     assert pairs and all(word in words and count >= 5 for word, count in pairs), out

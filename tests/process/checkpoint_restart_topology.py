@@ -60,10 +60,14 @@ class Numbers(Spout):
             self.collector.emit([self.next, START_MS + self.next * STEP_MS], self.next)
             self.next += 1
         if self.next == self.n:
-            self.collector.emit([CLOSING_ID, START_MS + (self.n + 50) * STEP_MS + 5 * LENGTH_MS], CLOSING_ID)
+            self.collector.emit([CLOSING_ID, self.closing_ts()], CLOSING_ID)
             written = self.out.with_suffix(".tmp")
             written.write_text(str(self.n))
             written.replace(self.out)  # whole or absent: the test reads it as soon as it exists
+
+    def closing_ts(self) -> int:
+        """The closing record's time: past the last id's window, and past the lag."""
+        return START_MS + (self.n + 50) * STEP_MS + 5 * LENGTH_MS
 
 
 class WindowSums(BaseStatefulWindowedBolt):

@@ -104,6 +104,17 @@ def cluster(tmp_path):
 
 
 @pytest.fixture
+def roomy_cluster(tmp_path):
+    """A fresh cluster per test with 4 slots, so that each component of a four-component topology
+    (a spout, a window, a sink and the $checkpointspout) gets a worker of its own."""
+    c = Cluster(tmp_path, **{"supervisor.slots.ports": free_ports(4)})
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
 def crashing_cluster(tmp_path):
     """A fresh cluster per test whose workers are expected to crash in a row (`QUICK_CRASH_BACKOFF`)."""
     c = Cluster(tmp_path, **QUICK_CRASH_BACKOFF)

@@ -9,26 +9,13 @@ import signal
 import time
 from collections import Counter
 
-import pytest
-
 from ..conftest import wait_until
-from ..ports import free_ports
 from .checkpoint_restart_topology import conf, emitted, expected_windows, prepares, sink_rows, topology
-from .conftest import Cluster, topology_errors
+from .conftest import topology_errors
 
 N, PER_SEC = 3000, 500  # 6 s of ids, a window (50 ids) fired every 0.1 s
 INTERVAL_MS = 500
 WORKERS = 4  # one per component: numbers, window, sink, $checkpointspout
-
-
-@pytest.fixture
-def roomy_cluster(tmp_path):
-    """A cluster of 4 slots, so that each component of the topology gets a worker of its own."""
-    c = Cluster(tmp_path, **{"supervisor.slots.ports": free_ports(WORKERS)})
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def test_a_live_window_does_not_fire_again_when_the_checkpoint_spout_restarts_with_acking_off(roomy_cluster,

@@ -15,22 +15,11 @@ from collections import Counter
 import pytest
 
 from ..conftest import wait_until
-from ..ports import free_ports
-from .conftest import Cluster, topology_errors
+from .conftest import topology_errors
 from .window_restart_topology import START_MS, STEP_MS, Scripted, conf, emitted, expected_ids, sink_rows, topology
 
 N, PER_SEC = 3000, 500  # 6 s of ids, 10 ms of event time apart: a 500 ms window holds 50
 WORKERS = 4  # one per component: numbers, window, sink, $checkpointspout
-
-
-@pytest.fixture
-def roomy_cluster(tmp_path):
-    """A cluster of 4 slots, so that each component of the topology gets a worker of its own."""
-    c = Cluster(tmp_path, **{"supervisor.slots.ports": free_ports(WORKERS)})
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def kill_the_windows_worker(m, name: str) -> None:

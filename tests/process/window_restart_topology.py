@@ -16,6 +16,8 @@ from pathlib import Path
 from squall import BaseWindowedBolt, Bolt, Config, Count, Duration, Fields, Spout, TopologyBuilder
 from squall.state import BaseStatefulWindowedBolt
 
+from .checkpoint_restart_topology import Numbers as PacedNumbers
+
 START_MS = 1_000_000
 STEP_MS = 10
 CLOSING_ID = -1
@@ -34,38 +36,12 @@ def expected_ids(start: int, end: int, n: int) -> list[int]:
     return [i for i in range(n) if start < START_MS + i * STEP_MS <= end]
 
 
-class Numbers(Spout):
-    """Ids 0..n-1 at ``per_sec`` a second (with message ids: with acking off each is acked in
-    ``emit``), then the closing record; writes how many it emitted to ``emitted-<task>``."""
+class Numbers(PacedNumbers):
+    """checkpoint_restart_topology's paced ids, its closing record 500 steps past the last id (past
+    every window shape's end and lag here)."""
 
-    def __init__(self, n: int, per_sec: int) -> None:
-        self.n = n
-        self.per_sec = per_sec
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("id", "ts"))
-
-    def open(self, conf, context, collector):
-        super().open(conf, context, collector)
-        self.out = Path(conf["test.out.dir"]) / f"emitted-{context.get_this_task_id()}"
-        self.started = None
-        self.next = 0
-
-    def next_tuple(self):
-        now = time.monotonic()
-        if self.started is None:
-            self.started = now
-        if self.next >= self.n:
-            return
-        due = min(self.n, int((now - self.started) * self.per_sec))
-        while self.next < due:
-            self.collector.emit([self.next, START_MS + self.next * STEP_MS], self.next)
-            self.next += 1
-        if self.next == self.n:
-            self.collector.emit([CLOSING_ID, START_MS + (self.n + 500) * STEP_MS], CLOSING_ID)
-            written = self.out.with_suffix(".tmp")
-            written.write_text(str(self.n))
-            written.replace(self.out)  # whole or absent: the test reads it as soon as it exists
+    def closing_ts(self) -> int:
+        return START_MS + (self.n + 500) * STEP_MS
 
 
 class Scripted(Spout):

@@ -122,7 +122,7 @@ def topology(n: int, per_sec: int):
     return b.create_topology()
 
 
-def conf(out: Path, workers: int, interval_ms: int) -> Config:
+def conf(out: Path, workers: int, interval_ms: int = 300) -> Config:
     """Acking off, ``workers`` workers, a checkpoint every ``interval_ms``."""
     c = Config()
     c.set_num_workers(workers)

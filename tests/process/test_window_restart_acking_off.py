@@ -15,8 +15,9 @@ from collections import Counter
 import pytest
 
 from ..conftest import wait_until
+from .checkpoint_restart_topology import conf, emitted, sink_rows
 from .conftest import topology_errors
-from .window_restart_topology import START_MS, STEP_MS, Scripted, conf, emitted, expected_ids, sink_rows, topology
+from .window_restart_topology import START_MS, STEP_MS, Scripted, expected_ids, topology
 
 N, PER_SEC = 3000, 500  # 6 s of ids, 10 ms of event time apart: a 500 ms window holds 50
 WORKERS = 4  # one per component: numbers, window, sink, $checkpointspout

@@ -13,7 +13,7 @@ import json
 import time
 from pathlib import Path
 
-from squall import BaseWindowedBolt, Bolt, Config, Count, Duration, Fields, Spout, TopologyBuilder
+from squall import BaseWindowedBolt, Bolt, Count, Duration, Fields, Spout, TopologyBuilder
 from squall.state import BaseStatefulWindowedBolt
 
 from .checkpoint_restart_topology import Numbers as PacedNumbers
@@ -151,27 +151,3 @@ def topology(n: int, per_sec: int, kind: str, shape: str, event_time: bool, spou
     b.set_bolt("window", bolt).global_grouping("numbers")
     b.set_bolt("sink", WindowSink()).global_grouping("window")
     return b.create_topology()
-
-
-def conf(out: Path, workers: int, interval_ms: int = 300) -> Config:
-    """Acking off, ``workers`` workers, a checkpoint every ``interval_ms``."""
-    c = Config()
-    c.set_num_workers(workers)
-    c[Config.TOPOLOGY_ACKER_EXECUTORS] = 0
-    c[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = interval_ms
-    c["test.out.dir"] = str(out)
-    return c
-
-
-def emitted(out: Path) -> int | None:
-    """How many ids the spout emitted, once it emitted them all (None before)."""
-    files = [f for f in out.glob("emitted-*") if f.suffix != ".tmp"]
-    return int(files[0].read_text()) if files else None
-
-
-def sink_rows(out: Path) -> list[dict]:
-    """Every window result the sink recorded, in the order it got them."""
-    rows: list[dict] = []
-    for f in sorted(out.glob("sink-*.jsonl")):
-        rows += [json.loads(line) for line in f.read_text().split("\n")[:-1]]
-    return rows

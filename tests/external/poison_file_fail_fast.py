@@ -17,6 +17,7 @@ from pathlib import Path
 from squall import Bolt, Config, TopologyBuilder
 from squall.external.files import FileSpout, charges_path
 from squall.external.retry import SUSPECT_GROUPS, RetryBackoff
+from tests.written import finished_lines
 
 GOOD = 1000
 POISON = ("poison-a", "poison-b", "poison-c")
@@ -41,7 +42,7 @@ def note(path: str, line: str) -> None:
 
 
 def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
+    return finished_lines(path)
 
 
 class Check(Bolt):

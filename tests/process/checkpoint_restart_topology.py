@@ -13,6 +13,7 @@ from pathlib import Path
 
 from squall import Bolt, Config, Duration, Fields, Spout, TopologyBuilder
 from squall.state import BaseStatefulWindowedBolt
+from tests.written import finished_lines
 
 START_MS = 1_000_000
 STEP_MS = 10
@@ -156,4 +157,4 @@ def prepares(out: Path) -> list[dict]:
 
 def _lines(f: Path) -> list[dict]:
     """The whole lines of ``f`` (a line being written, read in part, waits for the next read)."""
-    return [json.loads(line) for line in f.read_text().split("\n")[:-1]]
+    return [json.loads(line) for line in finished_lines(f)]

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from squall import BaseWindowedBolt, Bolt, Duration, Fields
+from tests.written import finished_lines
 
 from .recovery_topology import DurableSpout
 
@@ -80,4 +81,4 @@ class LateIds(Bolt):
 
 def rows(out: Path, prefix: str) -> list[dict]:
     """The rows written to ``<prefix>-*.jsonl`` under ``out``."""
-    return [json.loads(line) for f in sorted(out.glob(f"{prefix}-*.jsonl")) for line in f.read_text().splitlines()]
+    return [json.loads(line) for f in sorted(out.glob(f"{prefix}-*.jsonl")) for line in finished_lines(f)]

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from squall import Bolt, Fields, JoinBolt, Spout
+from tests.written import finished_lines
 
 K = 15  # uids
 USERS = [[i % K, f"u{i}"] for i in range(45)]  # (uid, name): 3 users per uid
@@ -22,7 +23,7 @@ def _append(path: Path):
 
 
 def lines(out: Path, pattern: str) -> list[str]:
-    return [line for f in out.glob(pattern) for line in f.read_text().splitlines()]
+    return [line for f in out.glob(pattern) for line in finished_lines(f)]
 
 
 def acked(out: Path, kind: str) -> set[int]:

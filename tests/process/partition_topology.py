@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from squall import BasicBolt, Fields, Spout, TopologyBuilder
+from tests.written import finished_lines
 
 STOP = "stop"
 
@@ -93,7 +94,7 @@ def spout_events(out: Path):
     emitted, acked, failed = [], [], []
     f = out / "spout.log"
     if f.exists():
-        for line in f.read_text().splitlines():
+        for line in finished_lines(f):
             parts = line.split()
             if len(parts) == 4:  # a line being written has fewer
                 {"e": emitted, "a": acked, "f": failed}[parts[0]].append(int(parts[1]))
@@ -105,7 +106,7 @@ def spout_lines(out: Path):
     f = out / "spout.log"
     rows = []
     if f.exists():
-        for line in f.read_text().splitlines():
+        for line in finished_lines(f):
             parts = line.split()
             if len(parts) == 4:
                 rows.append((parts[0], int(parts[1]), int(parts[2]), float(parts[3])))
@@ -116,7 +117,7 @@ def sink_rows(out: Path):
     """Every (id, pid, time) the sinks took."""
     rows = []
     for f in out.glob("sink-*.log"):
-        for line in f.read_text().splitlines():
+        for line in finished_lines(f):
             parts = line.split()
             if len(parts) == 3:
                 rows.append((int(parts[0]), int(parts[1]), float(parts[2])))

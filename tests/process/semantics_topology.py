@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from squall import BasicBolt, Bolt, Config, Fields, SerializationError, Spout, TopologyBuilder
+from tests.written import finished_lines
 
 
 def _out(conf, name):
@@ -18,7 +19,7 @@ def records(out: Path, prefix: str) -> list[dict]:
     """The rows that components wrote to ``<prefix>-*.jsonl`` under ``out``."""
     rows = []
     for f in out.glob(f"{prefix}-*.jsonl"):
-        rows += [json.loads(line) for line in f.read_text().splitlines()]
+        rows += [json.loads(line) for line in finished_lines(f)]
     return rows
 
 

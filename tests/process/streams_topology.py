@@ -8,6 +8,7 @@ from pathlib import Path
 
 from squall import Duration, Fields, Spout
 from squall.streams import Pair, StreamBuilder, TumblingWindows, ValueMapper
+from tests.written import finished_lines
 
 from ..state.counting import ReplayingSpout
 
@@ -40,7 +41,7 @@ class AppendTo:
 
 def lines(out: Path, name: str) -> list:
     """Every value the `AppendTo` actions of ``name`` wrote under ``out``."""
-    return [json.loads(line) for f in sorted(out.glob(f"{name}-*.jsonl")) for line in f.read_text().splitlines()]
+    return [json.loads(line) for f in sorted(out.glob(f"{name}-*.jsonl")) for line in finished_lines(f)]
 
 
 class QuerySpout(Spout):
@@ -119,7 +120,7 @@ def emit_up_to(out: Path, n: int) -> None:
 
 def times(out: Path, what: str) -> list[tuple[int, float]]:
     """(id, epoch secs) of every emit (``what`` "emit") or ack ("ack") of `TimedIds`, in time order."""
-    rows = [line.split() for f in out.glob(f"{what}-times-*.txt") for line in f.read_text().splitlines()]
+    rows = [line.split() for f in out.glob(f"{what}-times-*.txt") for line in finished_lines(f)]
     return sorted(((int(i), float(t)) for i, t in rows), key=lambda r: r[1])
 
 

@@ -13,6 +13,8 @@ import json
 import subprocess
 import sys
 
+from tests.written import finished_lines
+
 from ..conftest import wait_until
 
 TOPOLOGY = '''
@@ -89,7 +91,7 @@ with StormSubmitter.using_conf(__import__("yaml").safe_load(open(sys.argv[2]))):
 
 
 def lines(path):
-    return path.read_text().splitlines() if path.exists() else []
+    return finished_lines(path)
 
 
 def emitted_counted(points):

@@ -8,6 +8,8 @@ climbed while its errors stayed empty."""
 import time
 from collections import Counter
 
+from tests.written import finished_lines
+
 from ..conftest import QUICK_CRASH_BACKOFF, wait_until
 from ..ports import free_ports
 from .conftest import Cluster
@@ -17,7 +19,7 @@ from .semantics_topology import topology_conf
 
 
 def _counted(out, prefix):
-    return Counter(int(line.split()[0]) for f in out.glob(f"{prefix}-*.txt") for line in f.read_text().splitlines())
+    return Counter(int(line.split()[0]) for f in out.glob(f"{prefix}-*.txt") for line in finished_lines(f))
 
 
 def test_a_neighbour_whose_bolt_exits_its_worker_is_told_why_and_the_other_topology_counts_each_record_once(tmp_path):

@@ -16,6 +16,8 @@ from collections import defaultdict
 
 import pytest
 
+from tests.written import finished_lines
+
 from ..conftest import wait_until
 from ..ports import free_ports
 from ..zookeeper_server import ZooKeeperServer, missing
@@ -39,7 +41,7 @@ def _copies(out):
         if kind == "e":
             by["source"].add(pid)
     for f in out.glob("sink-*.log"):
-        for line in f.read_text().splitlines():
+        for line in finished_lines(f):
             parts = line.split()
             if len(parts) == 3:
                 by[f.stem].add(int(parts[1]))

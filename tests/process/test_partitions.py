@@ -19,6 +19,7 @@ from collections import Counter
 import pytest
 
 from squall import StormSubmitter
+from tests.written import finished_lines
 
 from ..conftest import wait_until
 from .conftest import Cluster
@@ -146,7 +147,7 @@ def test_two_workers_cut_off_from_each_other_past_the_message_timeout_replay_and
             def all_sinks_after_heal():
                 after = set()
                 for f in s.out.glob("sink-*.log"):
-                    for line in f.read_text().splitlines()[-50:]:
+                    for line in finished_lines(f)[-50:]:
                         parts = line.split()
                         if len(parts) == 3 and float(parts[2]) > healed_at + 0.5:
                             after.add(f.name)

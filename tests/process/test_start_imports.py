@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from tests.written import finished_lines
+
 from ..conftest import wait_until
 
 N = 100
@@ -111,7 +113,7 @@ _SQUALL_THEN_MODULES = ("import json, sys\n"
 
 
 def lines(path):
-    return path.read_text().splitlines() if path.exists() else []
+    return finished_lines(path)
 
 
 def loaded(modules: list[str], heavy: dict[str, str]) -> dict[str, str]:

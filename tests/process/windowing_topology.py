@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from squall import BaseWindowedBolt, Bolt, Duration, Fields, Spout
+from tests.written import finished_lines
 
 
 def _out(conf, name):
@@ -13,7 +14,7 @@ def _out(conf, name):
 
 def windows_recorded(out: Path) -> int:
     """How many windows the `RecordsWindows` tasks writing under ``out`` recorded, all together."""
-    return sum(len(f.read_text().splitlines()) for f in out.glob("windows-*.jsonl"))
+    return sum(len(finished_lines(f)) for f in out.glob("windows-*.jsonl"))
 
 
 class ScheduledSpout(Spout):

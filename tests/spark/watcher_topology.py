@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from squall import BasicBolt, TopologyBuilder
+from tests.written import finished_lines
 
 from ..process.recovery_topology import DurableSpout
 from ..process.test_poison_kills_other_worker import Elsewhere
@@ -72,4 +73,4 @@ def sink_ids(out: Path) -> dict[int, list[int]]:
 def fails(out: Path) -> list[tuple[int, str, bool]]:
     """Every failure the spout was told of: ``(id, kind, record caused)``."""
     return [(int(i), kind, caused == "1") for f in out.glob("fails-*.txt")
-            for i, kind, caused in (line.split() for line in f.read_text().splitlines())]
+            for i, kind, caused in (line.split() for line in finished_lines(f))]

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from squall import BaseStatefulWindowedBolt, Bolt, Count, Duration, Fields, Spout, TopologyBuilder
+from tests.written import finished_lines
 
 STEP = 2  # ms of event time between two ids
 N = 1500
@@ -46,7 +47,7 @@ def acked(out: Path) -> set[int]:
 
 def rows(out: Path, prefix: str) -> list[dict]:
     """The JSON lines of ``<prefix>*.jsonl`` under ``out``."""
-    return [json.loads(line) for f in out.glob(f"{prefix}*.jsonl") for line in f.read_text().splitlines()]
+    return [json.loads(line) for f in out.glob(f"{prefix}*.jsonl") for line in finished_lines(f)]
 
 
 def fired_since_prepare(out: Path, window: str, pid: int) -> bool:

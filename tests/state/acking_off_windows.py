@@ -14,6 +14,7 @@ from pathlib import Path
 
 from squall import BaseWindowedBolt, BasicBolt, Bolt, Config, Duration, Fields, Spout, TopologyBuilder
 from squall.state import BaseStatefulWindowedBolt
+from tests.written import finished_lines
 
 LAG_MS = 500
 STEP_MS = 10  # between two records' timestamps
@@ -223,7 +224,7 @@ def windows_fired(out: Path) -> list[dict]:
     """Every window the window tasks recorded under ``out``."""
     rows: list[dict] = []
     for f in out.glob("windows-*.jsonl"):
-        rows += [json.loads(line) for line in f.read_text().splitlines()]
+        rows += [json.loads(line) for line in finished_lines(f)]
     return rows
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from squall import BaseStatefulBolt, Bolt, Config, EmitError, Fields, LocalCluster, TopologyBuilder
+from tests.written import finished_lines
 
 from ..conftest import wait_until
 from ..process.recovery_topology import DurableSpout, acked
@@ -72,7 +73,7 @@ class FailingSink(BaseStatefulBolt):
 
 
 def _lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
+    return finished_lines(path)
 
 
 def _run(tmp_path: Path, anchors: str, n: int, done) -> tuple[set[int], set[int], list[str]]:

@@ -14,6 +14,7 @@ from squall import BaseStatefulBolt, BasicBolt, Config, Fields, LocalCluster, To
 from squall._transactional import MemoryBackend
 from squall.state import StateError
 from squall.state._names import state_namespace
+from tests.written import finished_lines
 
 from ..conftest import wait_until
 from .counting import ReplayingSpout, acked, stop_and_wait
@@ -54,7 +55,7 @@ def seen(out):
     """The highest count the topology reached for each key."""
     best: Counter = Counter()
     for f in out.glob("seen-*.txt"):
-        for line in f.read_text().splitlines():
+        for line in finished_lines(f):
             key, count = map(int, line.split())
             best[key] = max(best[key], count)
     return best

@@ -17,6 +17,7 @@ import pytest
 
 from squall import Bolt, Config, Duration, Fields, LocalCluster, Spout, TopologyBuilder
 from squall.state import BaseStatefulWindowedBolt
+from tests.written import finished_lines
 
 from ..conftest import wait_until
 
@@ -113,7 +114,7 @@ def conf(out: Path) -> Config:
 
 def sink_rows(out: Path) -> list[dict]:
     log = out / "sink.jsonl"
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return [json.loads(line) for line in finished_lines(log)] if log.exists() else []
 
 
 def emitted(out: Path) -> int:

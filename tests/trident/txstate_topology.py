@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from squall import Fields, Spout, TopologyBuilder
+from tests.written import finished_lines
 
 
 class OpensSpout(Spout):
@@ -45,4 +46,4 @@ def opens_topology(out: Path, crash_first: bool = False):
 def opens(out: Path) -> list[dict]:
     """What each open read and stored, in order."""
     path = Path(out) / "opens.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [json.loads(line) for line in finished_lines(path)] if path.exists() else []

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+from tests.written import finished_lines
+
 from ..conftest import wait_until
 from ..shipping_code import WORDS_SPOUT, helper_modules, module, write_modules
 
@@ -112,9 +114,9 @@ def lines_written(cluster, file, written, count):
     run = jar(cluster, file, f"test.out.dir={written.parent}", "topology.workers=2")
     assert run.returncode == 0, run.stderr
     try:
-        assert wait_until(lambda: written.exists() and len(written.read_text().splitlines()) == count, 30), \
+        assert wait_until(lambda: len(finished_lines(written)) == count, 30), \
             (cluster.dir.parent / "master.log").read_text()[-3000:]
-        return sorted(written.read_text().splitlines())
+        return sorted(finished_lines(written))
     finally:
         with cluster.client() as m:
             m.kill_topology(file.stem, wait_secs=0)

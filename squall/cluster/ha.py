@@ -698,6 +698,25 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def int_beyond_64_bits(v: Any) -> str | None:
+    """Where in ``v`` (a JSON document: dicts, lists, scalars) the first integer lies that does
+    not fit in 64 bits (``topologies.t.slots.h:1.launch_id``), None if none. Everything a master
+    holds goes out through msgpack (`squall._wire`), which packs no larger integer: one such
+    integer in a record edited by hand made every answer that carried it fail (a supervisor's
+    sync, ``squall list``), so the topology ran nowhere, with nothing said but a warning per
+    refused connection."""
+    todo: list[tuple[str, Any]] = [("", v)]
+    while todo:
+        at, x = todo.pop()
+        if isinstance(x, int) and not isinstance(x, bool) and not -(2 ** 63) <= x < 2 ** 63:
+            return at or "the top"
+        if isinstance(x, dict):
+            todo.extend((f"{at}.{k}" if at else str(k), y) for k, y in reversed(x.items()))
+        elif isinstance(x, list):
+            todo.extend((f"{at}[{i}]", y) for i, y in reversed(list(enumerate(x))))
+    return None
+
+
 def _is_number(v: Any) -> bool:
     # finite: JSON as Python reads it takes NaN and Infinity, and a start time of NaN made every
     # uptime NaN
@@ -787,6 +806,9 @@ def check_saved_topology(t: Any, executors: int | None) -> str | None:
     ``[kind, due, args]`` list, no code digest."""
     if not isinstance(t, dict):
         return "not a map"
+    beyond = int_beyond_64_bits(t)
+    if beyond is not None:
+        return f"its integer at {beyond} does not fit in 64 bits"
     action = t.get("pending_action") or None
     if isinstance(action, list) and len(action) == 3 and isinstance(action[2], dict):
         action = {**action[2], "kind": action[0], "due": action[1]}

@@ -340,6 +340,8 @@ def _read_state(path: Path) -> tuple[int, dict[str, Any]]:
             raise TypeError(f"its counter is {counter!r}, not a number")
         if not isinstance(topologies, dict) or not all(isinstance(t, dict) for t in topologies.values()):
             raise TypeError("its topologies are not an object of records")
+        if not 0 <= counter < 2 ** 63:  # storm ids are numbered on from it
+            raise ValueError(f"its counter is {counter}, not a count of topologies submitted")
     except (OSError, TypeError, ValueError) as e:  # json's and UnicodeDecodeError are ValueErrors
         raise SquallError(f"the master's state {path} cannot be read ({e}): restore it from a backup, or move it "
                           "aside to start with no topologies (their workers are then stopped)") from None

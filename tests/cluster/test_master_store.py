@@ -196,7 +196,9 @@ def test_the_directory_store_writes_state_json_as_before_and_a_master_resumes_fr
 
 
 @pytest.mark.parametrize("content", [b"", b'{"counter": 3, "topolo', b"[1, 2]", b"\xff\xfe",
-                                     b'{"counter": "3", "topologies": {}}', b'{"counter": 3, "topologies": {"t": 5}}'])
+                                     b'{"counter": "3", "topologies": {}}', b'{"counter": 3, "topologies": {"t": 5}}',
+                                     b'{"counter": -1, "topologies": {}}',
+                                     b'{"counter": 1000000000000000000000000000000, "topologies": {}}'])
 def test_a_state_json_cut_short_or_not_the_masters_stops_it_naming_the_file_and_what_to_do(tmp_path, content):
     d = tmp_path / "nimbus"
     LocalDirStore(d, b"s" * 40)
@@ -239,6 +241,12 @@ def test_a_plan_of_an_earlier_submission_of_a_topology_does_not_replace_the_one_
     (lambda t: t.update(assignment={"nothost": [0]}), "slot 'nothost'"),
     (lambda t: t.update(assignment={"127.0.0.1:\u00b2": [0]}), "slot '127.0.0.1:\u00b2'"),
     (lambda t: t.update(pending_action={"kind": "X", "due": 1.0}), "malformed pending action"),
+    # an integer past 64 bits: msgpack packs none, so every answer carrying it failed (a
+    # supervisor's sync: the topology ran nowhere) with only a warning per refused connection
+    (lambda t: next(iter(t["slots"].values())).update(launch_id=10 ** 40), "launch_id does not fit in 64 bits"),
+    (lambda t: t.update(errors_happened=-(10 ** 30)), "errors_happened does not fit in 64 bits"),
+    (lambda t: t.update(debug={"spout": {"enable": True, "samplingpct": 2 ** 64}}),
+     "debug.spout.samplingpct does not fit in 64 bits"),
 ])
 def test_a_malformed_topology_record_is_dropped_naming_it_and_the_others_resume(tmp_path, caplog, edit, why):
     conf = {**CONF, "storm.local.dir": str(tmp_path)}

@@ -491,14 +491,18 @@ class Master:
         stored = self.store.load()
         self.counter = stored.counter
         plans: dict[str, list[_KeptPlan]] = {}
+        refused: dict[str, StoredPlan] = {}  # digest -> a sealed plan that did not load
         for storm_id in sorted(stored.plans):
             kept = stored.plans[storm_id]
             plan = self._stored_plan(kept)
             if plan is not None:
                 plans.setdefault(plan.name, []).append(_KeptPlan(plan, kept))
+            elif kept.sealed:
+                refused[hashlib.sha256(kept.sealed).hexdigest()] = kept
         for name, t in stored.topologies.items():
             plan = _running_plan(name, t.get("code"), plans.get(name, []))
             if plan is None:
+                self._check_secret_sealed(name, refused.get(t.get("code") or ""))
                 log.error("state names topology %s but its plan is missing; dropped", name)
                 continue
             # before anything reads it: a malformed record stopped the master at start, or made it
@@ -527,6 +531,31 @@ class Master:
         self._persisted = Persisted.of(self.counter, self.topologies, self.supervisors)
         if stored.topologies:
             log.info("recovered %d topologies from %s", len(self.topologies), self.store.directory or "memory")
+
+    def _check_secret_sealed(self, name: str, kept: StoredPlan | None) -> None:
+        """Stop the master if ``kept``, topology ``name``'s plan as ``state.json`` names it (the
+        very bytes: their digest is the record's ``code``), did not load because it is sealed
+        under another secret. Its bytes are the master's own, so the secret changed (the file
+        removed, cut short, or ``squall.secret`` set since), not the plan: dropped as "missing",
+        every topology stopped (all are sealed under the old secret) with an error blaming its
+        plan, though plans and states were all there for the secret they were sealed with, and
+        a topology submitted meanwhile was sealed under the wrong secret.
+
+        Raises:
+            SquallError: it is so, naming the plan, the topology and what to do.
+        """
+        if kept is None:
+            return
+        from .._sealed import SealError, unseal
+        try:
+            unseal(self.secret, _PLAN, kept.sealed)
+        except SealError as e:
+            raise SquallError(
+                f"the plan {kept.where} of topology {name} is the one the master's state.json names (the same "
+                f"bytes), but it is not sealed under this cluster's secret ({e}): the secret changed since it was "
+                f"written (squall.secret, else <storm.local.dir>/secret). Put back the secret the cluster ran with "
+                f"(its plans, states and supervisors' files are sealed under it), or, to start without the "
+                f"topologies, move state.json and the *.plan files aside") from None
 
     def _ended_checked(self, name: str, t: dict[str, Any], where: str) -> None:
         """Refuse the ended launches of topology ``name``'s kept record ``t`` (read from

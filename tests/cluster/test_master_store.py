@@ -229,6 +229,31 @@ def test_a_plan_of_an_earlier_submission_of_a_topology_does_not_replace_the_one_
     assert f"skipped {d / (old + '.plan')}: a plan of topology t (t-9-5) that is not the one it runs" in caplog.text
 
 
+def test_a_master_whose_secret_changed_stops_naming_the_secret_not_dropping_its_topologies(tmp_path, caplog):
+    """The cluster's secret file cut short (or removed, or squall.secret set since): every plan
+    is the master's own, byte for byte, but its seal no longer checks. The master said "state
+    names topology t but its plan is missing; dropped" and stopped every topology (the process
+    host's FileSpout read 0 of 100 new lines); now it stops, naming the plan and the secret, and
+    starts again as it was once the secret is put back. A plan whose bytes changed is still
+    dropped as before (Storm's cleanup of a topology whose code is corrupt)."""
+    conf = {**CONF, "storm.local.dir": str(tmp_path)}
+    m = served(conf, clock=SimulatedClock(5.0))
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={}, topology=_topology())
+    other = {**conf, "squall.secret": "another-secret-0123456789abcdef"}
+    plan = tmp_path / "nimbus" / f"{storm_id}.plan"
+    with pytest.raises(SquallError, match=rf"the plan {plan} of topology t is the one the master's state\.json names "
+                                          r".*not sealed under this cluster's secret .*Put back the secret"):
+        served(other, clock=SimulatedClock(6.0))
+    again = served(conf, clock=SimulatedClock(7.0))
+    assert [t["id"] for t in again.op_list()] == [storm_id]
+    blob = plan.read_bytes()
+    plan.write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))
+    dropped = served(other, clock=SimulatedClock(8.0))
+    assert dropped.op_list() == []
+    assert "state names topology t but its plan is missing; dropped" in caplog.text
+
+
 # state.json is not sealed: each of these stopped the master at start (AttributeError), left it
 # answering every list or info with a bare TypeError or IndexError, or crashed it when the wait
 # of a pending action it could not do was over

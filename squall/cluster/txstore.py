@@ -99,6 +99,11 @@ class FileStore:
             blob = path.read_bytes()
         except FileNotFoundError:
             return None
+        except OSError as e:  # a directory or a symlink loop in its place, a damaged disk
+            # the worker got a bare "[Errno 21] Is a directory: ..." back, naming no state
+            raise TransactionalStateError(
+                f"transactional state file {path} of key {key!r} of topology {topology!r} cannot be read "
+                f"({e.strerror or e}); {_AFRESH}") from None
         try:
             return unseal(self.secret, _kind(topology, key), blob)
         except SealError as e:
@@ -143,6 +148,9 @@ class FileStore:
             return [n for n in os.listdir(d) if n.endswith(_SUFFIX)]
         except FileNotFoundError:
             return []
+        except OSError as e:  # a file in the directory's place
+            raise TransactionalStateError(f"the transactional state directory {d} cannot be listed "
+                                          f"({e.strerror or e}); {_AFRESH}") from None
 
 
 @contextlib.contextmanager

@@ -154,6 +154,35 @@ def test_the_file_store_keeps_values_sealed_per_key(tmp_path, monkeypatch):
         again.put("words", "c", b"")
 
 
+def test_a_file_store_entry_that_cannot_be_read_is_refused_naming_it_and_its_key(tmp_path):
+    """A directory, or a symlink to one, in a value's place (or a file in the topology's): the
+    worker's coordinator got a bare ``[Errno 21] Is a directory: ...`` from the master and its
+    worker crashed on it at every restart, nothing saying it was Trident's state or what to do."""
+    store = FileStore(tmp_path / "tx", b"secret")
+    store.put("words", "coordinator/currtx", b"1")
+    store.put("words", "coordinator/meta/1", b"m1")
+    d = tmp_path / "tx" / "words"
+    (d / "coordinator~currtx.v").unlink()
+    (d / "coordinator~currtx.v").mkdir()
+    (d / "coordinator~meta~1.v").unlink()
+    (d / "coordinator~meta~1.v").symlink_to(d / "coordinator~meta~1.v")  # a loop
+    with pytest.raises(TransactionalStateError, match=r"transactional state file .*coordinator~currtx\.v of key "
+                                                      r"'coordinator/currtx' of topology 'words' cannot be read "
+                                                      r"\(Is a directory\); restore it from a backup"):
+        store.get("words", "coordinator/currtx")
+    with pytest.raises(TransactionalStateError, match=r"coordinator~meta~1\.v of key 'coordinator/meta/1' .*cannot "
+                                                      r"be read \(Too many levels of symbolic links\)"):
+        store.get("words", "coordinator/meta/1")
+    store.put("other", "k", b"v")
+    other = tmp_path / "tx" / "other"
+    for f in other.iterdir():
+        f.unlink()
+    other.rmdir()
+    other.write_bytes(b"not a directory")
+    with pytest.raises(TransactionalStateError, match=r"directory .*tx/other cannot be listed \(Not a directory\)"):
+        store.list("other")
+
+
 def test_the_master_keeps_the_state_across_its_restart_and_never_unpickles_it(tmp_path):
     conf = cluster_conf({"storm.local.dir": str(tmp_path)})
     m = served(conf)

@@ -335,7 +335,11 @@ def _read_state(path: Path) -> tuple[int, dict[str, Any]]:
         data = json.loads(path.read_bytes())
         if not isinstance(data, dict):
             raise TypeError(f"a JSON {type(data).__name__}, not an object")
-        counter, topologies = data.get("counter", 0), data.get("topologies", {})
+        missing = [k for k in ("counter", "topologies") if k not in data]
+        if missing:  # every master wrote both: an object without them is not its state, and
+            # reading it as "no topologies" would stop every topology's workers
+            raise ValueError(f"it has no {' and no '.join(missing)}")
+        counter, topologies = data["counter"], data["topologies"]
         if not isinstance(counter, int) or isinstance(counter, bool):
             raise TypeError(f"its counter is {counter!r}, not a number")
         if not isinstance(topologies, dict) or not all(isinstance(t, dict) for t in topologies.values()):

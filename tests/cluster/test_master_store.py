@@ -198,7 +198,8 @@ def test_the_directory_store_writes_state_json_as_before_and_a_master_resumes_fr
 @pytest.mark.parametrize("content", [b"", b'{"counter": 3, "topolo', b"[1, 2]", b"\xff\xfe",
                                      b'{"counter": "3", "topologies": {}}', b'{"counter": 3, "topologies": {"t": 5}}',
                                      b'{"counter": -1, "topologies": {}}',
-                                     b'{"counter": 1000000000000000000000000000000, "topologies": {}}'])
+                                     b'{"counter": 1000000000000000000000000000000, "topologies": {}}',
+                                     b"{}", b'{"counter": 3}', b'{"topologies": {}}'])
 def test_a_state_json_cut_short_or_not_the_masters_stops_it_naming_the_file_and_what_to_do(tmp_path, content):
     d = tmp_path / "nimbus"
     LocalDirStore(d, b"s" * 40)

@@ -3,17 +3,27 @@ library's test broker, its "mock cluster"), not Apache Kafka.
 
 Why not Apache Kafka: no Kafka (nor Redpanda) broker can be installed on the project's machines:
 none is packaged on PyPI, Debian or npm, and Kafka's JVM distribution cannot be downloaded. The
-``confluent-kafka`` wheel (the ``kafka`` and ``test`` extras) bundles librdkafka, and a client
-made with ``{"test.mock.num.brokers": 1}`` starts a broker that speaks the Kafka protocol on an
+``confluent-kafka`` wheel (the ``kafka`` and ``test`` extras) bundles librdkafka, whose mock
+cluster (``rd_kafka_mock_cluster_new``, what a client made with ``{"test.mock.num.brokers": 1}``
+starts; made here through ctypes, `_serve`) is a broker that speaks the Kafka protocol on an
 ephemeral 127.0.0.1 port: produce, fetch, list offsets, group offset commits with their metadata,
-and topics created on first use with 4 partitions. Real ``confluent_kafka`` Producers and Consumers
-in other processes (squall's workers, Spark's Python workers) reach it over TCP through
-``bootstrap.servers``. It does not do what a cluster of brokers does (replication, a broker
-restarted with its log on disk, CreateTopics): the tests here need none of it.
+and topics created on first use with 4 partitions (or with N, `KafkaBroker.create_topic`). Real
+``confluent_kafka`` Producers and Consumers in other processes (squall's workers, Spark's Python
+workers) reach it over TCP through ``bootstrap.servers``. It does not do what a cluster of
+brokers does (replication, a broker process restarted from its log on disk, the CreateTopics
+request): the tests here need none of it.
 
 `KafkaBroker` runs it as its own process (this file run as a script: it holds the broker, prints
 its bootstrap address, and exits when its standard input closes, so it never outlives the test
 process), stopped by its PID. The ``kafka_broker`` fixture gives one per test module.
+
+A broker restart keeping its log (`KafkaBroker.down`, then `KafkaBroker.up`): the process takes
+the broker down with librdkafka's mock API (``rd_kafka_mock_broker_set_down``, called through
+ctypes in the bundled librdkafka): every client connection is closed and new ones are closed as
+they come, as a stopped broker's port refuses them, while the topics, their records and the groups'
+committed offsets stay, as a restarted broker finds them in its log directory; ``up`` lets
+clients back in on the same address. (Killing the process instead would lose them all: the test
+broker keeps everything in memory.)
 """
 
 from __future__ import annotations
@@ -55,6 +65,28 @@ class KafkaBroker:
         self.bootstrap = line
         return self
 
+    def _command(self, line: str) -> None:
+        """Sends the broker process one command line and waits for its ``ok``."""
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().decode().strip()
+        if answer != "ok":
+            raise RuntimeError(f"the test broker refused {line!r}: {answer!r} (see {self.log})")
+
+    def down(self) -> None:
+        """Takes the broker down, its log kept (see the module docstring): clients' connections
+        close and new ones are refused until `up`."""
+        self._command("down")
+
+    def up(self) -> None:
+        """Lets clients back in after `down`, on the same address, with the same log."""
+        self._command("up")
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        """Creates ``topic`` with ``partitions`` partitions (a topic first used has `PARTITIONS`)."""
+        self._command(f"topic {topic} {partitions}")
+
     def stop(self, timeout: float = 10.0) -> None:
         """Close its standard input (it exits), then SIGKILL its PID if it has not."""
         if self.proc is None or self.proc.poll() is not None:
@@ -73,8 +105,9 @@ class KafkaBroker:
         """Properties of a client of this broker."""
         return {"bootstrap.servers": self.bootstrap, **QUIET, **extra}
 
-    def produce(self, topic: str, values: Iterable[bytes | str]) -> list[tuple[int, int]]:
-        """Writes ``values`` to ``topic``, the i-th to partition ``i % PARTITIONS``, and waits until
+    def produce(self, topic: str, values: Iterable[bytes | str],
+                partitions: int = PARTITIONS) -> list[tuple[int, int]]:
+        """Writes ``values`` to ``topic``, the i-th to partition ``i % partitions``, and waits until
         every one is acknowledged; returns each one's (partition, offset), in order."""
         import confluent_kafka as ck
 
@@ -92,7 +125,7 @@ class KafkaBroker:
 
         for i, value in enumerate(values):
             placed.append(None)
-            producer.produce(topic, value=value, partition=i % PARTITIONS, on_delivery=delivered(i))
+            producer.produce(topic, value=value, partition=i % partitions, on_delivery=delivered(i))
             producer.poll(0)
         left = producer.flush(30)
         assert left == 0 and not errors, f"{left} values of {topic!r} not acknowledged; {errors[:5]}"
@@ -150,15 +183,66 @@ def utf8_value(record) -> list:
     return [record.value.decode()]
 
 
-def _serve() -> None:
-    """Hold the broker: print its address, then wait for standard input to close."""
-    import confluent_kafka as ck
+BROKER_ID = 1
+"""The id of the test cluster's one broker (librdkafka numbers them from 1)."""
 
-    owner = ck.Producer({"test.mock.num.brokers": 1, **QUIET})  # the broker lives as long as it does
-    brokers = owner.list_topics(timeout=10).brokers
-    (broker,) = brokers.values()
-    print(f"{broker.host}:{broker.port}", flush=True)
-    sys.stdin.buffer.read()
+
+def _librdkafka():
+    """The librdkafka that ``confluent_kafka`` loads (its wheel bundles one), through ctypes, with
+    the signatures of the mock-cluster calls `_serve` makes."""
+    import ctypes
+    import ctypes.util
+    import glob
+
+    import confluent_kafka
+
+    bundled = glob.glob(os.path.join(os.path.dirname(confluent_kafka.__file__), os.pardir,
+                                     "confluent_kafka.libs", "librdkafka*.so*"))
+    path = bundled[0] if bundled else ctypes.util.find_library("rdkafka")
+    if path is None:
+        raise RuntimeError("librdkafka not found (neither in confluent_kafka's wheel nor on the system)")
+    lib = ctypes.CDLL(path)
+    ptr, i32 = ctypes.c_void_p, ctypes.c_int32
+    lib.rd_kafka_conf_new.restype = ptr
+    lib.rd_kafka_new.restype = ptr
+    lib.rd_kafka_new.argtypes = [ctypes.c_int, ptr, ctypes.c_char_p, ctypes.c_size_t]
+    lib.rd_kafka_mock_cluster_new.restype = ptr
+    lib.rd_kafka_mock_cluster_new.argtypes = [ptr, ctypes.c_int]
+    lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
+    lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ptr]
+    lib.rd_kafka_mock_broker_set_down.argtypes = [ptr, i32]
+    lib.rd_kafka_mock_broker_set_up.argtypes = [ptr, i32]
+    lib.rd_kafka_mock_topic_create.argtypes = [ptr, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    return lib
+
+
+def _serve() -> None:
+    """Hold the broker: print its address, then obey the command lines of standard input (``down``,
+    ``up``, ``topic <name> <partitions>``; each answered ``ok`` or with why not) until it closes."""
+    import ctypes
+
+    lib = _librdkafka()
+    errstr = ctypes.create_string_buffer(512)
+    # a producer handle owns the cluster (as "test.mock.num.brokers" makes one): it lives as long as it does
+    owner = lib.rd_kafka_new(0, lib.rd_kafka_conf_new(), errstr, len(errstr))
+    if not owner:
+        raise RuntimeError(f"rd_kafka_new: {errstr.value.decode()}")
+    cluster = lib.rd_kafka_mock_cluster_new(owner, 1)
+    if not cluster:
+        raise RuntimeError("rd_kafka_mock_cluster_new failed")
+    print(lib.rd_kafka_mock_cluster_bootstraps(cluster).decode(), flush=True)
+    for line in sys.stdin:
+        match line.split():
+            case ["down"]:
+                err = lib.rd_kafka_mock_broker_set_down(cluster, BROKER_ID)
+            case ["up"]:
+                err = lib.rd_kafka_mock_broker_set_up(cluster, BROKER_ID)
+            case ["topic", name, partitions]:
+                err = lib.rd_kafka_mock_topic_create(cluster, name.encode(), int(partitions), 1)
+            case _:
+                print(f"unknown command {line.strip()!r}", flush=True)
+                continue
+        print("ok" if err == 0 else f"librdkafka error code {err}", flush=True)
 
 
 if __name__ == "__main__":

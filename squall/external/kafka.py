@@ -434,6 +434,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         self._commit_at = now + cfg.offset_commit_period_ms / 1000
         self._down_until = 0.0
         self._down_since: float | None = None
+        self._answers = 0   # requests the broker answered (`_answered`): what tells it back up
         self._refresh_failing_since: float | None = None
         self._known: dict[str, list[TopicPartition]] = {}  # topic -> its partitions when last listed
         self._unlisted: set[str] = set()  # topics without partitions in the last listing (warned)
@@ -466,10 +467,16 @@ class KafkaSpout(Spout, CountsDeadLetters):
 
     def _guarded(self, step: Callable[[], None]) -> bool:
         """Runs ``step``; an unavailable broker is logged once per outage and left alone for
-        ``down_retry_secs``. False if the broker was down."""
+        ``down_retry_secs``. False if the broker was down. The outage ends (logged) only when
+        the broker answered a request (`_answered`): a step that asked it nothing (a commit with
+        nothing to commit) or a poll tells nothing (librdkafka's poll returns no error while the
+        broker is down, and the records it prefetched before); taken as the end, a poll right
+        after a failed commit logged "broker back" with the broker still down, and each later
+        commit's failure a new outage."""
         now = self.clock.now()
         if now < self._down_until:
             return False
+        answers = self._answers
         try:
             step()
         except KafkaUnavailable as e:
@@ -480,11 +487,23 @@ class KafkaSpout(Spout, CountsDeadLetters):
                           self.config.down_retry_secs)
             self._down_until = now + self.config.down_retry_secs
             return False
+        if self._answers > answers:
+            self._back()
+        return True
+
+    def _answered(self) -> None:
+        """The broker answered a request: a commit went through, or the topics' partitions were
+        listed."""
+        self._answers += 1
+
+    def _back(self) -> None:
+        """The broker answered: an outage logged is over (timed now: the request that told may
+        have waited for the broker's return)."""
         if self._down_since is not None:
+            now = self.clock.now()
             log.warning("KafkaSpout %s: broker back after %.1f s", self.config.group_id,
                         now - self._down_since)
             self._down_since = None
-        return True
 
     # --- the loop -------------------------------------------------------------------------------
 
@@ -539,6 +558,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
             log.warning("KafkaSpout %s: partition refresh works again after %.1f s", cfg.group_id,
                         now - self._refresh_failing_since)
             self._refresh_failing_since = None
+        self._back()   # the listing is the broker's answer
         self._refresh_at = now + cfg.partition_refresh_period_ms / 1000
 
     def _listed_partitions(self) -> list[TopicPartition]:
@@ -551,6 +571,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         Each topic's absence is warned once, until it is listed again."""
         cfg = self.config
         listing = self.consumer.partitions_for(cfg.topics)
+        self._answered()
         errors: Mapping[str, str] = getattr(listing, "errors", {})
         found: dict[str, list[TopicPartition]] = {}
         for tp in listing:
@@ -633,6 +654,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         if not offsets:
             return
         self.consumer.commit(offsets, {tp: self._metadata(tp, off) for tp, off in offsets.items()})
+        self._answered()
         self._written(offsets)
         for tp, off in offsets.items():
             self.managers[tp].commit(off)
@@ -654,6 +676,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
                 offsets[tp] = pos
         if offsets:
             self.consumer.commit(offsets, dict.fromkeys(offsets, self.metadata))
+            self._answered()
 
     def _poll(self, timeout: float | None = None, only: Sequence[TopicPartition] | None = None) -> None:
         """Polls the assigned partitions (``only`` those, if given) for up to ``timeout`` s
@@ -684,6 +707,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
                 for tp, first in self._first_offsets(records).items():
                     self.consumer.seek(tp, first)
                 raise
+            self._answered()
         # queues that were empty, in the order their records came: each has a new head
         began: dict[TopicPartition, None] = {}
         for r in records:
@@ -1299,6 +1323,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         offsets = {tp: self.managers[tp].committed_offset for tp in self._unwritten if tp in self.managers}
         if offsets:
             self.consumer.commit(offsets, {tp: self._metadata(tp, off) for tp, off in offsets.items()})
+            self._answered()
         self._written(offsets)
 
     def _written(self, offsets: Mapping[TopicPartition, int]) -> None:

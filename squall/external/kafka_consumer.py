@@ -99,14 +99,30 @@ class KafkaUnavailable(Exception):
     """The broker cannot be reached or refused a request; the spout logs it and tries later."""
 
 
+BROKER_WAIT_MS = 2_000
+"""How long a commit or a listing of the topics' partitions, the requests a running spout makes,
+waits for the broker before it fails: a commit waits this long for the group's coordinator
+(librdkafka's ``session.timeout.ms``, which `ConfluentConsumer` sets to it unless the properties
+do), a listing for its metadata answer."""
+
+
 class ConfluentConsumer:
-    """`Consumer` over ``confluent_kafka.Consumer`` (imported here, lazily)."""
+    """`Consumer` over ``confluent_kafka.Consumer`` (imported here, lazily).
+
+    A commit is synchronous, and librdkafka's waits for the group coordinator with no timeout of
+    its own: while the broker is down it fails only after ``session.timeout.ms`` (45 s by default),
+    measured 45.5 s, all of it inside the spout's ``next_tuple``, so the spout neither emitted nor
+    took an ack, the outage was named nowhere, and the worker reported the spout stuck in user code
+    after the message timeout. The consumer never joins the group (manual assignment: no
+    heartbeats, no session), so ``session.timeout.ms`` bounds nothing else: it is `BROKER_WAIT_MS`
+    (a failed commit is then the spout's "broker unavailable", retried every ``down_retry_secs``),
+    unless the properties set it. The partitions' listing waits as long (it waited 5 s)."""
 
     def __init__(self, props: Mapping[str, Any]) -> None:
         import confluent_kafka as ck
 
         self._ck = ck
-        self._c = ck.Consumer(dict(props))
+        self._c = ck.Consumer({"session.timeout.ms": BROKER_WAIT_MS, **props})
 
     def _tps(self, tps, offsets=None):
         ck = self._ck
@@ -126,7 +142,8 @@ class ConfluentConsumer:
         topic not created yet) is that topic's, in the listing's ``errors``, not an outage."""
         out = PartitionListing()
         for topic in topics:
-            md = self._call(f"metadata of topic {topic!r}", self._c.list_topics, topic, timeout=5)
+            md = self._call(f"metadata of topic {topic!r}", self._c.list_topics, topic,
+                            timeout=BROKER_WAIT_MS / 1000)
             t = md.topics.get(topic)
             if t is None or t.error is not None:
                 out.errors[topic] = str(t.error) if t is not None else "not in the broker's answer"

@@ -240,8 +240,20 @@ def hold_lock(path: str | os.PathLike) -> int | None:
     """An exclusive lock on ``path`` (made owner-only if missing) for as long as the returned
     descriptor is open (not inherited by child processes, released when this process ends
     however it ends); None if another holds it. A daemon's claim on a directory: unlike a pid
-    file, it cannot outlive its process and name another one that got its pid."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    file, it cannot outlive its process and name another one that got its pid.
+
+    Raises:
+        SquallError: ``path`` cannot be opened as a lock file (a symbolic link, which is never
+            followed: it could point the lock's writes at another file; a directory; ...),
+            naming it and what to do.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        what = ("it is a symbolic link, which squall never follows for its own files"
+                if e.errno == errno.ELOOP else e.strerror or str(e))
+        raise SquallError(f"cannot take the lock file {path}: {what}; remove it (squall makes it again) "
+                          "if no squall daemon runs there") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -84,3 +84,20 @@ def test_squall_nimbus_on_a_directory_a_master_holds_stops_at_once_saying_so(tmp
     assert done.returncode == 1, done.stderr
     assert (f"squall: error: another master (pid {os.getpid()}, nimbus 127.0.0.1:6627) runs for storm.local.dir "
             f"{tmp_path}: " + ("under Nimbus HA each master keeps its own" if ha else "a lone master")) in done.stderr
+
+
+def test_a_master_lock_that_is_a_symbolic_link_is_refused_naming_it_and_its_target_is_untouched(tmp_path):
+    """``nimbus/master.lock`` pointed at another file (a stray link, or one planted to have the
+    master write its pid into a file of the attacker's choosing) stopped the master with a bare
+    ``OSError: [Errno 40] Too many levels of symbolic links`` and a traceback. The link is still
+    never followed; now the error says which file it is and what to do."""
+    conf = {"storm.local.dir": str(tmp_path)}
+    os.close(hold_master_lock(conf))  # makes nimbus/ as the master does
+    decoy = tmp_path / "decoy"
+    decoy.write_text("root:x:0:0\n")
+    lock = tmp_path / "nimbus" / "master.lock"
+    lock.unlink()
+    lock.symlink_to(decoy)
+    with pytest.raises(SquallError, match=rf"cannot take the lock file {lock}: it is a symbolic link, .* remove it"):
+        hold_master_lock(conf)
+    assert decoy.read_text() == "root:x:0:0\n"

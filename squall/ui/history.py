@@ -16,6 +16,15 @@ last word of each ended launch (`squall.cluster.view.counted_across`); only what
 after its last heartbeat is lost. The samples carry the dead letters (the records the spouts
 gave up) beside the acks and failures, counted the same way.
 
+A topology first read by a sampler that had read the cluster before without it was submitted
+since that reading: everything it counted (every launch of every spout task, ended ones too)
+happened between the two, so its first sample's rates are its counts over that time. Before,
+the first sample of every topology said 0 per second, so a topology submitted while the daemon
+ran showed no acks and no failures for the interval that held its first burst: a pipeline whose
+malformed records failed 543 times before its first sample charted none of them. Only a
+topology already running when the daemon started (or the sampler's very first reading) has no
+such reading before it, and its first sample still says 0 per second.
+
 `History` is the pure core (time is passed in); `HistorySampler` is the thread that feeds it.
 """
 
@@ -64,8 +73,9 @@ class Totals(NamedTuple):
 class HistorySample(NamedTuple):
     """One point of a topology's history, as `/topology/<id>/history` serves it.
 
-    ``time`` is wall-clock seconds; the rates are per second since the previous sample (0 for
-    the first one), added up over the spout tasks, a task whose worker restarted (another
+    ``time`` is wall-clock seconds; the rates are per second since the previous sample (for a
+    topology's first: since the reading before it, which it was not in, or 0 when there was
+    none), added up over the spout tasks, a task whose worker restarted (another
     launch, or a count that went down) counted from zero, with what its ended launch counted
     after the sample before, up to its last heartbeat.
     """
@@ -90,6 +100,7 @@ class HistorySample(NamedTuple):
 
 
 _FIGURES = ("acked", "failed", "dead_lettered")  # the `TaskCounts` a sample's rates add up
+_SEEN_KEPT = 4096  # topologies remembered as read (a daemon up for months sees many submissions)
 
 
 def _rate(increase: int, secs: float) -> float:
@@ -109,21 +120,62 @@ class History:
         # each topology's spout tasks' counts as last read (a task missing from a reading keeps
         # its last counts, so its restart is still seen when its worker reports again)
         self._tasks: dict[str, dict[int, TaskCounts]] = {}
+        # when the last reading was recorded (None: none yet), and the topologies read since
+        # this History began, in the order first read (at most _SEEN_KEPT): a topology first
+        # read after a reading is new since it, one read before (its ring dropped when a
+        # reading missed it) is not, and must not count its all-time figures again
+        self._last_reading: float | None = None
+        self._seen: dict[str, None] = {}
 
     def record(self, readings: Iterable[Totals], now: float) -> None:
         """Add one sample per reading taken at wall time ``now``; topologies not read are dropped
-        (killed), so the rings never outlive what the master knows."""
+        (killed), so the rings never outlive what the master knows. A topology read for the
+        first time after an earlier reading was submitted since it: its first sample's rates
+        count everything it did over that time."""
         seen = set()
         for t in readings:
             seen.add(t.topology_id)
             ring = self._rings.setdefault(t.topology_id, deque(maxlen=self._size))
-            acked, failed, dead = self._increases(t, ring[-1] if ring else None)
-            secs = now - ring[-1].time if ring else 0.0
+            if ring:
+                acked, failed, dead = self._increases(t, ring[-1])
+                secs = now - ring[-1].time
+            elif self._last_reading is not None and t.topology_id not in self._seen:
+                acked, failed, dead = self._whole(t)  # submitted since the last reading
+                secs = now - self._last_reading
+            else:  # running before this History's first reading: no rate yet
+                self._increases(t, None)
+                acked = failed = dead = 0
+                secs = 0.0
+            self._remember(t.topology_id)
             ring.append(HistorySample(now, t.acked, t.failed, _rate(acked, secs), _rate(failed, secs),
                                       t.complete_latency_ms, t.dead_lettered, _rate(dead, secs)))
         for gone in set(self._rings) - seen:
             del self._rings[gone]
             self._tasks.pop(gone, None)
+        self._last_reading = now
+
+    def _remember(self, topology_id: str) -> None:
+        """Keep ``topology_id`` among the topologies read, the oldest forgotten past `_SEEN_KEPT`."""
+        if topology_id not in self._seen:
+            self._seen[topology_id] = None
+            if len(self._seen) > _SEEN_KEPT:
+                del self._seen[next(iter(self._seen))]
+
+    def _whole(self, t: Totals) -> tuple[int, int, int]:
+        """Everything a topology new since the last reading counted: every launch of each spout
+        task (the ended ones, as their last heartbeat left them, and the current one), or its
+        totals when the reading has no tasks. Records the task counts for the next reading."""
+        if t.tasks is None:
+            return t.acked, t.failed, t.dead_lettered
+        ended = t.ended or {}
+        added = [0, 0, 0]
+        before = self._tasks[t.topology_id] = {}
+        for task in set(t.tasks) | set(ended):
+            launches = [*ended.get(task, ()), *([t.tasks[task]] if task in t.tasks else [])]
+            for i, figure in enumerate(_FIGURES):
+                added[i] += sum(getattr(c, figure) for c in launches)
+            before[task] = launches[-1]
+        return added[0], added[1], added[2]
 
     def _increases(self, t: Totals, last: HistorySample | None) -> tuple[int, int, int]:
         """The acks, failures and dead letters since ``last`` (none for a topology's first

@@ -130,10 +130,12 @@ def test_a_line_over_the_limit_still_being_written_is_dead_lettered_whole(tmp_pa
     assert "record too large: 36 bytes" in error and "a.log at byte offset 3" in error
 
 
-def test_a_followed_file_cut_below_what_was_read_is_reported(tmp_path):
+def test_a_followed_file_cut_and_written_again_is_read_again_from_its_start(tmp_path):
     """A file truncated to less than the task read of it (``copytruncate``, then a logger going
-    on from its start) is reported, naming it, and not waited for: what the logger writes there
-    is read by no one. Before, it was renamed done without a word."""
+    on from its start) is reported, naming it, and read again from its start, as ``tail -F``
+    does: the logger's new lines are read once, and the file is renamed done once it is closed
+    and quiet. Before, it was renamed done as read, and the logger wrote on into the ``.done``
+    file (``new0`` and ``new1`` read by no one)."""
     src, local = tmp_path / "in", tmp_path / "local"
     src.mkdir()
     clock = SimulatedClock()
@@ -147,12 +149,20 @@ def test_a_followed_file_cut_below_what_was_read_is_reported(tmp_path):
         f.truncate(0)
         f.write(b"new0\nnew1\n")
         f.flush()
-        task.pump(5)
-    assert lines(got) == [f"line{i:02d}" for i in range(10)] and os.listdir(src) == ["a.log.done"]
-    said = (f"FileSpout 'lines' task 0: {src / 'a.log'} was truncated while it was read: it is 10 bytes now, shorter "
-            f"than the 70 bytes read of it; whatever is written into it from now on is read by no one (the file is "
-            f"renamed done as read). Write a file elsewhere and move it in whole, and never truncate one the spout may "
-            f"be reading")
+        again = task.pump(5)
+        task.ack(again)
+        f.write(b"new2\n")
+        f.flush()
+        more = task.pump(5)
+        task.ack(more)
+        assert os.listdir(src) == ["a.log"]
+    clock.advance(6)
+    task.pump(5)
+    assert lines(got) == [f"line{i:02d}" for i in range(10)] and lines(again + more) == ["new0", "new1", "new2"]
+    assert os.listdir(src) == ["a.log.done"]
+    said = (f"FileSpout 'lines' task 0: {src / 'a.log'} was cut and written again from its start while it was read "
+            f"(logrotate's copytruncate, ': > file'): it is read again from its start. Rotate by renaming the file "
+            f"(logrotate's create) to lose none")
     assert task.out.errors == [said]
 
 

@@ -1,0 +1,103 @@
+"""FileSpout under logrotate: a file rotated while it is read gives each of its lines once.
+
+``create``: ``a.log`` is renamed ``a.log.1`` (same inode) while a task reads it, the logger
+writes on into it until it reopens ``a.log``, a new file. The task that read ``a.log`` reads
+``a.log.1`` on from where it was (it recorded the inode), renames it done under its new name,
+and reads the new ``a.log`` from its start. Before, ``a.log.1`` was a new name, read again from
+its start by the task its name hashes to: of 10,000 lines through two rotations, 16,400 tuples.
+
+``copytruncate``: ``a.log`` is copied away and cut to nothing, the logger (``O_APPEND``) writes
+on from its start. The task reads the file again from its start, as ``tail -F`` does. Before,
+the file was renamed done as read and the logger wrote on into the ``.done`` file: of 7,000
+lines written after such a cut, none was read."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections import Counter
+
+from squall import TopologyBuilder
+from squall.engine.clock import SimulatedClock
+from squall.external.files import FileSpout
+from squall.testing._registry import SharedLog
+
+from ..conftest import wait_until
+from .test_file_growing import Recorder
+from .test_file_progress import Task, lines
+from .test_files import CONF, cluster_at
+
+
+def test_a_file_renamed_while_read_is_read_on_by_its_task_not_again_from_its_start(tmp_path):
+    """Two tasks; ``a.log`` (its name hashes to task 1) holds 4 lines read and acked when
+    logrotate renames it ``a.log.1`` (whose name hashes to task 0); the logger writes 2 more into
+    it, closes it, and starts a new ``a.log``. Every line once: task 1 reads ``a.log.1`` on from
+    line 5 and renames it done, task 0 reads none of it. On main task 0 read ``a.log.1`` from its
+    start (4 lines twice) and ``a.log.1`` was left unrenamed by task 1."""
+    src, local = tmp_path / "in", tmp_path / "local"
+    src.mkdir()
+    clock = SimulatedClock()
+    tasks = [Task(src, local, index=i, tasks=2, quiet_secs=5, clock=clock) for i in range(2)]
+    got: list = []
+
+    def pump() -> None:
+        for task in tasks:
+            more = task.pump(10)
+            task.ack(more)
+            got.extend(more)
+
+    with open(src / "a.log", "ab", buffering=0) as logger:
+        logger.write(b"old0\nold1\nold2\nold3\n")
+        pump()
+        assert lines(got) == ["old0", "old1", "old2", "old3"]
+        os.rename(src / "a.log", src / "a.log.1")
+        logger.write(b"old4\nold5\n")
+        pump()
+    with open(src / "a.log", "ab", buffering=0) as logger:
+        logger.write(b"new0\n")
+        for _ in range(3):
+            clock.advance(3)
+            pump()
+    clock.advance(6)
+    for _ in range(3):
+        pump()
+    assert sorted(lines(got)) == sorted(["old0", "old1", "old2", "old3", "old4", "old5", "new0"])
+    assert sorted(os.listdir(src)) == ["a.log.1.done", "a.log.done"]
+
+
+def test_a_logger_going_on_after_copytruncate_has_every_line_read_once(tmp_path):
+    """A logger appends 300 JSON lines; logrotate copies the file into another directory
+    (``olddir``) and cuts it to nothing; the logger writes 300 more from the file's start. The
+    bolt gets each of the 600 once and whole, the cut is reported, and the file is renamed done
+    once the logger closed it. On main: 300, the other 300 written into ``a.log.done``."""
+    src, old, local = tmp_path / "in", tmp_path / "old", tmp_path / "local"
+    src.mkdir()
+    old.mkdir()
+    log = SharedLog()
+    builder = TopologyBuilder()
+    builder.set_spout("lines", FileSpout(src, commit_every=10, poll_secs=0.05, progress_dir=local, quiet_secs=0.3))
+    builder.set_bolt("rec", Recorder(log), 2).shuffle_grouping("lines")
+
+    def line(n: int) -> bytes:
+        return (json.dumps({"seq": n, "pad": "x" * 30}) + "\n").encode()
+
+    with cluster_at(local) as cluster:
+        cluster.submit_topology("rotated", CONF, builder.create_topology())
+        with open(src / "a.log", "ab", buffering=0) as logger:
+            logger.writelines(line(n) for n in range(300))
+            assert wait_until(lambda: len(log.items()) >= 300, timeout=15)
+            time.sleep(0.2)  # its commit takes the file's first bytes, which the cut changes
+            shutil.copyfile(src / "a.log", old / "a.log.1")
+            os.truncate(src / "a.log", 0)
+            for n in range(300, 600):
+                logger.write(line(n))
+                if n % 50 == 0:
+                    time.sleep(0.05)
+        assert wait_until(lambda: os.listdir(src) == ["a.log.done"], timeout=15), os.listdir(src)
+        errors = [e["error"] for e in cluster.get_topology_info("rotated")["errors"]]
+        cluster.kill_topology("rotated", wait_secs=0)
+    got = Counter(json.loads(x)["seq"] for x in log.items())
+    assert set(got) == set(range(600)) and set(got.values()) == {1}
+    assert len(errors) == 1 and "was cut and written again from its start while it was read" in errors[0]

@@ -1042,11 +1042,11 @@ class FileSpout(Spout, CountsDeadLetters):
             return
         self.listed, self.last_list = True, now
         skip = (IN_PROGRESS, self.ignore_suffix, self.done_suffix)
-        renamed = {} if self.claim_files else self._renamed_owners()
+        renamed = self._renamed_owners()
         # files set aside while a writer holds them (`_park`) after the others, so that they wait their turn
         names = sorted((e.name for e in os.scandir(self.directory)
                         if e.is_file(follow_symlinks=False) and e.name[0] not in "._" and not e.name.endswith(skip)
-                        and (self.claim_files or self._owns(e, renamed))),
+                        and (self._may_claim(e, renamed) if self.claim_files else self._owns(e, renamed))),
                        key=lambda name: (name in self.parked, name))
         self.queue = deque(names)
         if self.locks is not None:
@@ -1054,15 +1054,29 @@ class FileSpout(Spout, CountsDeadLetters):
 
     def _renamed_owners(self) -> dict[int, tuple[int, str]]:
         """Per inode (of this directory's device) that a task's progress file has a record of,
-        that task's index and the name of the record, for `_owns`."""
+        that task's index and the name of the record, for `_owns` and `_may_claim` (tasks of
+        an index at or above the parallelism only with ``claim_files``, where no index owns)."""
         dev = os.stat(self.directory).st_dev
         out: dict[int, tuple[int, str]] = {}
         for p, loaded in self._progress_files():
             index = int(p.stem.removeprefix("task-"))
             for name, mark in loaded.marks.items():
-                if mark.identity is not None and mark.identity.dev == dev and index < self.tasks:
+                if mark.identity is not None and mark.identity.dev == dev and (self.claim_files or index < self.tasks):
                     out[mark.identity.ino] = (index, name)
         return out
+
+    def _may_claim(self, entry: os.DirEntry, renamed: dict[int, tuple[int, str]]) -> bool:
+        """With ``claim_files``: whether the file ``entry`` may be claimed now. Not a file a
+        task has a record of under another name whose lock is held (renamed while that task
+        reads it through its open handle: claimed under its new name meanwhile, its lines from
+        the committed offset went out twice, 831 of 10,000 through two rotations); it is
+        claimed once that lock is gone (the file finished, set aside, or its holder's lock
+        taken over), and read on from the committed offset."""
+        holder = renamed.get(entry.inode())
+        if holder is None or holder[1] == entry.name:
+            return True
+        assert self.locks is not None
+        return not os.path.lexists(self.locks.directory / holder[1])
 
     def _owns(self, entry: os.DirEntry, renamed: dict[int, tuple[int, str]]) -> bool:
         """Whether this task reads the file ``entry``: the one whose index its name hashes to,

@@ -19,6 +19,8 @@ import shutil
 import time
 from collections import Counter
 
+import pytest
+
 from squall import TopologyBuilder
 from squall.engine.clock import SimulatedClock
 from squall.external.files import FileSpout
@@ -30,20 +32,22 @@ from .test_file_progress import Task, lines
 from .test_files import CONF, cluster_at
 
 
-def test_a_file_renamed_while_read_is_read_on_by_its_task_not_again_from_its_start(tmp_path):
-    """Two tasks; ``a.log`` (its name hashes to task 1) holds 4 lines read and acked when
-    logrotate renames it ``a.log.1`` (whose name hashes to task 0); the logger writes 2 more into
-    it, closes it, and starts a new ``a.log``. Every line once: task 1 reads ``a.log.1`` on from
-    line 5 and renames it done, task 0 reads none of it. On main task 0 read ``a.log.1`` from its
-    start (4 lines twice) and ``a.log.1`` was left unrenamed by task 1."""
+@pytest.mark.parametrize("claim_files", [False, True])
+def test_a_file_renamed_while_read_is_read_on_by_its_task_not_again_from_its_start(tmp_path, claim_files):
+    """Two tasks; ``a.log`` (its name hashes to task 1; claimed, by task 0) holds 4 lines read
+    and acked when logrotate renames it ``a.log.1`` (whose name hashes to task 0); the logger
+    writes 2 more into it, closes it, and starts a new ``a.log``. Every line once: the task that
+    read ``a.log`` reads ``a.log.1`` on from line 5 and renames it done, the other reads none of
+    it. On main the other task read ``a.log.1`` from its start (4 lines twice)."""
     src, local = tmp_path / "in", tmp_path / "local"
     src.mkdir()
     clock = SimulatedClock()
-    tasks = [Task(src, local, index=i, tasks=2, quiet_secs=5, clock=clock) for i in range(2)]
+    tasks = [Task(src, local, index=i, tasks=2, quiet_secs=5, clock=clock, claim_files=claim_files)
+             for i in range(2)]
     got: list = []
 
-    def pump() -> None:
-        for task in tasks:
+    def pump(order=(0, 1)) -> None:
+        for task in [tasks[i] for i in order]:
             more = task.pump(10)
             task.ack(more)
             got.extend(more)
@@ -54,7 +58,7 @@ def test_a_file_renamed_while_read_is_read_on_by_its_task_not_again_from_its_sta
         assert lines(got) == ["old0", "old1", "old2", "old3"]
         os.rename(src / "a.log", src / "a.log.1")
         logger.write(b"old4\nold5\n")
-        pump()
+        pump((1, 0))  # the task that did not read a.log looks first
     with open(src / "a.log", "ab", buffering=0) as logger:
         logger.write(b"new0\n")
         for _ in range(3):

@@ -111,6 +111,21 @@ def test_sigterm_to_the_launcher_ends_the_fork_and_the_launcher_exits_as_it_did(
     assert not _alive(shown["pid"])
 
 
+def test_a_fork_killed_by_sigkill_ends_its_launcher_by_sigkill_without_a_traceback(launcher):
+    """Spark's Python source process SIGKILLed (a test's kill, the OOM killer): its launcher, the
+    process Spark started, ended with status 1 and a traceback on Spark's stderr (``OSError:
+    [Errno 22] Invalid argument`` from setting SIGKILL's handler) instead of as its fork did."""
+    script, env, directory = launcher
+    proc = subprocess.Popen([script, "-m", "show_me", "sleep"], env=env, cwd=directory, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    shown = json.loads(proc.stdout.readline())
+    assert shown["forked"]
+    os.kill(shown["pid"], signal.SIGKILL)
+    assert proc.wait(30) == -signal.SIGKILL
+    assert proc.stderr.read() == ""
+
+
 def test_a_launcher_killed_by_sigkill_takes_its_fork_with_it(launcher):
     script, env, directory = launcher
     proc = subprocess.Popen([script, "-m", "show_me", "sleep"], env=env, cwd=directory, stdout=subprocess.PIPE, text=True)

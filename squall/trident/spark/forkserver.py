@@ -160,7 +160,8 @@ def run(path: str, argv: list[str], timeout: float = 60.0) -> int | None:
         return 1  # the server died before the child: its status is lost
     if os.WIFSIGNALED(status):
         killed = os.WTERMSIG(status)
-        signal.signal(killed, signal.SIG_DFL)
+        if killed != signal.SIGKILL:  # SIGKILL's handler cannot be set (OSError), nor needs to be
+            signal.signal(killed, signal.SIG_DFL)
         os.kill(os.getpid(), killed)
         return 128 + killed
     return os.waitstatus_to_exitcode(status)

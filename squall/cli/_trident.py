@@ -219,7 +219,7 @@ def _run_until_stopped(start_query: Callable[[], Any], retries: int | None = Non
     to the driver's process group and ended Spark's JVM or its Python processes as well) is the
     stop, not a failure: 0, and the line says what ended with it."""
     from ..trident.spark.checkpoint import checkpoint_unwritable
-    from ..trident.spark.restart import START_RETRIES, ConnectBackMissed, run_restarting
+    from ..trident.spark.restart import START_RETRIES, ConnectBackMissed, SourceProcessDied, run_restarting
     from ..trident.spark.stopping import JVM_EXIT_WAIT_SECS, StopRequest, gateway_jvm, let_jvm_end, signalled_too
 
     restore = None
@@ -233,7 +233,7 @@ def _run_until_stopped(start_query: Callable[[], Any], retries: int | None = Non
                 retries=START_RETRIES if retries is None else retries,
                 on_restart=lambda line: print(f"squall trident: {line}", file=sys.stderr, flush=True),
                 wait=stop.wait)  # SIGTERM while waiting for a store stops the driver
-        except (_Failed, ConnectBackMissed) as e:
+        except (_Failed, ConnectBackMissed, SourceProcessDied) as e:
             failed = e
         except Exception as e:  # a call into the JVM (py4j) failed: was the JVM gone?
             if not stop.is_set():

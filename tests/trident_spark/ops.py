@@ -9,6 +9,7 @@ from pathlib import Path
 
 from squall.trident import BaseFunction
 from squall.trident.operation import BaseFilter
+from squall.trident.spout import FixedBatchSpout
 from squall.trident.state import State, StateFactory
 from squall.trident.state.api import BaseStateUpdater
 
@@ -254,3 +255,26 @@ def skip_comments(line: bytes) -> list | None:
 def skip_comment_records(record) -> list | None:
     """A `KafkaSpoutConfig` translator: `skip_comments` of the record's value."""
     return skip_comments(record.value + b"\n")
+
+
+class SourceHeldAt(FixedBatchSpout):
+    """A `FixedBatchSpout` whose planning of each txid of ``hold_txids``, in Spark's Python source
+    process (where no Spark task runs), writes that process's pid to ``<gate>/source-<txid>`` and
+    waits there (up to a minute) for the test to kill it; once per txid, so the plan of that txid
+    in the next source process goes on."""
+
+    def __init__(self, gate: str, hold_txids: tuple[int, ...], fields, max_batch_size: int, *values_lists) -> None:
+        super().__init__(fields, max_batch_size, *values_lists)
+        self.gate, self.hold_txids = gate, tuple(hold_txids)
+
+    def emit_batch(self, batch_id, collector):
+        from pyspark import TaskContext
+
+        held = Path(self.gate) / f"source-{batch_id}"
+        if batch_id in self.hold_txids and TaskContext.get() is None and not held.exists():
+            (Path(self.gate) / f".source-{batch_id}").write_text(str(os.getpid()))
+            os.replace(Path(self.gate) / f".source-{batch_id}", held)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:  # killed here
+                time.sleep(0.05)
+        super().emit_batch(batch_id, collector)

@@ -1,7 +1,9 @@
 """`squall.trident.spark.restart.run_restarting`, with fake queries (no Spark): a query is started
 again only when it failed because Spark's Python source process missed its connect-back, at most
 ``retries`` times, and then the last error is raised naming the query; any other error of the
-run, or of the start itself, propagates at once; every query started is stopped. And, on the
+run, or of the start itself, propagates at once; every query started is stopped. One whose Python
+source process ended (SIGKILLed) is started again up to 3 times in a row without progress, then
+`SourceProcessDied` names it (the real kill: test_source_process_kill.py). And, on the
 package's Spark session and a real redis-server, a Redis map state whose server restarts while
 the query runs: the query stops at the batch's txid saying it is the store's doing, is started
 again, and counts every word once."""
@@ -12,7 +14,13 @@ import json
 
 import pytest
 
-from squall.trident.spark.restart import PYTHON_CONNECT_TIMEOUT, ConnectBackMissed, run_restarting
+from squall.trident.spark.restart import (
+    PYTHON_CONNECT_TIMEOUT,
+    ConnectBackMissed,
+    SourceProcessDied,
+    run_restarting,
+    source_process_died,
+)
 
 from ..external.conftest import redis_server  # noqa: F401 (its fixture: a redis-server on loopback)
 
@@ -125,6 +133,74 @@ def test_a_store_that_did_not_answer_is_waited_for_while_it_does_not_at_the_same
     stopping = Starts(_store_away(3), None)
     with pytest.raises(RuntimeError, match="TridentStoreUnavailable"):
         run_restarting(stopping, run, name="wc", wait=lambda s: True)  # SIGTERM while waiting: no restart
+    assert len(stopping.started) == 1
+
+
+class _Captured(Exception):
+    """pyspark's shape of a query's failure: ``str`` its description, ``_stackTrace`` the JVM's
+    stack trace, ``_cause`` the converted Java cause (`CapturedException`)."""
+
+    def __init__(self, desc: str, stack: str = "", cause: BaseException | None = None) -> None:
+        super().__init__(desc)
+        self._stackTrace, self._cause = stack, cause
+
+
+EOF_IN_THE_SOURCE = """java.io.EOFException
+\tat java.base/java.io.DataInputStream.readInt(DataInputStream.java:386)
+\tat org.apache.spark.sql.execution.python.streaming.PythonStreamingSourceRunner.commit(PythonStreamingSourceRunner.scala:303)
+\tat org.apache.spark.sql.execution.datasources.v2.python.PythonMicroBatchStreamBase.commit(PythonMicroBatchStream.scala:91)
+"""
+
+
+def _source_gone(committed_txid: int, stack: str = EOF_IN_THE_SOURCE) -> _Captured:
+    """A query's failure when its Python source process was SIGKILLed (Spark 4.3's, as pyspark
+    gives it: the class and the frame only in the cause's stack trace)."""
+    return _Captured("[STREAM_FAILED] Query wc [id = 1, runId = 2] terminated with exception:  SQLSTATE: XXKST "
+                     "(no cause message)\n=== Streaming Query ===\nCurrent Committed Offsets: {source: "
+                     f'{{"txid": {committed_txid}, "spout": "sentences"}}}}\nCurrent State: ACTIVE',
+                     "org.apache.spark.sql.execution.streaming.runtime.StreamExecution.runStream(...)",
+                     _Captured("", stack))
+
+
+def test_a_source_process_that_ended_is_named_from_the_java_cause():
+    assert source_process_died(_source_gone(3)) == "java.io.EOFException in PythonStreamingSourceRunner.commit"
+    broken = "java.net.SocketException: Broken pipe\n\tat x.y.PythonStreamingSourceRunner.latestOffset(a.scala:1)\n"
+    assert source_process_died(RuntimeError("driver")) is None
+    wrapped = RuntimeError("the query failed")
+    wrapped.__cause__ = _source_gone(3, broken)  # as squall trident's _Failed carries it
+    assert source_process_died(wrapped) == "java.net.SocketException in PythonStreamingSourceRunner.latestOffset"
+    # an EOF elsewhere (a Spark task's Python worker: Spark retries the task) is not the source's
+    in_a_task = "java.io.EOFException\n\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.read(x:1)\n"
+    assert source_process_died(_source_gone(3, in_a_task)) is None
+
+
+def test_a_query_whose_source_process_ended_is_started_again_up_to_three_times_in_a_row_without_progress():
+    told: list[str] = []
+    waits: list[float] = []
+    # progress between the deaths (txid 3, then 5) starts the count again
+    starts = Starts(_source_gone(3), _source_gone(3), _source_gone(5), _source_gone(5), _source_gone(5), None)
+    assert run_restarting(starts, run, name="wc", on_restart=told.append,
+                          wait=lambda s: waits.append(s) or False) == "ran"
+    assert len(starts.started) == 6 and all(q.stopped for q in starts.started)
+    assert waits == [1.0] * 5
+    assert told[0] == ("query 'wc': Spark's Python source process, which plans the spouts' batches on the driver, "
+                       "ended while the query ran (java.io.EOFException in PythonStreamingSourceRunner.commit: "
+                       "killed, or out of memory?); starting the query again from its checkpoint in 1 s (1 of 3 in "
+                       "a row); a transactional or opaque state takes each batch once")
+    assert ["1 of 3", "2 of 3", "1 of 3", "2 of 3", "3 of 3"] == [line.split("in 1 s (")[1][:6] for line in told]
+
+    last = _source_gone(5)
+    starts = Starts(_source_gone(5), _source_gone(5), last, None)
+    with pytest.raises(SourceProcessDied, match=r"query 'wc': Spark's Python source process, .* ended while the query "
+                                                r"ran \(java.io.EOFException in PythonStreamingSourceRunner.commit: "
+                                                r"killed, or out of memory\?\), at 3 starts in a row with no batch "
+                                                r"committed in between") as e:
+        run_restarting(starts, run, name="wc", source_restarts=2, on_restart=lambda line: None, wait=lambda s: False)
+    assert e.value.__cause__ is last and len(starts.started) == 3
+
+    stopping = Starts(_source_gone(3), None)  # the group's SIGTERM ended it too: no restart
+    with pytest.raises(_Captured):
+        run_restarting(stopping, run, name="wc", wait=lambda s: True)
     assert len(stopping.started) == 1
 
 

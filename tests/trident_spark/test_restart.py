@@ -174,6 +174,26 @@ def test_a_source_process_that_ended_is_named_from_the_java_cause():
     assert source_process_died(_source_gone(3, in_a_task)) is None
 
 
+def test_sparks_own_connect_back_failure_is_recognised_through_its_java_cause():
+    """Spark's failure when its Python source process does not connect back (seen on a standalone
+    cluster under ``squall trident``, the process SIGKILLed as it started) says only "Python worker
+    failed to connect back."; the timeout is its Java cause's message, which pyspark keeps in the
+    converted cause. Before, the query was not started again and ``squall trident`` exited 1."""
+    failure = _Captured("Python worker failed to connect back.\n=== Streaming Query ===\nIdentifier: wc\n"
+                        "Current Committed Offsets: {}\nCurrent State: INITIALIZING",
+                        "org.apache.spark.sql.execution.streaming.runtime.StreamExecution.runStream(...)",
+                        _Captured(PYTHON_CONNECT_TIMEOUT, f"java.net.SocketTimeoutException: {PYTHON_CONNECT_TIMEOUT}\n"
+                                  "\tat java.base/sun.nio.ch.NioSocketImpl.timedAccept(NioSocketImpl.java:701)\n"))
+    assert PYTHON_CONNECT_TIMEOUT not in str(failure)
+    as_squall_trident_raises_it = RuntimeError(str(failure))
+    as_squall_trident_raises_it.__cause__ = failure
+    starts, told = Starts(as_squall_trident_raises_it, None), []
+    assert run_restarting(starts, run, name="wc", on_restart=told.append) == "ran"
+    assert len(starts.started) == 2 and told == [
+        ("query 'wc': Spark's Python source process did not connect back within Spark's fixed 10 s (a starved "
+         "machine); starting the query again from its checkpoint (1 of 3)")]
+
+
 def test_a_query_whose_source_process_ended_is_started_again_up_to_three_times_in_a_row_without_progress():
     told: list[str] = []
     waits: list[float] = []

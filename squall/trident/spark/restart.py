@@ -75,27 +75,6 @@ Q = TypeVar("Q", bound=Stoppable)
 R = TypeVar("R")
 
 
-def missed_connect_back(error: BaseException) -> bool:
-    """True when ``error`` is the query's failure to get Spark's Python source process to connect
-    back within Spark's fixed 10 s (`PYTHON_CONNECT_TIMEOUT` somewhere in its message)."""
-    return PYTHON_CONNECT_TIMEOUT in str(error)
-
-
-def store_unavailable(error: BaseException) -> bool:
-    """True when ``error`` is the query's failure for a state's store that did not answer on the
-    driver (`STORE_UNAVAILABLE` in its message)."""
-    return STORE_UNAVAILABLE in str(error)
-
-
-_STOPPED_AT = re.compile(r"Trident query stopped at txid (\d+)")
-
-
-def _stopped_at(error: BaseException) -> int | None:
-    """The txid the query's failure says it stopped at, if it says one."""
-    found = _STOPPED_AT.findall(str(error))
-    return int(found[-1]) if found else None
-
-
 def _texts(error: BaseException) -> list[str]:
     """The text of ``error`` and of every error it was raised from, with the JVM's stack trace of
     each that pyspark converted (its ``_stackTrace``: where the Java exception's class and frames
@@ -114,6 +93,29 @@ def _texts(error: BaseException) -> list[str]:
             texts.append(trace)
         todo += [e.__cause__, e.__context__, getattr(e, "_cause", None)]
     return texts
+
+
+def missed_connect_back(error: BaseException) -> bool:
+    """True when ``error`` is the query's failure to get Spark's Python source process to connect
+    back within Spark's fixed 10 s (`PYTHON_CONNECT_TIMEOUT` in its message or in an error it was
+    raised from: Spark's own message is ``Python worker failed to connect back.``, the timeout
+    only its Java cause's, which pyspark keeps apart)."""
+    return any(PYTHON_CONNECT_TIMEOUT in text for text in _texts(error))
+
+
+def store_unavailable(error: BaseException) -> bool:
+    """True when ``error`` is the query's failure for a state's store that did not answer on the
+    driver (`STORE_UNAVAILABLE` in its message)."""
+    return STORE_UNAVAILABLE in str(error)
+
+
+_STOPPED_AT = re.compile(r"Trident query stopped at txid (\d+)")
+
+
+def _stopped_at(error: BaseException) -> int | None:
+    """The txid the query's failure says it stopped at, if it says one."""
+    found = _STOPPED_AT.findall(str(error))
+    return int(found[-1]) if found else None
 
 
 def source_process_died(error: BaseException) -> str | None:

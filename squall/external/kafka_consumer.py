@@ -106,6 +106,27 @@ waits for the broker before it fails: a commit waits this long for the group's c
 do), a listing for its metadata answer."""
 
 
+def _librdkafka_props(props: Mapping[str, Any]) -> dict[str, Any]:
+    """``props`` as `ConfluentConsumer` hands them to librdkafka: ``session.timeout.ms``
+    `BROKER_WAIT_MS` unless they set it, and ``group.protocol`` other than ``classic`` dropped,
+    with a warning. librdkafka refuses ``session.timeout.ms`` with ``group.protocol=consumer``
+    (KIP-848's protocol: "Failed to create consumer: `session.timeout.ms` is not supported"), so
+    a user's props carrying it crashed every spout task at open (0 of 400 records read, where
+    they were all read before the 2 s wait was set); and under that protocol a commit during an
+    outage waited past 4 minutes (measured with librdkafka 2.16). The spout assigns its
+    partitions itself and never joins the group, so the protocol decides nothing else for it,
+    as ``enable.auto.commit`` decides nothing (`KafkaSpoutConfig.consumer_props`)."""
+    out = dict(props)
+    protocol = out.get("group.protocol")
+    if protocol is not None and str(protocol).lower() != "classic":
+        del out["group.protocol"]
+        log.warning("KafkaSpout: group.protocol=%s ignored: the spout assigns its partitions itself and never "
+                    "joins the group, and under that protocol librdkafka refuses session.timeout.ms, which "
+                    "bounds a commit's wait for an unreachable broker (%d ms)", protocol, BROKER_WAIT_MS)
+    out.setdefault("session.timeout.ms", BROKER_WAIT_MS)
+    return out
+
+
 class ConfluentConsumer:
     """`Consumer` over ``confluent_kafka.Consumer`` (imported here, lazily).
 
@@ -116,13 +137,14 @@ class ConfluentConsumer:
     after the message timeout. The consumer never joins the group (manual assignment: no
     heartbeats, no session), so ``session.timeout.ms`` bounds nothing else: it is `BROKER_WAIT_MS`
     (a failed commit is then the spout's "broker unavailable", retried every ``down_retry_secs``),
-    unless the properties set it. The partitions' listing waits as long (it waited 5 s)."""
+    unless the properties set it. The partitions' listing waits as long (it waited 5 s). The
+    group protocol is the classic one whatever the properties say (`_librdkafka_props`)."""
 
     def __init__(self, props: Mapping[str, Any]) -> None:
         import confluent_kafka as ck
 
         self._ck = ck
-        self._c = ck.Consumer({"session.timeout.ms": BROKER_WAIT_MS, **props})
+        self._c = ck.Consumer(_librdkafka_props(props))
 
     def _tps(self, tps, offsets=None):
         ck = self._ck

@@ -308,3 +308,27 @@ def test_a_graceful_close_at_most_once_loses_none_of_the_records_polled_and_not_
         emitted.update(v[0] for v, _ in collector.emitted)
     assert emitted == Counter(values)   # each once: none lost by a close, none emitted twice
     assert kafka_broker.committed(topic, topic, range(2)) == kafka_broker.end_offsets(topic)
+
+
+def test_props_asking_for_the_consumer_group_protocol_still_read_every_record(kafka_broker, caplog):  # noqa: F811
+    """A user's props with ``group.protocol: consumer`` (KIP-848's protocol, from a shared Kafka
+    config, say): librdkafka refuses ``session.timeout.ms`` under it, which the spout's consumer
+    set (to bound a commit's wait for an unreachable broker), so every task's ``open`` raised
+    ("Failed to create consumer: `session.timeout.ms` is not supported") and the topology read
+    none of 400 records, all of which it read before that setting. The protocol is ignored with a
+    warning: the spout assigns its partitions itself and never joins the group."""
+    from .test_kafka import Collector, Context
+
+    values = [f"g{i}" for i in range(400)]
+    kafka_broker.produce("new-protocol", values)
+    config = spout_config(kafka_broker, "new-protocol", "new-protocol")
+    config.props = {**config.props, "group.protocol": "consumer"}
+    spout, collector = KafkaSpout(config), Collector()
+    spout.open({}, Context(), collector)
+    try:
+        assert driven(spout, collector, lambda: at_log_end(kafka_broker, "new-protocol", "new-protocol")), (
+            len(collector.emitted), kafka_broker.committed("new-protocol", "new-protocol"))
+    finally:
+        spout.close()
+    assert Counter(v[0] for v, _ in collector.emitted) == Counter(values)   # each once
+    assert "group.protocol=consumer ignored" in caplog.text

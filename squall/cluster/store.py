@@ -295,7 +295,10 @@ class LocalDirStore(MasterStore):
         self._state = StoredState()
         self._stale = False  # state.json needs writing
         path = self._state_path()
-        if path.exists():
+        # a symlink that does not resolve (its target on a disk not mounted yet, a loop) is a
+        # state that cannot be read, not none: exists() said False, and the master started with
+        # no topologies (0 of 3 resumed, every worker stopped) and wrote a new state over it
+        if path.exists() or path.is_symlink():
             self._state.counter, self._state.topologies = _read_state(path)
 
     def _state_path(self) -> Path:
@@ -332,7 +335,12 @@ def _read_state(path: Path) -> tuple[int, dict[str, Any]]:
             file), naming it and what to do: starting without it would forget every topology.
     """
     try:
-        data = json.loads(path.read_bytes())
+        try:
+            data = json.loads(path.read_bytes())
+        except OSError as e:
+            if path.is_symlink() and not path.exists():   # "No such file" named the link, which is there
+                raise OSError(f"a symlink to {os.readlink(path)} that does not resolve: {e.strerror}") from None
+            raise
         if not isinstance(data, dict):
             raise TypeError(f"a JSON {type(data).__name__}, not an object")
         missing = [k for k in ("counter", "topologies") if k not in data]

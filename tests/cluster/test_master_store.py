@@ -208,6 +208,32 @@ def test_a_state_json_cut_short_or_not_the_masters_stops_it_naming_the_file_and_
         LocalDirStore(d, b"s" * 40)
 
 
+@pytest.mark.parametrize("target", ["unmounted", "loop"])
+def test_a_state_json_symlink_that_does_not_resolve_stops_the_master_naming_it(tmp_path, target):
+    """state.json a symlink to another disk that is not mounted (or a symlink loop): Path.exists()
+    says False for both, and the master started as if it had never run: of 3 topologies it
+    resumed none (their workers stopped), and its next write replaced the link. Now it stops,
+    naming the file and the link's target, as for any state.json it cannot read; the state is read
+    once the link resolves."""
+    conf = {**CONF, "storm.local.dir": str(tmp_path)}
+    m = served(conf, clock=SimulatedClock(5.0))
+    _register(m)
+    ids = [m.op_submit(name=name, conf={}, topology=_topology()) for name in ("a", "b", "c")]
+    state = tmp_path / "nimbus" / "state.json"
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    os.replace(state, disk / "state.json")
+    state.symlink_to(tmp_path / "unmounted" / "state.json" if target == "unmounted" else state)
+    with pytest.raises(SquallError, match=r"state .*nimbus/state\.json cannot be read \(a symlink to "
+                                          r".*state\.json that does not resolve: .*move it aside"):
+        served(conf, clock=SimulatedClock(6.0))
+    assert state.is_symlink()   # not written over
+    state.unlink()
+    state.symlink_to(disk / "state.json")   # the disk is back
+    again = served(conf, clock=SimulatedClock(7.0))
+    assert sorted(t["id"] for t in again.op_list()) == sorted(ids)
+
+
 @pytest.mark.parametrize("sinks", [1, 2])
 def test_a_plan_of_an_earlier_submission_of_a_topology_does_not_replace_the_one_it_runs(tmp_path, caplog, sinks):
     """An earlier t's plan back in the directory (a backup restored over it) is sealed by this

@@ -334,6 +334,11 @@ class KafkaSpoutConfig:
         return props
 
 
+def _offset(committed: Committed | None) -> int | None:
+    """A committed offset read back, None if none."""
+    return None if committed is None else committed.offset
+
+
 def log_dead_letter(record: Record, reason: str) -> None:
     """The default dead-letter place: an error in the log naming the record."""
     log.error("KafkaSpout: dead letter topic %r partition %d offset %d: %s",
@@ -435,6 +440,10 @@ class KafkaSpout(Spout, CountsDeadLetters):
         self._down_until = 0.0
         self._down_since: float | None = None
         self._answers = 0   # requests the broker answered (`_answered`): what tells it back up
+        # at most once and with no guarantee: the group's committed offset of each assigned
+        # partition as this task last knew it (read at its assignment, then each commit it made;
+        # None: none), which a close commits back past only while it is still so (`_commit_unemitted`)
+        self._known_commits: dict[TopicPartition, int | None] = {}
         self._refresh_failing_since: float | None = None
         self._known: dict[str, list[TopicPartition]] = {}  # topic -> its partitions when last listed
         self._unlisted: set[str] = set()  # topics without partitions in the last listing (warned)
@@ -470,7 +479,13 @@ class KafkaSpout(Spout, CountsDeadLetters):
         does. The poll's commit had passed them (at most once: before any was emitted), and a
         graceful close lost them all: three closes after 300 emits each lost 1,100 of 2,000
         records (Storm's spout loses them too; squall's file spout's at-most-once close keeps them
-        as well). A record still owed its dead letter is not among them (it left the waiting list)."""
+        as well). A record still owed its dead letter is not among them (it left the waiting list).
+
+        Only where the group's committed offset is still the one this task last knew: another
+        reader of the partition may have emitted past it (a topology submitted on the same group
+        while this one waited out its kill, or the task a partition moves to as the topics'
+        partitions grow, before this one's refresh gave it up), and a commit back below what it
+        emitted made the next reader emit those records a second time."""
         offsets: dict[TopicPartition, int] = {}
         if self.config.processing_guarantee is ProcessingGuarantee.NO_GUARANTEE:
             for tp in self.managers:
@@ -480,6 +495,10 @@ class KafkaSpout(Spout, CountsDeadLetters):
         for tp, q in self.waiting.items():
             if q and tp in self.managers:
                 offsets[tp] = min(r.offset for r in q)
+        if offsets:
+            now = self.consumer.committed(list(offsets))
+            self._answered()
+            offsets = {tp: off for tp, off in offsets.items() if _offset(now.get(tp)) == self._known_commits.get(tp)}
         if offsets:
             self.consumer.commit(offsets, dict.fromkeys(offsets, self.metadata))
             self._answered()
@@ -643,6 +662,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
             for d in (self.budgets, self.read_before, self.emitted_end):
                 d.pop(tp, None)
             self._unwritten.discard(tp)
+            self._known_commits.pop(tp, None)
         keep = set(wanted)
         self.emitted = {m: n for m, n in self.emitted.items() if m.tp in keep}
         self.fails = {m: n for m, n in self.fails.items() if m.tp in keep}
@@ -655,6 +675,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         self.retry.retain_all(keep)
         for tp, start in starts.items():
             self.managers[tp] = OffsetManager(tp, start)
+            self._known_commits[tp] = _offset(committed.get(tp))
             budget = self._read_budgets(tp, committed.get(tp), start)
             self.budgets[tp] = budget
             self.read_before[tp] = budget.emitted_to
@@ -700,6 +721,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
         if offsets:
             self.consumer.commit(offsets, dict.fromkeys(offsets, self.metadata))
             self._answered()
+            self._known_commits.update(offsets)
 
     def _poll(self, timeout: float | None = None, only: Sequence[TopicPartition] | None = None) -> None:
         """Polls the assigned partitions (``only`` those, if given) for up to ``timeout`` s
@@ -731,6 +753,7 @@ class KafkaSpout(Spout, CountsDeadLetters):
                     self.consumer.seek(tp, first)
                 raise
             self._answered()
+            self._known_commits.update(ends)
         # queues that were empty, in the order their records came: each has a new head
         began: dict[TopicPartition, None] = {}
         for r in records:

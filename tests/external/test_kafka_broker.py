@@ -310,6 +310,51 @@ def test_a_graceful_close_at_most_once_loses_none_of_the_records_polled_and_not_
     assert kafka_broker.committed(topic, topic, range(2)) == kafka_broker.end_offsets(topic)
 
 
+def test_a_close_at_most_once_does_not_commit_back_below_what_another_reader_emitted(kafka_broker):  # noqa: F811
+    """Topology X is killed with a wait; meanwhile Y is submitted on the same group, starts at X's
+    last poll commit, emits 100 records and is killed itself (closed: committed at its first record
+    not emitted); then X's wait is over and it closes. X's close committed its partitions back at
+    its own first records not emitted, below the 100 Y had emitted, and the next reader Z emitted
+    them a second time. At most once, X's close leaves a partition whose commit another reader
+    moved: no record is emitted twice (X's unemitted ones are lost, as at most once allows).
+    (With no guarantee, Y may emit X's records again anyway: it starts where X last committed.)"""
+    from squall.external.kafka import ProcessingGuarantee
+
+    from .test_kafka import Collector, Context
+
+    topic = "two-readers"
+    kafka_broker.create_topic(topic, 2)
+    values = [str(i) for i in range(3000)]   # X's polls take 1,000 while it emits 200, Y's the next 1,000
+    kafka_broker.produce(topic, values, 2)
+
+    def opened(name):
+        config = spout_config(kafka_broker, topic, topic)
+        config.processing_guarantee = ProcessingGuarantee.AT_MOST_ONCE
+        spout, collector = KafkaSpout(config), Collector()
+        spout.open({}, Context(storm_id=name), collector)
+        return spout, collector
+
+    x, x_out = opened("x-1-1")
+    assert driven(x, x_out, lambda: len(x_out.emitted) >= 200, timeout=10), len(x_out.emitted)
+    assert any(x.waiting.values())   # its poll brought more than it emitted
+    y, y_out = opened("y-2-1")
+    assert driven(y, y_out, lambda: len(y_out.emitted) >= 100, timeout=10), len(y_out.emitted)
+    y.close()
+    x.close()
+    z, z_out = opened("z-3-1")
+    ends = {values[-2], values[-1]}   # each partition's last record: Z emitted all it was left once both are out
+    try:
+        assert driven(z, z_out, lambda: bool(z_out.emitted) and z_out.emitted[-1][0][0] in ends
+                      and ends <= {v[0] for v, _ in z_out.emitted}, timeout=20), len(z_out.emitted)
+    finally:
+        z.close()
+    emitted = Counter(v[0] for out in (x_out, y_out, z_out) for v, _ in out.emitted)
+    twice = sorted((v for v, n in emitted.items() if n > 1), key=int)
+    assert not twice, f"{len(twice)} records emitted twice: {twice[:10]}..."
+    assert set(emitted) <= set(values) and len(z_out.emitted) > 0
+    print(f"X emitted {len(x_out.emitted)}, Y {len(y_out.emitted)}, Z {len(z_out.emitted)}; "
+          f"{len(emitted)} of {len(values)} distinct, {len(twice)} twice")
+
 def test_props_asking_for_the_consumer_group_protocol_still_read_every_record(kafka_broker, caplog):  # noqa: F811
     """A user's props with ``group.protocol: consumer`` (KIP-848's protocol, from a shared Kafka
     config, say): librdkafka refuses ``session.timeout.ms`` under it, which the spout's consumer

@@ -98,6 +98,7 @@ class FileStore:
         try:
             blob = path.read_bytes()
         except FileNotFoundError:
+            self._check_resolves(path, f"transactional state file {path} of key {key!r} of topology {topology!r}")
             return None
         except OSError as e:  # a directory or a symlink loop in its place, a damaged disk
             # the worker got a bare "[Errno 21] Is a directory: ..." back, naming no state
@@ -142,15 +143,32 @@ class FileStore:
         """See `TransactionalBackend.write`: each key as its own put or delete, in order."""
         write_each(self, topology, writes)
 
-    @staticmethod
-    def _names(d: Path) -> builtins.list[str]:
+    def _names(self, d: Path) -> builtins.list[str]:
         try:
             return [n for n in os.listdir(d) if n.endswith(_SUFFIX)]
         except FileNotFoundError:
+            self._check_resolves(d, f"the transactional state directory {d}")
             return []
         except OSError as e:  # a file in the directory's place
             raise TransactionalStateError(f"the transactional state directory {d} cannot be listed "
                                           f"({e.strerror or e}); {_AFRESH}") from None
+
+
+    def _check_resolves(self, path: Path, what: str) -> None:
+        """``path`` (under ``directory``) was not found: refuse it if a symlink on its way does not
+        resolve (``directory`` linked to a disk not mounted yet, a link whose target is gone).
+        Read as "no value", a Trident coordinator started its txids again and states that keep a
+        txid per key applied the new batches over the old counts; listed as no keys, likewise.
+
+        Raises:
+            TransactionalStateError: it is so, naming ``what`` and the link.
+        """
+        for p in (path, *path.parents):
+            if p.is_symlink() and not p.exists():
+                raise TransactionalStateError(f"{what} cannot be read ({p} is a symlink to {os.readlink(p)}, which does "
+                                              f"not resolve); {_AFRESH}")
+            if p == self.directory:
+                return
 
 
 @contextlib.contextmanager

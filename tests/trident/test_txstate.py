@@ -4,6 +4,7 @@ LocalCluster, where it lives in the cluster and outlives a crashed worker and th
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import pytest
@@ -182,6 +183,35 @@ def test_a_file_store_entry_that_cannot_be_read_is_refused_naming_it_and_its_key
     with pytest.raises(TransactionalStateError, match=r"directory .*tx/other cannot be listed \(Not a directory\)"):
         store.list("other")
 
+
+
+@pytest.mark.parametrize("link", ["directory", "topology", "value"])
+def test_a_file_store_behind_a_symlink_that_does_not_resolve_is_refused_not_read_as_no_value(tmp_path, link):
+    """The transactional directory linked to a disk not mounted yet (or the topology's directory,
+    or a value's file, a link whose target is gone): the read found no file and answered "no
+    value", the listing no keys, so a Trident coordinator started its txids again over the state
+    it had. Now each is refused naming the link; once the link resolves the values are there."""
+    disk = tmp_path / "disk"
+    store = FileStore(disk / "tx", b"secret")
+    store.put("words", "coordinator/currtx", b"7")
+    place = {"directory": (tmp_path / "tx", disk / "tx"),
+             "topology": (disk / "tx" / "words", disk / "moved"),
+             "value": (disk / "tx" / "words" / "coordinator~currtx.v", disk / "moved.v")}[link]
+    at, target = place
+    if link != "directory":
+        os.replace(at, target)
+    at.symlink_to(tmp_path / "unmounted")
+    store = FileStore(tmp_path / "tx" if link == "directory" else disk / "tx", b"secret")
+    with pytest.raises(TransactionalStateError, match=r"of key 'coordinator/currtx' of topology 'words' cannot be "
+                                                      r"read \(.* is a symlink to .*unmounted, which does not resolve\)"):
+        store.get("words", "coordinator/currtx")
+    if link != "value":
+        with pytest.raises(TransactionalStateError, match=r"directory .*words cannot be read \(.*does not resolve\)"):
+            store.list("words")
+    at.unlink()
+    at.symlink_to(target)   # the disk is back
+    assert store.get("words", "coordinator/currtx") == b"7"
+    assert store.list("words") == ["coordinator/currtx"]
 
 def test_the_master_keeps_the_state_across_its_restart_and_never_unpickles_it(tmp_path):
     conf = cluster_conf({"storm.local.dir": str(tmp_path)})

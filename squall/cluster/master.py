@@ -502,8 +502,13 @@ class Master:
         for name, t in stored.topologies.items():
             plan = _running_plan(name, t.get("code"), plans.get(name, []))
             if plan is None:
-                self._check_secret_sealed(name, refused.get(t.get("code") or ""))
-                log.error("state names topology %s but its plan is missing; dropped", name)
+                named = refused.get(t.get("code") or "")
+                self._check_secret_sealed(name, named)
+                if named is not None:  # there, sealed by this cluster, but not a plan that loads
+                    log.error("state names topology %s, whose plan %s did not load (said above); dropped", name,
+                              named.where)
+                else:
+                    log.error("state names topology %s but its plan is missing; dropped", name)
                 continue
             # before anything reads it: a malformed record stopped the master at start, or made it
             # answer every list and info with a bare TypeError. Its form first (its counts are

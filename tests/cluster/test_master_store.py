@@ -3,6 +3,7 @@ state, and a master made again from that store resumes them; all on a `Simulated
 in-memory store, so nothing here waits or writes a file but the directory store's own test."""
 
 import errno
+import hashlib
 import json
 import os
 
@@ -10,10 +11,21 @@ import pytest
 
 from squall._config import cluster_conf
 from squall._errors import DiskWriteError, SquallError
-from squall.cluster.master import Master
-from squall.cluster.store import (LocalDirStore, MemoryStore, PutPlan, PutSupervisors, PutTopology, PutTxState,
-                                  RemovePlan, RemoveTopology, SetCounter, ZooKeeperStore)
+from squall._sealed import seal
+from squall.cluster.master import _PLAN, Master
 from squall.cluster.server import MasterServer
+from squall.cluster.store import (
+    LocalDirStore,
+    MemoryStore,
+    PutPlan,
+    PutSupervisors,
+    PutTopology,
+    PutTxState,
+    RemovePlan,
+    RemoveTopology,
+    SetCounter,
+    ZooKeeperStore,
+)
 from squall.engine.clock import SimulatedClock
 
 from .served import served
@@ -542,3 +554,25 @@ def test_a_new_leader_gives_a_restarted_supervisor_its_slots_at_once_without_a_c
         assert leader.op_supervisor_sync(supervisor_id="s3", host="127.0.0.1", ports=[7000, 7001])["slots"] == {}
     assert "supervisors s2 and s3 both claim 127.0.0.1 ports 7000,7001" in caplog.text
     assert "storm.local.hostname" in caplog.text
+
+
+def test_a_sealed_plan_that_does_not_load_is_named_as_such_not_as_missing(tmp_path, caplog):
+    """A plan sealed by this cluster whose topology cannot be unpickled at the master's start
+    (a class it names gone since) was dropped with "its plan is missing", though the file was
+    there; the error now names the plan and points at the warning that says why."""
+    conf = {**CONF, "storm.local.dir": str(tmp_path)}
+    m = served(conf, clock=SimulatedClock(5.0))
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={}, topology=_topology())
+    plan = tmp_path / "nimbus" / f"{storm_id}.plan"
+    sealed = seal(m.secret, _PLAN, b"not a pickle")
+    plan.write_bytes(sealed)
+    state = tmp_path / "nimbus" / "state.json"
+    data = json.loads(state.read_text())
+    data["topologies"]["t"]["code"] = hashlib.sha256(sealed).hexdigest()
+    state.write_text(json.dumps(data))
+    again = served(conf, clock=SimulatedClock(6.0))
+    assert again.op_list() == []
+    assert f"skipped {plan}: its topology cannot be loaded" in caplog.text
+    assert f"state names topology t, whose plan {plan} did not load (said above); dropped" in caplog.text
+    assert "plan is missing" not in caplog.text

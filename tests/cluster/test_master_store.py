@@ -14,18 +14,8 @@ from squall._errors import DiskWriteError, SquallError
 from squall._sealed import seal
 from squall.cluster.master import _PLAN, Master
 from squall.cluster.server import MasterServer
-from squall.cluster.store import (
-    LocalDirStore,
-    MemoryStore,
-    PutPlan,
-    PutSupervisors,
-    PutTopology,
-    PutTxState,
-    RemovePlan,
-    RemoveTopology,
-    SetCounter,
-    ZooKeeperStore,
-)
+from squall.cluster.store import (LocalDirStore, MemoryStore, PutPlan, PutSupervisors, PutTopology, PutTxState,
+                                  RemovePlan, RemoveTopology, SetCounter, ZooKeeperStore)
 from squall.engine.clock import SimulatedClock
 
 from .served import served

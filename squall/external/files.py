@@ -1083,7 +1083,9 @@ class FileSpout(Spout, CountsDeadLetters):
         unless it is a file a task has a record of under another name (renamed, by logrotate's
         ``create``...): then that task, which may still be reading it through its open handle
         under the old name, reads it on; a second task reading it meanwhile emitted its lines
-        from the committed offset twice."""
+        from the committed offset twice. (A record under the file's own name is no claim: the
+        task its name hashes to resumes it, `_marks_now`; a renamed file's record is moved to its
+        new name by the task that opens it, which hands it over, `_hand_over`.)"""
         holder = renamed.get(entry.inode())
         if holder is not None and holder[1] != entry.name:
             return holder[0] == self.index
@@ -1126,10 +1128,14 @@ class FileSpout(Spout, CountsDeadLetters):
         locks.record(name, "reading", self.tracker.committable)
         return True
 
-    def _claimed_marks(self, name: str) -> list[FileMark]:
-        """The records of ``name`` as they are now: another task may have read part of it since
-        open (and died, or released it)."""
-        marks = [loaded.marks[name] for loaded in self._others() if name in loaded.marks]
+    def _marks_now(self, name: str, others: list[TaskProgress]) -> list[FileMark]:
+        """The records of ``name`` as they are now (``others``: the other tasks' progress files,
+        just read): another task may have read part of it since open (claimed, and died or
+        released it; or, by name, read it on after a rename, `_hand_over`); with the ones
+        loaded at open, without claims (a task of another parallelism's)."""
+        marks = [loaded.marks[name] for loaded in others if name in loaded.marks]
+        if self.locks is None:
+            marks += self.marks.get(name, ())
         return marks + ([self.own[name]] if name in self.own else [])
 
     def _open(self, name: str) -> bool:
@@ -1156,15 +1162,16 @@ class FileSpout(Spout, CountsDeadLetters):
             return False
         self.unreadable.discard(name)
         self.parked.discard(name)
-        if self.locks is not None:
-            marks = self._claimed_marks(name)
-        else:  # with this task's own, committed since open (a file set aside by `_park`, opened again)
-            marks = [*self.marks.get(name, ()), *([self.own[name]] if name in self.own else [])]
-        start, rejected = resume_offset(marks, handle.fileno())
+        others = self._others()
+        start, rejected = resume_offset(self._marks_now(name, others), handle.fileno())
+        self._move_record_of_renamed(name, handle.fileno())
         if not start:
-            moved = self._renamed_mark(name, handle.fileno())
+            moved = self._renamed_mark(name, handle.fileno(), others)
+            if moved is not None and self._hand_over(name, moved):
+                handle.close()
+                return False
             if moved is not None:
-                start, rejected = moved, []
+                start, rejected = moved.offset, []
         if rejected and not start:
             log.warning("FileSpout %r: reading %s from its start, not at its recorded progress: %s",
                         self.spout_id, os.path.join(self.directory, name), "; ".join(rejected))
@@ -1178,17 +1185,36 @@ class FileSpout(Spout, CountsDeadLetters):
         self._load_file_charges(name, handle.fileno(), start, bool(rejected) and not start)
         return True
 
-    def _renamed_mark(self, name: str, fd: int) -> int | None:
-        """The committed offset of the open file ``fd``, listed as ``name``, recorded under another
+    def _move_record_of_renamed(self, name: str, fd: int) -> None:
+        """This task's record of ``name`` about another file than the one there now (``fd``) goes
+        to the name that file has now, if it is still in the directory (logrotate's ``create``
+        renamed ``a.log`` to ``a.log.1`` while the topology was down, and the logger started a new
+        ``a.log``). ``a.log`` sorts first: opened first, its new record replaced the rotated
+        file's, and ``a.log.1`` was read again from its start (of 1,000 lines, 600 acked before a
+        restart went out twice)."""
+        mark = self.own.get(name)
+        if mark is None or mark.identity is None:
+            return
+        st = os.fstat(fd)
+        if (mark.identity.dev, mark.identity.ino) == (st.st_dev, st.st_ino):
+            return
+        now = self._renamed_to(mark.identity.dev, mark.identity.ino)
+        if now is not None and now != name and now not in self.own:
+            self.own[now] = mark  # `_open` resumes it from there (`resume_offset` checks its first bytes)
+            log.info("FileSpout %r task %d: %s is now %s; its record (byte %d) goes with it",
+                     self.spout_id, self.index, os.path.join(self.directory, name), now, mark.offset)
+
+    def _renamed_mark(self, name: str, fd: int, others: list[TaskProgress]) -> FileMark | None:
+        """The record of the open file ``fd``, listed as ``name``, committed under another
         name: the file was renamed (logrotate's ``create``, a ``mv`` of a file being read: its
         device and inode stay, and `mismatch` checks its first bytes too). From this task's
         records (whose record under the old name goes, the file's being this one now) and the
-        other tasks' progress files as they are now; the highest, None if there is none. Before,
-        a renamed file was a new name, read again from its start: of 10,000 lines written
-        through two rotations, 16,400 tuples."""
+        other tasks' progress files as they are now (``others``); the highest, None if there is
+        none. Before, a renamed file was a new name, read again from its start: of 10,000 lines
+        written through two rotations, 16,400 tuples."""
         st = os.fstat(fd)
         found: list[tuple[str, FileMark, bool]] = []
-        for owner in [self.own, *(loaded.marks for loaded in self._others())]:
+        for owner in [self.own, *(loaded.marks for loaded in others)]:
             for old, mark in owner.items():
                 if (old != name and mark.identity is not None and mark.offset
                         and (mark.identity.dev, mark.identity.ino) == (st.st_dev, st.st_ino) and mismatch(mark, fd) is None):
@@ -1201,7 +1227,22 @@ class FileSpout(Spout, CountsDeadLetters):
                 del self.own[was]  # the file is recorded under its new name from now on
         log.info("FileSpout %r task %d: %s is %s renamed; reading it on from byte %d, committed under its old name",
                  self.spout_id, self.index, os.path.join(self.directory, name), old, mark.offset)
-        return mark.offset
+        return mark
+
+    def _hand_over(self, name: str, mark: FileMark) -> bool:
+        """Without claims: whether the renamed file ``name``, whose record (``mark``, this
+        task's under its old name: `_owns` gave it this task) is now this task's under the new
+        name, belongs to another task by that name; then the record is committed there, for that
+        task to read the file on from it (`_marks_now`), and this one does not read it. Read on
+        here, its record under the new name made it that task's at its next listing, which read
+        it from its start meanwhile (of 500 lines, 300 acked before a restart, each went out twice)."""
+        if self.locks is not None or owner_of(name, self.tasks) == self.index:
+            return False
+        self.own[name] = mark
+        self._commit()
+        log.info("FileSpout %r task %d: %s, renamed, is task %d's by its name now; it reads it on from byte %d",
+                 self.spout_id, self.index, os.path.join(self.directory, name), owner_of(name, self.tasks), mark.offset)
+        return True
 
     def _watch_new_file(self) -> None:
         """A new current file (or none): not yet looked at for growth (`_still_growing`)."""
@@ -1944,7 +1985,7 @@ class FileSpout(Spout, CountsDeadLetters):
                 self._put_back(aside, src)
                 there = None
         if there is None:
-            renamed = self._renamed_to(read)
+            renamed = self._renamed_to(read.st_dev, read.st_ino)
             if renamed is not None:  # rotated (logrotate's create): renamed done under its new name
                 self._rename_done(renamed, read)
                 return
@@ -1953,16 +1994,16 @@ class FileSpout(Spout, CountsDeadLetters):
             return
         self._done_from_aside(aside, src)
 
-    def _renamed_to(self, read: os.stat_result) -> str | None:
-        """The name in the directory that the file read (``read``: its stat) has now, if it was
-        renamed to one the spout lists (``a.log`` to ``a.log.1`` by logrotate's ``create``):
-        left there unfinished, the listing would read it again from its start."""
+    def _renamed_to(self, dev: int, ino: int) -> str | None:
+        """The name in the directory that the file ``dev``, ``ino`` has now, if it was renamed to
+        one the spout lists (``a.log`` to ``a.log.1`` by logrotate's ``create``): left there
+        unfinished, the listing would read it again from its start."""
         skip = (IN_PROGRESS, self.ignore_suffix, self.done_suffix)
         for e in os.scandir(self.directory):
             if e.name[0] in "._" or e.name.endswith(skip) or not e.is_file(follow_symlinks=False):
                 continue
             st = e.stat(follow_symlinks=False)
-            if (st.st_dev, st.st_ino) == (read.st_dev, read.st_ino):
+            if (st.st_dev, st.st_ino) == (dev, ino):
                 return e.name
         return None
 

@@ -23,7 +23,7 @@ import pytest
 
 from squall import TopologyBuilder
 from squall.engine.clock import SimulatedClock
-from squall.external.files import FileSpout
+from squall.external.files import FileSpout, owner_of
 from squall.testing._registry import SharedLog
 
 from ..conftest import wait_until
@@ -69,6 +69,67 @@ def test_a_file_renamed_while_read_is_read_on_by_its_task_not_again_from_its_sta
         pump()
     assert sorted(lines(got)) == sorted(["old0", "old1", "old2", "old3", "old4", "old5", "new0"])
     assert sorted(os.listdir(src)) == ["a.log.1.done", "a.log.done"]
+
+
+def pump_all(tasks: list[Task], rounds: int = 80) -> list[str]:
+    """Pumps and acks every task in turn; the lines emitted."""
+    got: list[str] = []
+    for _ in range(rounds):
+        for task in tasks:
+            more = task.pump(20)
+            task.ack(more)
+            got.extend(lines(more))
+    return got
+
+
+@pytest.mark.parametrize("parallelism, claim_files", [(1, False), (2, False), (2, True)],
+                         ids=["one-task", "two-by-name", "two-claimed"])
+def test_a_file_rotated_while_the_topology_was_down_is_read_on_from_where_it_was(tmp_path, parallelism, claim_files):
+    """``a.log``, 1,000 lines, 600 acked when the topology goes down; logrotate renames it
+    ``a.log.1`` and the logger starts a new ``a.log`` of 100 lines. After the restart, every line
+    once: ``a.log.1`` from line 601, ``a.log`` from its start. On main the new ``a.log`` (which
+    sorts first) was opened first and its record replaced the rotated file's, so ``a.log.1`` was
+    read again from its start: 1,700 lines, 600 twice (claimed: the same)."""
+    src, local = tmp_path / "in", tmp_path / "local"
+    src.mkdir()
+    (src / "a.log").write_bytes(b"".join(b"old%d\n" % i for i in range(1000)))
+    tasks = [Task(src, local, index=i, tasks=parallelism, claim_files=claim_files) for i in range(parallelism)]
+    reader = tasks[0 if claim_files else owner_of("a.log", parallelism)]
+    first = reader.pump(1000)
+    assert len(first) == 1000
+    reader.ack(first[:600])
+    for task in tasks:
+        task.crash()
+    os.rename(src / "a.log", src / "a.log.1")
+    (src / "a.log").write_bytes(b"".join(b"new%d\n" % i for i in range(100)))
+    tasks = [Task(src, local, index=i, tasks=parallelism, claim_files=claim_files) for i in range(parallelism)]
+    got = lines(first[:600]) + pump_all(tasks)
+    assert len(got) == 1100
+    assert sorted(got) == sorted([f"old{i}" for i in range(1000)] + [f"new{i}" for i in range(100)])
+    assert sorted(os.listdir(src)) == ["a.log.1.done", "a.log.done"]
+
+
+def test_a_renamed_file_read_on_under_its_new_name_is_not_read_again_by_that_names_task(tmp_path):
+    """Two tasks by name: task 1 (``a.log``'s) acked 300 of its 500 lines when the topology went
+    down; ``a.log`` was renamed ``a.log.1`` (task 0's name). After the restart every line once:
+    task 1 finds its record under the old name and hands it over under the new name, task 0
+    reads on from line 301. On main task 1 read it on, its record under ``a.log.1`` then made the
+    file task 0's as well, which read it from its start: 1,000 lines for 500, each twice."""
+    src, local = tmp_path / "in", tmp_path / "local"
+    src.mkdir()
+    assert (owner_of("a.log", 2), owner_of("a.log.1", 2)) == (1, 0)
+    (src / "a.log").write_bytes(b"".join(b"old%d\n" % i for i in range(500)))
+    task = Task(src, local, index=1, tasks=2)
+    first = task.pump(500)
+    assert len(first) == 500
+    task.ack(first[:300])
+    task.crash()
+    os.rename(src / "a.log", src / "a.log.1")
+    tasks = [Task(src, local, index=i, tasks=2) for i in range(2)]
+    got = lines(first[:300]) + pump_all(tasks[::-1])  # task 1, whose record it is, first
+    assert len(got) == 500
+    assert sorted(got) == sorted(f"old{i}" for i in range(500))
+    assert os.listdir(src) == ["a.log.1.done"]
 
 
 def test_a_logger_going_on_after_copytruncate_has_every_line_read_once(tmp_path):

@@ -121,7 +121,7 @@ class History:
         # its last counts, so its restart is still seen when its worker reports again)
         self._tasks: dict[str, dict[int, TaskCounts]] = {}
         # when the last reading was recorded (None: none yet), and the topologies read since
-        # this History began, in the order first read (at most _SEEN_KEPT): a topology first
+        # this History began, in the order last read (at most _SEEN_KEPT): a topology first
         # read after a reading is new since it, one read before (its ring dropped when a
         # reading missed it) is not, and must not count its all-time figures again
         self._last_reading: float | None = None
@@ -155,11 +155,14 @@ class History:
         self._last_reading = now
 
     def _remember(self, topology_id: str) -> None:
-        """Keep ``topology_id`` among the topologies read, the oldest forgotten past `_SEEN_KEPT`."""
-        if topology_id not in self._seen:
-            self._seen[topology_id] = None
-            if len(self._seen) > _SEEN_KEPT:
-                del self._seen[next(iter(self._seen))]
+        """Keep ``topology_id`` among the topologies read, the one read longest ago forgotten past
+        `_SEEN_KEPT`. Moved to the newest at each reading: forgotten by when it was first read, a
+        topology running since the daemon started was the first to go once 4,096 others had come
+        and gone, and a reading that missed it then charted its all-time figures as one sample's."""
+        self._seen.pop(topology_id, None)
+        self._seen[topology_id] = None
+        if len(self._seen) > _SEEN_KEPT:
+            del self._seen[next(iter(self._seen))]
 
     def _whole(self, t: Totals) -> tuple[int, int, int]:
         """Everything a topology new since the last reading counted: every launch of each spout

@@ -47,6 +47,24 @@ def test_a_topology_running_before_the_first_reading_has_no_rate_in_its_first_sa
     assert h.samples("t-1")[0].acked_per_sec == 0.0
 
 
+def test_a_topology_running_while_thousands_came_and_went_is_not_counted_again_after_a_missed_reading():
+    """A topology read since the daemon's first reading, while 5,000 others were submitted and
+    killed; a reading misses it, the next reads it again: its all-time figures are not what it
+    did since. On main the 4,097th topology read pushed it out of those remembered (the first
+    read goes first), and it came back as new: 1,000,000 acked in 5 s, 200,000 per second."""
+    h = History(interval_secs=5, keep_secs=60)
+    now, acked = 0.0, 0
+    for batch in range(5):
+        acked += 200_000
+        h.record([Totals("long-1", acked, 0, 1.0), *(Totals(f"short-{batch}-{i}", 1, 0, 1.0) for i in range(1000))],
+                 now=now)
+        now += 5.0
+    assert h.samples("long-1")[-1].acked_per_sec == 40_000.0
+    h.record([], now=now)
+    h.record([Totals("long-1", acked, 0, 1.0)], now=now + 5.0)
+    assert [s.acked_per_sec for s in h.samples("long-1")] == [0.0]
+
+
 def test_a_topology_a_reading_missed_is_not_counted_again_when_it_comes_back():
     """A reading that missed a topology (killed between the master's answers) drops its ring;
     read again, its all-time figures are not what it did since."""

@@ -71,6 +71,7 @@ log = logging.getLogger("squall.external.files")
 
 PROGRESS_VERSION = 1
 IN_PROGRESS = ".inprogress"
+_TASK_FILE = re.compile(r"task-[0-9]+\.json")  # a task's progress file, in the spout's state directory
 HEAD_BYTES = 4096  # how much of a file's start its progress record fingerprints
 # How far past the record it emits a task writes, before it goes out, that it may have read: a
 # line below that mark read again after the task died is a suspect, emitted in a group of
@@ -1028,9 +1029,12 @@ class FileSpout(Spout, CountsDeadLetters):
     # -- reading
 
     def _progress_files(self) -> list[tuple[Path, TaskProgress]]:
-        """Every task's progress file of this spout, loaded (raises on a bad one, naming it)."""
+        """Every task's progress file of this spout, ``task-<index>.json``, loaded (raises on a
+        bad one, naming it). Not another file the pattern would take (an operator's copy,
+        ``task-0.bak.json``): no task writes it, and the listing took its name for an index
+        (`_renamed_owners`), raising ValueError from every ``next_tuple``."""
         return [(p, load_task_progress(p, self.spout_id, self.directory))
-                for p in sorted(self.state_dir.glob("task-*.json"))]
+                for p in sorted(self.state_dir.glob("task-*.json")) if _TASK_FILE.fullmatch(p.name)]
 
     def _others(self) -> list[TaskProgress]:
         """The progress files of this spout's other tasks, as they are now."""
@@ -1059,7 +1063,7 @@ class FileSpout(Spout, CountsDeadLetters):
         dev = os.stat(self.directory).st_dev
         out: dict[int, tuple[int, str]] = {}
         for p, loaded in self._progress_files():
-            index = int(p.stem.removeprefix("task-"))
+            index = int(p.name[len("task-"):-len(".json")])  # `_progress_files` takes task-<index>.json only
             for name, mark in loaded.marks.items():
                 if mark.identity is not None and mark.identity.dev == dev and (self.claim_files or index < self.tasks):
                     out[mark.identity.ino] = (index, name)

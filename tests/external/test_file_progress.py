@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -509,3 +510,27 @@ def test_records_failing_at_a_files_end_through_an_outage_are_not_reported_as_he
     task.ack(emitted[1:])
     task.pump(5)
     assert os.listdir(src) == ["a.txt.done"] and task.out.errors == []
+
+
+def test_a_copy_of_a_progress_file_beside_it_is_no_tasks_and_stops_nothing(dirs):
+    """An operator copies task-0.json to task-0.bak.json in the spout's state directory. The task
+    reads on: a.txt from its committed offset, then b.txt, 20 lines of 20 in all. On main every
+    listing took ``0.bak`` for a task index, and next_tuple raised ValueError (invalid literal
+    for int()), naming no file."""
+    src, local = dirs
+    write_lines(src / "a.txt", [f"a{i}" for i in range(10)])
+    task = Task(src, local)
+    first = task.pump(20)
+    task.ack(first[:4])
+    task.crash()
+    state = local / "filespout" / "lines"
+    shutil.copy2(state / "task-0.json", state / "task-0.bak.json")
+    write_lines(src / "b.txt", [f"b{i}" for i in range(10)])
+    task = Task(src, local)
+    got = lines(first[:4])
+    for _ in range(5):
+        more = task.pump(10)
+        task.ack(more)
+        got += lines(more)
+    assert sorted(got) == sorted([f"a{i}" for i in range(10)] + [f"b{i}" for i in range(10)])
+    assert sorted(os.listdir(src)) == ["a.txt.done", "b.txt.done"]

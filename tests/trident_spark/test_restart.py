@@ -224,6 +224,27 @@ def test_a_query_whose_source_process_ended_is_started_again_up_to_three_times_i
     assert len(stopping.started) == 1
 
 
+def test_a_source_process_that_dies_at_every_start_at_the_same_offsets_is_the_querys_failure():
+    # Spark names each source in its report by the Java object's identity hash, a new one at
+    # every start of the query (PythonMicroBatchStreamWithAdmissionControl@35cbc082, then @47bb39b9
+    # ...: a real query's report, its source process SIGKILLed at txid 4 six times in a row); the
+    # committed offsets are the same all along, so the fourth death is the query's failure
+    def at_start(identity: str) -> _Captured:
+        gone = _source_gone(3)
+        gone.args = (str(gone).replace("{source: ", "{org.apache.spark.sql.execution.datasources.v2.python."
+                                                    f"PythonMicroBatchStreamWithAdmissionControl@{identity}: "),)
+        return gone
+
+    deaths = [at_start(h) for h in ("35cbc082", "47bb39b9", "337594de", "397f0786", "77cbc74f", "3d5dc58e")]
+    starts = Starts(*deaths, None)
+    told: list[str] = []
+    with pytest.raises(SourceProcessDied, match=r"query 'wc': .* at 4 starts in a row with no batch committed"
+                                                r" in between; not started again") as e:
+        run_restarting(starts, run, name="wc", on_restart=told.append, wait=lambda s: False)
+    assert e.value.__cause__ is deaths[3] and len(starts.started) == 4 and all(q.stopped for q in starts.started)
+    assert [line.split("in 1 s (")[1][:6] for line in told] == ["1 of 3", "2 of 3", "3 of 3"]
+
+
 @pytest.mark.timeout(240)
 def test_a_redis_restart_while_the_query_runs_stops_it_at_the_txid_then_a_restart_counts_every_word_once(
         spark, tmp_path, redis_server):  # noqa: F811 (the fixture imported below)

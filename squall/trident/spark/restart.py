@@ -61,6 +61,11 @@ the class and the frame only in the cause's stack trace. An exception the spouts
 
 _COMMITTED = re.compile(r"^Current Committed Offsets: (.*)$", re.MULTILINE)
 
+_IDENTITY = re.compile(r"(?<=[\w$])@[0-9a-f]{1,8}(?=: )")
+"""A Java object's identity hash in its default ``toString`` (Spark names each source in its
+report by it: ``PythonMicroBatchStreamWithAdmissionControl@35cbc082``); a new one at every start
+of the query, so it is no part of what was committed."""
+
 _log = logging.getLogger(__name__)
 
 
@@ -130,11 +135,12 @@ def source_process_died(error: BaseException) -> str | None:
 
 
 def _committed(error: BaseException) -> str | None:
-    """The offsets Spark had committed when the query failed, as its report says them."""
+    """The offsets Spark had committed when the query failed, as its report says them, without
+    the sources' identity hashes (`_IDENTITY`): the same offsets read the same at every start."""
     for text in _texts(error):
         found = _COMMITTED.search(text)
         if found:
-            return found.group(1)
+            return _IDENTITY.sub("", found.group(1))
     return None
 
 

@@ -3,11 +3,14 @@ task that asks for it."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 class WorkerResources:
@@ -25,6 +28,43 @@ class WorkerResources:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._made: dict[str, Any] = {}
+        self._at_end: list[tuple[str, Callable[[], None]]] = []
+        self._ended = False
+
+    def at_end(self, what: str, release: Callable[[], None]) -> None:
+        """Call ``release()`` when this worker's life ends, however it ends: a stop, a
+        reassignment, a crash (no ``close`` then), loops abandoned in user code. ``what`` names
+        it in the log if it raises.
+
+        For what a task started that a real worker process takes with it when it dies (a
+        thread of its own, a connection it reads on) but that outlives a worker run in the
+        host's own process, as `squall.LocalCluster` runs them: there, a crashed worker's
+        thread would go on (a Redis Streams spout's read, blocked on its connection, took the
+        entries that came next for a task already dead: they waited a minute for a claim). A
+        ``release`` registered after the end runs at once."""
+        with self._lock:
+            ended = self._ended
+            if not ended:
+                self._at_end.append((what, release))
+        if ended:
+            self._release(what, release)
+
+    def end(self) -> None:
+        """The worker's life ended (`squall.engine.worker.Worker.stop`, after its loops): each
+        ``release`` given to `at_end` is called once, in order; one that raises is logged and
+        the others still run."""
+        with self._lock:
+            self._ended = True
+            todo, self._at_end = self._at_end, []
+        for what, release in todo:
+            self._release(what, release)
+
+    @staticmethod
+    def _release(what: str, release: Callable[[], None]) -> None:
+        try:
+            release()
+        except Exception:  # a task's cleanup: logged, the others still run
+            log.exception("releasing %s at the end of its worker raised", what)
 
     def get_or_make(self, key: str, make: Callable[[], T]) -> T:
         """The object kept under ``key``, made by ``make()`` (under this registry's lock) if no

@@ -93,3 +93,50 @@ def test_a_worker_hands_its_tasks_one_registry_and_another_worker_another():
         assert {id(c.worker_resources) for c in contexts} == {id(w.resources)}
         seen.append(w.resources)
     assert seen[0] is not seen[1]
+
+
+def test_what_a_task_gives_at_end_is_released_once_in_order_and_one_that_raises_spares_the_others(caplog):
+    """``at_end`` releases run at the worker's end, once each, in the order given; one that
+    raises is logged naming it and the next still runs; one given after the end runs at once."""
+    resources = WorkerResources()
+    released: list[str] = []
+
+    def broken() -> None:
+        released.append("broken")
+        raise OSError("connection already gone")
+
+    resources.at_end("first", lambda: released.append("first"))
+    resources.at_end("the broken one", broken)
+    resources.at_end("third", lambda: released.append("third"))
+    assert released == []
+    resources.end()
+    assert released == ["first", "broken", "third"]
+    assert any("releasing the broken one at the end of its worker raised" in r.getMessage() for r in caplog.records)
+    resources.end()
+    assert released == ["first", "broken", "third"]   # once each
+    resources.at_end("late", lambda: released.append("late"))
+    assert released == ["first", "broken", "third", "late"]
+
+
+def test_a_worker_stopped_without_close_still_releases_what_its_tasks_gave_at_end():
+    """A crashed worker's loops stop without ``close`` (``clean=False``); what its tasks gave
+    ``at_end`` (a Redis Streams spout's reading thread) is released all the same, once."""
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["x"]), 1)
+    b.set_bolt("sink", Sink(), 1).shuffle_grouping("feed")
+    conf = Config()
+    conf.set_num_workers(1)
+    conf.set_num_ackers(0)
+    plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
+    executors = [e for e in plan.executors if e.component != "__acker"]
+    w = Worker(plan, 1, executors, component_blobs(plan), InMemoryTransport(InMemoryNetwork(), "w1"),
+               SimulatedClock(), TopologyActivation(active=False), Backpressure(1000), lambda rec: None,
+               lambda w, rec: None, 7)
+    released: list[str] = []
+    contexts = [c for ex in w.executors for c in getattr(ex, "contexts", {}).values()]
+    for c in contexts:
+        c.worker_resources.at_end(f"task {c.get_this_task_id()}", lambda c=c: released.append(c.get_this_component_id()))
+    assert w.stop(clean=False, timeout=1.0)
+    assert sorted(released) == ["feed", "sink"]
+    w.stop(clean=False, timeout=1.0)
+    assert sorted(released) == ["feed", "sink"]

@@ -362,6 +362,10 @@ class Worker:
         ok = True
         for lp in self.loops:
             ok = lp.join(max(0.0, deadline - time.monotonic())) and ok
+        # what a dead process would take with it (a spout's reading thread and its connection),
+        # ended here too: a host that runs workers in its own process (LocalCluster) outlives
+        # this one, and what the tasks started would go on working for tasks that are gone
+        self.resources.end()
         self.backpressure.forget(self.tasks)
         if not ok:
             stuck = [lp.name for lp in self.loops if lp.thread is not None and lp.thread.is_alive()]

@@ -480,6 +480,14 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         self._touch_every = self.claim_idle_ms / 3000
         self._next_touch = self.clock.now() + self._touch_every
         self._outage = _Outage()
+        # The reading thread and the connections die with the worker, closed or not: a worker
+        # that crashed is never closed, and where its host lives on (LocalCluster runs workers
+        # in its own process) the thread, blocked in its XREADGROUP, took the next entries to
+        # arrive under this consumer after the restarted task had replayed its pending ones;
+        # nobody emitted them until a claim found them idle (claim_idle_ms, a minute by default)
+        resources = getattr(context, "worker_resources", None)
+        if resources is not None:
+            resources.at_end(f"the Redis Streams reader of {self.consumer}", self._disconnect)
 
     def close(self) -> None:
         """Sends the acks held back, stops the reading thread and closes the connections;
@@ -493,6 +501,13 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         self._safely(self.clock.now(), self._flush_acks)
         self._safely(self.clock.now(), self._write_dead_letters)
         self._gate.clear()   # the worker's other spout tasks no longer wait for its entries
+        self._disconnect()
+
+    def _disconnect(self) -> None:
+        """Stops the reading thread (a read under way is cut short: what it took stays pending
+        under this consumer, for its next task) and closes both connections. Again is harmless:
+        `close` calls it, and so does the end of the worker (`squall._worker_resources`), which
+        a crash reaches without ``close``."""
         if self._reader.is_alive():
             self._reader.stop()
         else:

@@ -18,6 +18,7 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
+from squall import Bolt
 from squall.engine.clock import SimulatedClock
 from squall.external.redis_streams import RedisStreamSpout, charges_key
 from squall.external.retry import SUSPECT_GROUPS, RetryBackoff
@@ -389,3 +390,105 @@ def test_a_poison_entry_behind_suspects_held_in_a_window_is_the_only_dead_letter
     assert acked == set(range(300)) - {120}
     assert deaths == 6
     assert r.xpending(STREAM, GROUP)["pending"] == 0 and r.hlen(charges_key(STREAM, GROUP)) == 0
+
+
+class CrashOnce(RedisStreamSpout):
+    """A Redis Streams spout that raises (its worker crashes) when the key ``crash`` is found
+    and deleted (looked at every 50 ms); each life of the task adds one to ``lives`` at its
+    first ``next_tuple``."""
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self._switch = redis.Redis.from_url(self.url)
+        self._look_at = 0.0
+        self._counted = False
+
+    def next_tuple(self):
+        now = time.monotonic()
+        if not self._counted:
+            self._counted = True
+            self._switch.incr("lives")
+        if now >= self._look_at:
+            self._look_at = now + 0.05
+            if self._switch.delete("crash"):
+                raise RuntimeError("crash switch: this worker dies now")
+        return super().next_tuple()
+
+    def close(self):
+        super().close()
+        self._switch.close()
+
+
+class CountExecutes(Bolt):
+    """Adds one to hash ``executed``'s field <payload> per tuple, then acks it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.r = redis.Redis.from_url(self.url, decode_responses=True)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+    def execute(self, tup):
+        self.r.hincrby("executed", tup["payload"], 1)
+        self.collector.ack(tup)
+
+
+def _blocked_reads(r) -> int:
+    """The clients of the server blocked in an XREADGROUP."""
+    return sum(1 for c in r.client_list() if c.get("cmd") == "xreadgroup" and "b" in c.get("flags", ""))
+
+
+CRASH_CLAIM_IDLE_MS = 8_000   # the spout's claim_idle_ms: the bound on the recovery below
+CRASH_BLOCK_MS = 15_000       # its read's BLOCK: a read under way at the crash outlasts the restart
+
+
+def test_after_a_spout_crash_on_local_cluster_the_next_entries_wait_for_no_claim(redis_server):
+    """The spout's worker crashes on LocalCluster while its reading thread is blocked in
+    XREADGROUP (idle, waiting for entries); the worker restarts, and 200 entries are added once
+    the new task runs. Each goes to the bolt once and is acked well within the spout's
+    claim_idle_ms. On main the dead task's reading thread lived on in the process, still
+    blocked on its connection: it took the first entries to arrive into the consumer's
+    pending list after the new task had replayed that list, nobody emitted them, and they
+    waited for a claim to find them idle, claim_idle_ms plus up to claim_interval_secs (in the
+    new user's pipeline, 62 s after a crash: claim_idle_ms defaults to a minute). The end of a
+    worker now stops what its Redis Streams spouts started (`WorkerResources.at_end`)."""
+    from squall import LocalCluster, TopologyBuilder
+
+    r = redis_server.client()
+    n = 200
+    b = TopologyBuilder()
+    b.set_spout("events", CrashOnce(redis_server.url, STREAM, GROUP, ["payload"], block_ms=CRASH_BLOCK_MS,
+                                    claim_idle_ms=CRASH_CLAIM_IDLE_MS), 1)
+    b.set_bolt("count", CountExecutes(redis_server.url), 1).shuffle_grouping("events")
+    with LocalCluster(QUICK_CRASH_BACKOFF) as cluster:
+        cluster.submit_topology("crash", {"topology.message.timeout.secs": 30}, b.create_topology())
+        try:
+            warm = [f"w{i}" for i in range(10)]
+            for v in warm:
+                r.xadd(STREAM, {"payload": v})
+            assert wait_until(lambda: r.hlen("executed") == len(warm), 20), r.hgetall("executed")
+            assert wait_until(lambda: _blocked_reads(r) == 1, 10), r.client_list()   # idle, reading
+            r.set("crash", 1)
+            assert wait_until(lambda: r.get("lives") == "2", 20), r.get("lives")    # restarted, running
+            values = [f"v{i}" for i in range(n)]
+            with r.pipeline(transaction=False) as p:
+                for v in values:
+                    p.xadd(STREAM, {"payload": v})
+                p.execute()
+            # the bound: no entry waits for a claim of a consumer's idle entries
+            done = wait_until(lambda: r.hlen("executed") == len(warm) + n
+                              and r.xpending(STREAM, GROUP)["pending"] == 0, CRASH_CLAIM_IDLE_MS / 1000)
+            executed = {k: int(c) for k, c in r.hgetall("executed").items()}
+            missing = [v for v in values if v not in executed]
+            assert done and not missing, (
+                f"{n - len(missing)} of {n} entries executed within claim_idle_ms "
+                f"({CRASH_CLAIM_IDLE_MS} ms) of being added after the crash; pending "
+                f"{r.xpending(STREAM, GROUP)}; the others waited for a claim")
+        finally:
+            cluster.kill_topology("crash", 0)
+    assert all(executed[v] == 1 for v in warm + values), {v: c for v, c in executed.items() if c != 1}
+    assert r.xpending(STREAM, GROUP)["pending"] == 0 and r.xlen(f"{STREAM}:dead") == 0

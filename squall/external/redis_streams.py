@@ -99,6 +99,7 @@ from .retry import (
     gate_patience,
     group_size,
     warn_stood_alone,
+    warn_suspects_taken_back,
     worker_gate,
 )
 
@@ -473,6 +474,7 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         self._to_forget: list[str] = []            # charges to delete with the acks held back
         self._set_up = False
         self._history_from: str | None = "0"       # own pending still to replay (None: done)
+        self._conf = conf
         self._next_claim = 0.0
         self._claim_from = "0-0"                   # where the next XAUTOCLAIM scan goes on from
         # Every entry held here is touched at least this often, so it never looks idle to a
@@ -748,6 +750,12 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
             self.group, self.consumer, {self.stream: start}, count=self.batch_size))
         entries = reply[0][1] if reply else []
         if entries:
+            if start == "0" and self._counting:
+                # the groups they take are the recovery's length: said before the first goes
+                # out, not left to guess (XPENDING's summary counts them all: one round trip)
+                mine = [c["pending"] for c in self.client.xpending(self.stream, self.group)["consumers"]
+                        if c["name"] == self.consumer]
+                warn_suspects_taken_back(log, self.consumer, int(mine[0]) if mine else len(entries), self._conf)
             self._history_from = entries[-1][0]
         self._take([Entry(i, f) for i, f in entries], again=True)
         return bool(entries)
@@ -764,7 +772,12 @@ class RedisStreamSpout(Spout, CountsDeadLetters):
         fresh = [Entry(i, f) for i, f in entries if i not in self._tracked]
         fresh += [Entry(i, None) for i in deleted if i not in self._tracked]
         if fresh:
-            log.info("%s: claimed %d idle entries of stream %r", self.consumer, len(fresh), self.stream)
+            # a warning: each of them waited claim_idle_ms at least, and a pipeline that sat
+            # that long with nothing failing and nothing said looks hung
+            log.warning("%s: claimed %d entries of stream %r left pending by a consumer that no longer reads "
+                        "them, each idle for over claim_idle_ms (%d ms; claims every claim_interval_secs, %s s): "
+                        "they waited that long", self.consumer, len(fresh), self.stream, self.claim_idle_ms,
+                        self.claim_interval_secs)
         self._take(fresh, again=True)
         return bool(fresh)
 

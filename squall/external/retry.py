@@ -341,6 +341,28 @@ def gate_patience(conf: Any) -> float:
     return float(setting(conf or {}, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
 
 
+def warn_suspects_taken_back(log: logging.Logger, who: str, count: int, conf: Any) -> None:
+    """Say that a spout task is taking back ``count`` records its previous life left pending
+    (its worker died with them in flight, or was stopped), which go out as suspects, a group at
+    a time (`AloneGate`, `SUSPECT_GROUPS`).
+
+    After a crash with many records in flight, that replay is the recovery's whole length:
+    each group waits until every tree of the one before ended, and behind a persistent window
+    or another stateful bolt a tree ends only at a checkpoint, so 1,000 records take 32
+    checkpoints (16 s at 500 ms) while nothing fails and the spout reads nothing new. Without
+    this line a user watching the topology could not tell that wait from a hang."""
+    size = SUSPECT_GROUPS[0]
+    rounds = -(-count // size)
+    interval = setting(conf or {}, Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL)
+    log.warning("%s: taking back %d record(s) its previous life left pending (its worker died, or was stopped, "
+                "with them in flight); max_retries is set, so each is a suspect of a death: they go out in groups of up to %d (one that died in a group before goes alone), "
+                "at least %d group(s), each once every tree of the one before ended, and nothing else of the "
+                "worker's spouts beside them; behind a persistent window or another stateful bolt a tree ends "
+                "at a checkpoint (topology.state.checkpoint.interval.ms: %s), so this takes %d checkpoint(s) or "
+                "more. The spout's max_retries=None sends them at once, uncounted (docs/connectors.md)",
+                who, count, size, rounds, interval, rounds)
+
+
 def warn_stood_alone(log: logging.Logger, who: str, count: int, patience: float | None) -> None:
     """Say that ``count`` suspects of ``who`` (a spout, named as its own warnings name it), each
     out alone, stood still for ``patience`` seconds and go on beside others

@@ -30,6 +30,7 @@ import logging
 import os
 import re
 import stat
+import struct
 import threading
 import time
 import uuid
@@ -150,14 +151,17 @@ class ProgressDoc(NamedTuple):
 
 class FileIdentity(NamedTuple):
     """Which file a `FileSpout` progress record is about, taken when the record was written:
-    device and inode, size and mtime, and a hash of the file's first ``min(offset, HEAD_BYTES)``
-    bytes (the part already read, which an appending writer never changes)."""
+    device and inode, size and mtime, a hash of the file's first ``min(offset, HEAD_BYTES)``
+    bytes (the part already read, which an appending writer never changes), and the inode's
+    generation number (`file_generation`; None where the file system keeps none, and in a record
+    written before squall kept it), which tells a file renamed from a new one on a reused inode."""
 
     dev: int
     ino: int
     size: int
     mtime_ns: int
     head: str
+    gen: int | None = None
 
 
 class FileMark(NamedTuple):
@@ -183,11 +187,9 @@ def read_progress(path: Path, spout: str, directory: str, kind: str = "FileSpout
         raise FileConnectorError(f"{kind} {spout!r}: progress file {path} {bad}")
     identities = finished = None
     if "identity" in doc:
-        identities = {name: FileIdentity(**{k: v[k] for k in FileIdentity._fields})
-                      for name, v in doc["identity"].items()}
+        identities = {name: FileIdentity(**v) for name, v in doc["identity"].items()}
     if "finished" in doc:
-        finished = {name: FileIdentity(**{k: v[k] for k in FileIdentity._fields})
-                    for name, v in doc["finished"].items()}
+        finished = {name: FileIdentity(**v) for name, v in doc["finished"].items()}
     return ProgressDoc(dict(doc["files"]), doc.get("mark"), doc.get("tasks"), identities, doc.get("table_id"),
                        finished)
 
@@ -247,12 +249,15 @@ def _check_identities(identities: Any, files: dict | None, key: str = "identity"
     for name, v in identities.items():
         if files is not None and name not in files:
             return f"has an identity for {name!r}, a file it records no offset for"
-        ok = (isinstance(v, dict) and set(v) == set(FileIdentity._fields)
+        # "gen" may be absent: a record of a squall before it, or of a file system without generations
+        ok = (isinstance(v, dict) and set(FileIdentity._fields) - {"gen"} <= set(v) <= set(FileIdentity._fields)
               and all(type(v[k]) is int and v[k] >= 0 for k in ("dev", "ino", "size", "mtime_ns"))
-              and isinstance(v["head"], str) and len(v["head"]) <= 128)
+              and isinstance(v["head"], str) and len(v["head"]) <= 128
+              and (v.get("gen") is None or (type(v["gen"]) is int and 0 <= v["gen"] < 1 << 32)))
         if not ok:
             return (f"has a malformed identity for {name!r} (expected dev, ino, size, mtime_ns as "
-                    f"non-negative integers and head as a hash string)")
+                    f"non-negative integers, head as a hash string and gen, if there, an inode "
+                    f"generation: an unsigned 32-bit integer)")
     return None
 
 
@@ -267,12 +272,20 @@ def dump_progress(spout: str, directory: str, files: dict[str, int], mark: int |
     if tasks is not None:
         doc["tasks"] = tasks
     if identities is not None:
-        doc["identity"] = {name: identities[name]._asdict() for name in sorted(identities)}
+        doc["identity"] = {name: _identity_doc(identities[name]) for name in sorted(identities)}
     if table_id is not None:
         doc["table_id"] = table_id
     if finished:
-        doc["finished"] = {name: finished[name]._asdict() for name in sorted(finished)}
+        doc["finished"] = {name: _identity_doc(finished[name]) for name in sorted(finished)}
     return json.dumps(doc, indent=0).encode()
+
+
+def _identity_doc(identity: FileIdentity) -> dict[str, Any]:
+    """``identity`` as JSON: without ``gen`` where the file system keeps none (as squall wrote it before)."""
+    doc = identity._asdict()
+    if identity.gen is None:
+        del doc["gen"]
+    return doc
 
 
 class TaskProgress(NamedTuple):
@@ -393,10 +406,53 @@ def head_hash(fd: int, length: int) -> str:
     return h.hexdigest()
 
 
+# FS_IOC_GETVERSION, _IOR('v', 1, long): 0x80087601 where a long is 8 bytes (x86_64)
+_FS_IOC_GETVERSION = (2 << 30) | (struct.calcsize("l") << 16) | (ord("v") << 8) | 1
+
+
+def file_generation(fd: int) -> int | None:
+    """The generation number of the open file ``fd``'s inode (``FS_IOC_GETVERSION``): ext4, btrfs
+    and xfs draw a new one each time they hand an inode out, so a file deleted and another
+    created on its inode (ext4 reuses a freed inode at once) differ here, where device, inode and
+    first bytes may all agree. None where the file system keeps none (tmpfs, overlayfs, NFS,
+    FUSE answer ENOTTY or the like; not Linux)."""
+    try:
+        got = fcntl.ioctl(fd, _FS_IOC_GETVERSION, bytes(8))
+    except OSError:
+        return None
+    return int(struct.unpack("=I", got[:4])[0])  # the kernel writes an int (ext4, btrfs, xfs)
+
+
+def same_file(was: FileIdentity, dev: int, ino: int, gen: int | None) -> bool | None:
+    """Whether the file of device ``dev``, inode ``ino`` and generation ``gen`` is the one
+    ``was`` was taken of: False if another inode or another generation of it; True if the same
+    inode of the same generation; None (unsure) if the same inode and either generation is
+    unknown (a file system without them, a record of a squall before them): a file renamed and a
+    new file on the reused inode look alike then. The one place that says so: a caller chooses
+    what unsure means where it asks, on the side of reading a line twice rather than never."""
+    if (was.dev, was.ino) != (dev, ino):
+        return False
+    if was.gen is None or gen is None:
+        return None
+    return was.gen == gen
+
+
 def _same_file(mark: FileMark, identity: FileIdentity) -> bool:
     """Whether ``mark`` is a record of the file ``identity`` is (its device and inode, which the
-    file keeps across renames: a file that comes back under the name is another one)."""
-    return mark.identity is not None and (mark.identity.dev, mark.identity.ino) == (identity.dev, identity.ino)
+    file keeps across renames, and generation if both know it: a file that comes back under the
+    name is another one)."""
+    return mark.identity is not None and same_file(mark.identity, identity.dev, identity.ino, identity.gen) is not False
+
+
+def _surely(path: str, was: FileIdentity) -> bool:
+    """Whether the file at ``path`` is for sure the one ``was`` was taken of (`same_file` True; it
+    is opened to read its generation): not a file created on the inode of one deleted since."""
+    try:
+        with open_regular(path) as f:
+            st = os.fstat(f.fileno())
+            return same_file(was, st.st_dev, st.st_ino, file_generation(f.fileno())) is True
+    except OSError:
+        return False  # gone, or a symlink or FIFO put in its place since the listing
 
 
 def _done_by(task: TaskProgress, name: str, mark: FileMark) -> bool:
@@ -420,7 +476,14 @@ def mismatch(mark: FileMark, fd: int) -> str | None:
     was = mark.identity
     if was is None:  # a record of an older squall: only the length can be checked
         return None
-    if (st.st_dev, st.st_ino) != (was.dev, was.ino):
+    # unsure (no generation to compare) counts as the same file here, as before generations: the
+    # first bytes are checked below, and taking it for another would read every file of a file
+    # system without generations (tmpfs, overlayfs, NFS) again from its start at every restart
+    gen = file_generation(fd)
+    if same_file(was, st.st_dev, st.st_ino, gen) is False:
+        if (st.st_dev, st.st_ino) == (was.dev, was.ino):
+            return (f"it is another file on the same inode (device {st.st_dev} inode {st.st_ino} generation "
+                    f"{gen}; the progress at offset {mark.offset} was for generation {was.gen}): replaced")
         return (f"it is another file (device {st.st_dev} inode {st.st_ino}; the progress at offset "
                 f"{mark.offset} was for device {was.dev} inode {was.ino}): replaced")
     if st.st_size < was.size:
@@ -971,6 +1034,7 @@ class FileSpout(Spout, CountsDeadLetters):
             self.locks = FileLocks(state / "locks", f"{self.spout_id}[{self.index}]", self.lock_timeout_secs, self.clock,
                                    self.kept.locks)
         self.head: tuple[int, str] | None = None  # the current file's head hash (length, hash), reused
+        self.gen: int | None = None  # the current file's inode generation (`file_generation`)
         self.size_seen = 0  # the current file's largest size seen while it is read (`_say_if_truncated`)
         self._watch_new_file()
         self.queue: deque[str] = deque()
@@ -1056,33 +1120,47 @@ class FileSpout(Spout, CountsDeadLetters):
         if self.locks is not None:
             self.abandoned = deque(self.locks.abandoned())
 
-    def _renamed_owners(self) -> dict[int, tuple[int, str]]:
+    def _renamed_owners(self) -> dict[int, tuple[int, str, FileIdentity]]:
         """Per inode (of this directory's device) that a task's progress file has a record of,
         that task's index and the name of the record, for `_owns` and `_may_claim` (tasks of
         an index at or above the parallelism only with ``claim_files``, where no index owns)."""
         dev = os.stat(self.directory).st_dev
-        out: dict[int, tuple[int, str]] = {}
+        out: dict[int, tuple[int, str, FileIdentity]] = {}
         for p, loaded in self._progress_files():
             index = int(p.name[len("task-"):-len(".json")])  # `_progress_files` takes task-<index>.json only
             for name, mark in loaded.marks.items():
                 if mark.identity is not None and mark.identity.dev == dev and (self.claim_files or index < self.tasks):
-                    out[mark.identity.ino] = (index, name)
+                    out[mark.identity.ino] = (index, name, mark.identity)
         return out
 
-    def _may_claim(self, entry: os.DirEntry, renamed: dict[int, tuple[int, str]]) -> bool:
+    @staticmethod
+    def _renamed_holder(entry: os.DirEntry, renamed: dict[int, tuple[int, str, FileIdentity]]) -> tuple[int, str] | None:
+        """The task index and name of the record of the file ``entry`` under another name (it was
+        renamed), if there is one and it is for sure about this very file (`_surely`). A record
+        of a file deleted since names an inode the file system may have handed to a new file:
+        that file went to the record's task, which read it on from the deleted file's offset
+        (x.csv read to its header, deleted while the topology was down; y.csv, same header, on
+        its inode: 20 of 21 lines). A file system without generations cannot tell: such a file
+        goes to its own task, read from its start (its lines at most twice)."""
+        holder = renamed.get(entry.inode())
+        if holder is None or holder[1] == entry.name or not _surely(entry.path, holder[2]):
+            return None
+        return holder[0], holder[1]
+
+    def _may_claim(self, entry: os.DirEntry, renamed: dict[int, tuple[int, str, FileIdentity]]) -> bool:
         """With ``claim_files``: whether the file ``entry`` may be claimed now. Not a file a
         task has a record of under another name whose lock is held (renamed while that task
         reads it through its open handle: claimed under its new name meanwhile, its lines from
         the committed offset went out twice, 831 of 10,000 through two rotations); it is
         claimed once that lock is gone (the file finished, set aside, or its holder's lock
         taken over), and read on from the committed offset."""
-        holder = renamed.get(entry.inode())
-        if holder is None or holder[1] == entry.name:
+        holder = self._renamed_holder(entry, renamed)
+        if holder is None:
             return True
         assert self.locks is not None
         return not os.path.lexists(self.locks.directory / holder[1])
 
-    def _owns(self, entry: os.DirEntry, renamed: dict[int, tuple[int, str]]) -> bool:
+    def _owns(self, entry: os.DirEntry, renamed: dict[int, tuple[int, str, FileIdentity]]) -> bool:
         """Whether this task reads the file ``entry``: the one whose index its name hashes to,
         unless it is a file a task has a record of under another name (renamed, by logrotate's
         ``create``...): then that task, which may still be reading it through its open handle
@@ -1090,8 +1168,8 @@ class FileSpout(Spout, CountsDeadLetters):
         from the committed offset twice. (A record under the file's own name is no claim: the
         task its name hashes to resumes it, `_marks_now`; a renamed file's record is moved to its
         new name by the task that opens it, which hands it over, `_hand_over`.)"""
-        holder = renamed.get(entry.inode())
-        if holder is not None and holder[1] != entry.name:
+        holder = self._renamed_holder(entry, renamed)
+        if holder is not None:
             return holder[0] == self.index
         return owner_of(entry.name, self.tasks) == self.index
 
@@ -1182,6 +1260,7 @@ class FileSpout(Spout, CountsDeadLetters):
         handle.seek(start)
         self.file, self.handle, self.tracker = name, handle, OffsetManager(name, start)
         self.head = None
+        self.gen = file_generation(handle.fileno())  # its inode's generation, kept in its record
         self.size_seen = 0
         self._watch_new_file()
         self.at_end_since, self.end_said = None, False
@@ -1203,7 +1282,9 @@ class FileSpout(Spout, CountsDeadLetters):
         if (mark.identity.dev, mark.identity.ino) == (st.st_dev, st.st_ino):
             return
         now = self._renamed_to(mark.identity.dev, mark.identity.ino)
-        if now is not None and now != name and now not in self.own:
+        # for sure the file of the record, not a new one on the inode of the record's file deleted since
+        if (now is not None and now != name and now not in self.own
+                and _surely(os.path.join(self.directory, now), mark.identity)):
             self.own[now] = mark  # `_open` resumes it from there (`resume_offset` checks its first bytes)
             log.info("FileSpout %r task %d: %s is now %s; its record (byte %d) goes with it",
                      self.spout_id, self.index, os.path.join(self.directory, name), now, mark.offset)
@@ -1211,17 +1292,20 @@ class FileSpout(Spout, CountsDeadLetters):
     def _renamed_mark(self, name: str, fd: int, others: list[TaskProgress]) -> FileMark | None:
         """The record of the open file ``fd``, listed as ``name``, committed under another
         name: the file was renamed (logrotate's ``create``, a ``mv`` of a file being read: its
-        device and inode stay, and `mismatch` checks its first bytes too). From this task's
+        device, inode and generation stay, and `mismatch` checks its first bytes too; a file
+        system without generations cannot tell a renamed file from a new one on the reused inode
+        of one deleted, `same_file`: such a file is read from its start). From this task's
         records (whose record under the old name goes, the file's being this one now) and the
         other tasks' progress files as they are now (``others``); the highest, None if there is
         none. Before, a renamed file was a new name, read again from its start: of 10,000 lines
         written through two rotations, 16,400 tuples."""
         st = os.fstat(fd)
+        gen = file_generation(fd)
         found: list[tuple[str, FileMark, bool]] = []
         for owner in [self.own, *(loaded.marks for loaded in others)]:
             for old, mark in owner.items():
                 if (old != name and mark.identity is not None and mark.offset
-                        and (mark.identity.dev, mark.identity.ino) == (st.st_dev, st.st_ino) and mismatch(mark, fd) is None):
+                        and same_file(mark.identity, st.st_dev, st.st_ino, gen) is True and mismatch(mark, fd) is None):
                     found.append((old, mark, owner is self.own))
         if not found:
             return None
@@ -2067,7 +2151,7 @@ class FileSpout(Spout, CountsDeadLetters):
             self.head = (length, head_hash(fd, length))
         st = os.fstat(fd)
         self.size_seen = max(self.size_seen, st.st_size)
-        return FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, self.head[1])
+        return FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, self.head[1], self.gen)
 
     def _commit(self, back_to: int | None = None) -> None:
         """Writes the progress durably; ``back_to``: the current file's offset to write instead

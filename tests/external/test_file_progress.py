@@ -191,7 +191,11 @@ def test_restarts_with_other_parallelisms_replay_exactly_the_unacked_lines(dirs)
      "malformed identity for 'a'"),
     (b'{"version": 1, "spout": "lines", "directory": "/d", "files": {"a": 3}, "identity": []}',
      "malformed 'identity'"),
-], ids=["empty", "torn", "deep", "identity-of-unknown-file", "identity-fields", "identity-not-a-map"])
+    *[(b'{"version": 1, "spout": "lines", "directory": "/d", "files": {"a": 3}, "identity": {"a": {"dev": 1, '
+       b'"ino": 2, "size": 3, "mtime_ns": 4, "head": "ab", "gen": %s}}}' % gen, "malformed identity for 'a'")
+      for gen in (b"-1", b"4294967296", b'"7"', b"1.5", b"true")],
+], ids=["empty", "torn", "deep", "identity-of-unknown-file", "identity-fields", "identity-not-a-map",
+        "gen-negative", "gen-past-32-bits", "gen-a-string", "gen-a-float", "gen-a-bool"])
 def test_a_corrupt_or_truncated_progress_file_is_a_clear_error_naming_it(tmp_path, content, says):
     path = tmp_path / "task-0.json"
     path.write_bytes(content)

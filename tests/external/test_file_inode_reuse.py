@@ -35,6 +35,13 @@ def progress(local: Path) -> dict:
     return json.loads((local / "filespout" / "lines" / "task-0.json").read_bytes())
 
 
+def forget_generation(local: Path) -> None:
+    """Makes x.csv's progress record one an older squall wrote: no ``gen``."""
+    doc = progress(local)
+    doc["identity"]["x.csv"].pop("gen", None)
+    (local / "filespout" / "lines" / "task-0.json").write_text(json.dumps(doc))
+
+
 def read_header_and_crash(src: Path, local: Path) -> int:
     """Reads x.csv (a header and 20 rows), acks the header alone and crashes; x.csv's inode."""
     (src / "x.csv").write_bytes(rows("x"))
@@ -127,10 +134,7 @@ def test_a_record_without_a_generation_still_resumes_its_file_and_gains_one(dirs
     at the upgrade), and the next commit records the generation."""
     src, local = dirs
     read_header_and_crash(src, local)
-    path = local / "filespout" / "lines" / "task-0.json"
-    doc = progress(local)
-    doc["identity"]["x.csv"].pop("gen", None)
-    path.write_text(json.dumps(doc))
+    forget_generation(local)
     with open(src / "x.csv", "ab") as f:
         f.write(b"20,x20\n")
     task = Task(src, local, max_retries=None)
@@ -148,10 +152,7 @@ def test_a_renamed_file_whose_record_has_no_generation_is_read_again_from_its_st
     from its start, its header line twice, rather than perhaps a new file's lines lost."""
     src, local = dirs
     read_header_and_crash(src, local)
-    path = local / "filespout" / "lines" / "task-0.json"
-    doc = progress(local)
-    doc["identity"]["x.csv"].pop("gen", None)
-    path.write_text(json.dumps(doc))
+    forget_generation(local)
     os.rename(src / "x.csv", src / "x.csv.1")
     task = Task(src, local)
     task.out.report_error = lambda message: None  # x.csv's record dropped unfinished is reported

@@ -282,6 +282,20 @@ def test_entries_lost_with_another_worker_go_out_again_together_only_the_execute
         w.spout.close()
 
 
+def died_with_in_flight(redis_server, n: int) -> tuple[list[str], float]:
+    """Adds ``n`` entries, has a spout's first life emit them all together (fresh, in order) and
+    die with them in flight; returns their payloads and a deadline a minute away."""
+    r = redis_server.client()
+    values = [f"v{i}" for i in range(n)]
+    for v in values:
+        r.xadd(STREAM, {"payload": v})
+    deadline = time.monotonic() + 60
+    w = Worker(redis_server.url)
+    assert [v for _, v in emit_until(w, n, deadline)] == values
+    w.die()
+    return values, deadline
+
+
 def test_after_its_worker_died_the_entries_it_held_drain_in_groups_of_suspects(redis_server):
     """The spout's worker dies with 250 entries in flight (max spout pending 250; behind a
     stateful bolt that acks only at a checkpoint, each round of trees below is a checkpoint).
@@ -293,13 +307,7 @@ def test_after_its_worker_died_the_entries_it_held_drain_in_groups_of_suspects(r
     once in the second life, acked, none charged or left marked, none dead-lettered."""
     r = redis_server.client()
     n = 250
-    values = [f"v{i}" for i in range(n)]
-    for v in values:
-        r.xadd(STREAM, {"payload": v})
-    deadline = time.monotonic() + 60
-    w = Worker(redis_server.url)
-    assert [v for _, v in emit_until(w, n, deadline)] == values   # together, fresh
-    w.die()
+    values, deadline = died_with_in_flight(redis_server, n)
     w = Worker(redis_server.url)
     out: list[str] = []
     rounds = 0
@@ -336,13 +344,7 @@ def test_a_restarted_task_says_how_many_suspects_it_takes_back_and_in_how_many_g
     checkpoint each, nothing failing, and looked hung."""
     r = redis_server.client()
     n = 250
-    values = [f"v{i}" for i in range(n)]
-    for v in values:
-        r.xadd(STREAM, {"payload": v})
-    deadline = time.monotonic() + 60
-    w = Worker(redis_server.url)
-    assert [v for _, v in emit_until(w, n, deadline)] == values
-    w.die()
+    values, deadline = died_with_in_flight(redis_server, n)
     w = Worker(redis_server.url, conf={"topology.state.checkpoint.interval.ms": 500})
     with caplog.at_level(logging.WARNING, "squall.external.redis_streams"):
         ack_every_entry(w, r, sorted(values), deadline)   # each once, none left pending or charged

@@ -236,6 +236,18 @@ def open_private_log(path: str | os.PathLike, buffering: int = -1) -> BinaryIO:
     return os.fdopen(fd, "ab", buffering=buffering)
 
 
+def unresolved_link(path: Path, top: Path | None = None) -> Path | None:
+    """The first of ``path`` and its parents up to ``top`` (``path`` alone without ``top``) that
+    is a symbolic link whose target does not resolve (a disk not mounted yet, a target gone, a
+    loop): a state file there cannot be read, which ``exists()``, saying False, hides as none."""
+    for p in (path, *path.parents) if top is not None else (path,):
+        if p.is_symlink() and not p.exists():
+            return p
+        if p == top:
+            break
+    return None
+
+
 def hold_lock(path: str | os.PathLike) -> int | None:
     """An exclusive lock on ``path`` (made owner-only if missing) for as long as the returned
     descriptor is open (not inherited by child processes, released when this process ends

@@ -33,7 +33,7 @@ from typing import Any
 
 from .._config import SECRET_KEY, Config, conf_value, setting
 from .._errors import ClusterStateUnavailableError, SquallError
-from .._private import Kept, hold_lock, own_local_dir, private_dir, write_private
+from .._private import Kept, hold_lock, own_local_dir, private_dir, unresolved_link, write_private
 from .._transactional import MemoryBackend
 
 log = logging.getLogger("squall.master")
@@ -338,7 +338,7 @@ def _read_state(path: Path) -> tuple[int, dict[str, Any]]:
         try:
             data = json.loads(path.read_bytes())
         except OSError as e:
-            if path.is_symlink() and not path.exists():   # "No such file" named the link, which is there
+            if unresolved_link(path) is not None:   # "No such file" named the link, which is there
                 raise OSError(f"a symlink to {os.readlink(path)} that does not resolve: {e.strerror}") from None
             raise
         if not isinstance(data, dict):

@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 from .._errors import NotLeaderException
 from .._nimbus import TxWrite
-from .._private import Kept, fsync_dir, private_dir, write_private
+from .._private import Kept, fsync_dir, private_dir, unresolved_link, write_private
 from .._transactional import (
     MAX_KEYS,
     MemoryBackend,
@@ -163,12 +163,10 @@ class FileStore:
         Raises:
             TransactionalStateError: it is so, naming ``what`` and the link.
         """
-        for p in (path, *path.parents):
-            if p.is_symlink() and not p.exists():
-                raise TransactionalStateError(f"{what} cannot be read ({p} is a symlink to {os.readlink(p)}, which does "
-                                              f"not resolve); {_AFRESH}")
-            if p == self.directory:
-                return
+        link = unresolved_link(path, self.directory)
+        if link is not None:
+            raise TransactionalStateError(f"{what} cannot be read ({link} is a symlink to {os.readlink(link)}, which "
+                                          f"does not resolve); {_AFRESH}")
 
 
 @contextlib.contextmanager

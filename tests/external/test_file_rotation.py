@@ -132,6 +132,15 @@ def test_a_renamed_file_read_on_under_its_new_name_is_not_read_again_by_that_nam
     assert os.listdir(src) == ["a.log.1.done"]
 
 
+def committed_to(local, name: str, offset: int) -> bool:
+    """Whether the spout's task 0 committed ``name`` at ``offset``, with the record of its identity."""
+    try:
+        doc = json.loads((local / "filespout" / "lines" / "task-0.json").read_bytes())
+    except (FileNotFoundError, ValueError):  # not written yet
+        return False
+    return doc["files"].get(name) == offset and name in doc.get("identity", {})
+
+
 def test_a_logger_going_on_after_copytruncate_has_every_line_read_once(tmp_path):
     """A logger appends 300 JSON lines; logrotate copies the file into another directory
     (``olddir``) and cuts it to nothing; the logger writes 300 more from the file's start. The
@@ -153,7 +162,8 @@ def test_a_logger_going_on_after_copytruncate_has_every_line_read_once(tmp_path)
         with open(src / "a.log", "ab", buffering=0) as logger:
             logger.writelines(line(n) for n in range(300))
             assert wait_until(lambda: len(log.items()) >= 300, timeout=15)
-            time.sleep(0.2)  # its commit takes the file's first bytes, which the cut changes
+            # its commit takes the file's first bytes, which the cut changes
+            assert wait_until(lambda: committed_to(local, "a.log", (src / "a.log").stat().st_size), timeout=15)
             shutil.copyfile(src / "a.log", old / "a.log.1")
             os.truncate(src / "a.log", 0)
             for n in range(300, 600):
